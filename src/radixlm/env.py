@@ -1,0 +1,61 @@
+"""Every environment variable radixlm reads, in one place.
+
+Other modules never call ``os.environ`` themselves: they ask this module, so that a reader can
+see every knob at a glance. ``fsm`` and ``kernels`` import nothing of ours; their settings arrive
+as arguments from the runtime, which reads them here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = [
+    "cache_dir",
+    "kernel_backend",
+    "log_level",
+    "num_threads_default",
+    "triton_interpret",
+]
+
+
+def cache_dir() -> Path:
+    """Root for built tiny models and compiled grammars (``RADIXLM_CACHE_DIR``)."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "radixlm"
+    return Path(os.environ.get("RADIXLM_CACHE_DIR", str(default))).expanduser()
+
+
+def kernel_backend() -> str:
+    """Kernel choice forced by ``RADIXLM_KERNEL_BACKEND``: ``auto`` (default), ``torch``, ``triton``."""
+    value = os.environ.get("RADIXLM_KERNEL_BACKEND", "auto").strip().lower()
+    if value not in ("auto", "torch", "triton"):
+        raise ValueError(
+            f"RADIXLM_KERNEL_BACKEND must be one of auto, torch, triton; got {value!r}"
+        )
+    return value
+
+
+def num_threads_default() -> int:
+    """Torch intra-op threads per process (``RADIXLM_NUM_THREADS``, default 1).
+
+    On small CPU machines OpenMP's spin-waiting makes more than one thread per process slower,
+    so the default is 1; benchmarks set the same value on both sides of a comparison.
+    """
+    raw = os.environ.get("RADIXLM_NUM_THREADS", "1")
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ValueError(f"RADIXLM_NUM_THREADS must be an integer, got {raw!r}") from exc
+    if value < 1:
+        raise ValueError(f"RADIXLM_NUM_THREADS must be >= 1, got {value}")
+    return value
+
+
+def log_level() -> str:
+    """Logging level name (``RADIXLM_LOG_LEVEL``, default ``INFO``)."""
+    return os.environ.get("RADIXLM_LOG_LEVEL", "INFO").upper()
+
+
+def triton_interpret() -> bool:
+    """True when Triton runs in its CPU interpreter (``TRITON_INTERPRET=1``, read by Triton)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"

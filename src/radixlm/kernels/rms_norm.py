@@ -1,0 +1,40 @@
+"""RMSNorm, optionally fused with the residual add that precedes it (Llama-family layout).
+
+The torch reference matches Hugging Face's ``LlamaRMSNorm``: the statistics are computed in
+float32 and the result is cast back to the input dtype before the weight multiply.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._checks import FLOAT_DTYPES, check_dim, check_tensor
+
+
+def _check(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None) -> None:
+    check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES)
+    check_tensor("weight", weight, ndim=1, dtypes=FLOAT_DTYPES, device=x.device)
+    check_dim("weight", weight, 0, x.shape[1])
+    if residual is not None:
+        check_tensor("residual", residual, ndim=2, dtypes=(x.dtype,), device=x.device)
+        if residual.shape != x.shape:
+            raise ValueError(
+                f"residual: expected shape {tuple(x.shape)}, got {tuple(residual.shape)}"
+            )
+
+
+def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``weight * x / sqrt(mean(x^2) + eps)``. x: [num_tokens, hidden]."""
+    _check(x, weight, None)
+    xf = x.float()
+    variance = xf.pow(2).mean(-1, keepdim=True)
+    return weight * (xf * torch.rsqrt(variance + eps)).to(x.dtype)
+
+
+def fused_add_rms_norm_ref(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``(rms_norm(x + residual), x + residual)``; the sum is the next residual."""
+    _check(x, weight, residual)
+    summed = x + residual
+    return rms_norm_ref(summed, weight, eps), summed

@@ -1,0 +1,1 @@
+"""The serving runtime: model runner over a paged KV pool, radix cache, scheduler, engine."""

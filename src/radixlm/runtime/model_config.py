@@ -1,0 +1,215 @@
+"""A model's architecture, read from a Hugging Face folder's ``config.json``.
+
+Both transformers 4 (``rope_theta`` + ``rope_scaling``) and transformers 5 (``rope_parameters``)
+spellings are read. Anything we cannot run faithfully raises :class:`UnsupportedModelError`
+naming the field, rather than running with silently different numerics.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SUPPORTED_ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "Qwen2ForCausalLM": "qwen2",
+    "MistralForCausalLM": "mistral",
+}
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+
+
+class UnsupportedModelError(ValueError):
+    """The folder is not a checkpoint this runtime can load."""
+
+
+@dataclass(frozen=True)
+class RopeConfig:
+    """Rotary embedding parameters (theta and optional frequency scaling)."""
+
+    theta: float = 10000.0
+    rope_type: str = "default"
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: int = 8192
+
+    def __post_init__(self) -> None:
+        if self.rope_type not in SUPPORTED_ROPE_TYPES:
+            raise UnsupportedModelError(
+                f"rope type {self.rope_type!r} is not supported; expected one of "
+                f"{SUPPORTED_ROPE_TYPES}"
+            )
+        if self.theta <= 0 or self.factor <= 0:
+            raise UnsupportedModelError(
+                f"rope theta and factor must be positive, got {self.theta} and {self.factor}"
+            )
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything the model runner needs to know about a Llama-family checkpoint."""
+
+    architecture: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    rms_norm_eps: float
+    max_position_embeddings: int
+    rope: RopeConfig = field(default_factory=RopeConfig)
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    # Per layer: 0 = full attention, W > 0 = keys within the last W positions only.
+    sliding_windows: tuple[int, ...] = ()
+    eos_token_ids: tuple[int, ...] = ()
+    bos_token_id: int | None = None
+    torch_dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads",
+                     "num_kv_heads", "head_dim", "vocab_size", "max_position_embeddings"):
+            if getattr(self, name) <= 0:
+                raise UnsupportedModelError(f"config {name} must be positive, got "
+                                            f"{getattr(self, name)}")
+        if self.num_heads % self.num_kv_heads:
+            raise UnsupportedModelError(
+                f"num_attention_heads ({self.num_heads}) must be a multiple of "
+                f"num_key_value_heads ({self.num_kv_heads})"
+            )
+        if self.head_dim % 2:
+            raise UnsupportedModelError(f"head_dim must be even for RoPE, got {self.head_dim}")
+        if len(self.sliding_windows) != self.num_layers:
+            raise UnsupportedModelError(
+                f"sliding_windows needs one entry per layer ({self.num_layers}), "
+                f"got {len(self.sliding_windows)}"
+            )
+
+    @property
+    def model_type(self) -> str:
+        return SUPPORTED_ARCHITECTURES[self.architecture]
+
+    @classmethod
+    def from_folder(cls, path: str | Path) -> ModelConfig:
+        """Read ``config.json`` (and ``generation_config.json`` for extra EOS ids)."""
+        folder = Path(path)
+        cfg_path = folder / "config.json"
+        if not folder.is_dir():
+            raise UnsupportedModelError(f"model path {str(folder)!r} is not a directory")
+        if not cfg_path.is_file():
+            raise UnsupportedModelError(
+                f"{str(folder)!r} is not a Hugging Face checkpoint: config.json is missing"
+            )
+        try:
+            raw = json.loads(cfg_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UnsupportedModelError(f"{cfg_path} is not valid JSON: {exc}") from exc
+        gen_path = folder / "generation_config.json"
+        gen = json.loads(gen_path.read_text()) if gen_path.is_file() else {}
+        return cls.from_dict(raw, gen)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], generation: dict[str, Any] | None = None
+                  ) -> ModelConfig:
+        arch = _architecture(raw)
+        hidden = _req(raw, "hidden_size")
+        heads = _req(raw, "num_attention_heads")
+        layers = _req(raw, "num_hidden_layers")
+        model_type = SUPPORTED_ARCHITECTURES[arch]
+        bias = bool(raw.get("attention_bias", False))
+        return cls(
+            architecture=arch,
+            hidden_size=hidden,
+            intermediate_size=_req(raw, "intermediate_size"),
+            num_layers=layers,
+            num_heads=heads,
+            num_kv_heads=raw.get("num_key_value_heads") or heads,
+            head_dim=raw.get("head_dim") or hidden // heads,
+            vocab_size=_req(raw, "vocab_size"),
+            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+            max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
+            rope=_rope(raw),
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            qkv_bias=True if model_type == "qwen2" else bias,
+            o_bias=False if model_type == "qwen2" else bias,
+            mlp_bias=bool(raw.get("mlp_bias", False)),
+            sliding_windows=_sliding_windows(raw, model_type, layers),
+            eos_token_ids=_eos_ids(raw, generation or {}),
+            bos_token_id=raw.get("bos_token_id"),
+            torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "float32"),
+        )
+
+
+def _req(raw: dict[str, Any], key: str) -> Any:
+    if key not in raw:
+        raise UnsupportedModelError(f"config.json has no {key!r}")
+    return raw[key]
+
+
+def _architecture(raw: dict[str, Any]) -> str:
+    archs = raw.get("architectures") or []
+    for arch in archs:
+        if arch in SUPPORTED_ARCHITECTURES:
+            return arch
+    by_type = {v: k for k, v in SUPPORTED_ARCHITECTURES.items()}
+    if not archs and raw.get("model_type") in by_type:
+        return by_type[raw["model_type"]]
+    raise UnsupportedModelError(
+        f"unsupported architecture {archs or raw.get('model_type')!r}; radixlm runs "
+        f"{sorted(SUPPORTED_ARCHITECTURES)}"
+    )
+
+
+def _rope(raw: dict[str, Any]) -> RopeConfig:
+    params = dict(raw.get("rope_parameters") or {})
+    scaling = dict(raw.get("rope_scaling") or {})
+    merged = {**scaling, **params}
+    theta = merged.get("rope_theta", raw.get("rope_theta", 10000.0))
+    rope_type = merged.get("rope_type", merged.get("type", "default"))
+    return RopeConfig(
+        theta=float(theta),
+        rope_type=str(rope_type),
+        factor=float(merged.get("factor", 1.0)),
+        low_freq_factor=float(merged.get("low_freq_factor", 1.0)),
+        high_freq_factor=float(merged.get("high_freq_factor", 4.0)),
+        original_max_position_embeddings=int(
+            merged.get("original_max_position_embeddings", 8192)
+        ),
+    )
+
+
+def _sliding_windows(raw: dict[str, Any], model_type: str, layers: int) -> tuple[int, ...]:
+    window = raw.get("sliding_window") or 0
+    if model_type == "qwen2" and not raw.get("use_sliding_window", False):
+        window = 0
+    if not window:
+        return (0,) * layers
+    layer_types = raw.get("layer_types")
+    if layer_types:
+        return tuple(int(window) if t == "sliding_attention" else 0 for t in layer_types)
+    if model_type == "qwen2":
+        first_full = int(raw.get("max_window_layers", layers))
+        return tuple(int(window) if i >= first_full else 0 for i in range(layers))
+    return (int(window),) * layers
+
+
+def _as_ids(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, int):
+        return [value]
+    return [int(v) for v in value]
+
+
+def _eos_ids(raw: dict[str, Any], generation: dict[str, Any]) -> tuple[int, ...]:
+    ids: list[int] = []
+    for v in _as_ids(raw.get("eos_token_id")) + _as_ids(generation.get("eos_token_id")):
+        if v not in ids:
+            ids.append(v)
+    return tuple(ids)

@@ -1,0 +1,44 @@
+"""RoPE frequency tables from a :class:`RopeConfig`, computed as Hugging Face computes them."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..model_config import RopeConfig
+
+
+def inv_frequencies(rope: RopeConfig, head_dim: int) -> torch.Tensor:
+    """[head_dim / 2] float32 inverse frequencies, after the config's scaling."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
+    inv_freq = 1.0 / (rope.theta**exponents)
+    if rope.rope_type == "linear":
+        return inv_freq / rope.factor
+    if rope.rope_type == "llama3":
+        return _llama3_scale(inv_freq, rope)
+    return inv_freq
+
+
+def _llama3_scale(inv_freq: torch.Tensor, rope: RopeConfig) -> torch.Tensor:
+    old_len = rope.original_max_position_embeddings
+    low_wavelen = old_len / rope.low_freq_factor
+    high_wavelen = old_len / rope.high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / rope.factor, inv_freq)
+    smooth = (old_len / wavelen - rope.low_freq_factor) / (
+        rope.high_freq_factor - rope.low_freq_factor
+    )
+    smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+def cos_sin_tables(
+    rope: RopeConfig, head_dim: int, max_positions: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float32 ``cos`` and ``sin`` of shape [max_positions, head_dim / 2]."""
+    inv_freq = inv_frequencies(rope, head_dim)
+    positions = torch.arange(max_positions, dtype=torch.float32)
+    freqs = positions[:, None] * inv_freq[None, :]
+    return freqs.cos().to(device), freqs.sin().to(device)

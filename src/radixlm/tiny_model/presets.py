@@ -1,0 +1,42 @@
+"""Model shapes for the built-in tiny checkpoints.
+
+``test`` is the smallest (fast tests, exactness checks), ``tiny`` drives the demo after a short
+training run, ``small`` (~20M parameters) is the benchmark model. Llama and Qwen2 variants use
+different head dims and GQA ratios so the exactness tests cover both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ARCHS = ("llama", "qwen2")
+SIZES = ("test", "tiny", "small")
+
+_SHAPES: dict[tuple[str, str], dict[str, Any]] = {
+    # llama: head_dim 16, GQA 2:1, untied embeddings
+    ("llama", "test"): dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=16),
+    # qwen2: head_dim 32, GQA 4:1, tied embeddings, qkv bias
+    ("qwen2", "test"): dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=1, head_dim=32,
+                            tie_word_embeddings=True),
+    ("llama", "tiny"): dict(hidden_size=128, intermediate_size=352, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=32),
+    ("qwen2", "tiny"): dict(hidden_size=128, intermediate_size=352, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=1, head_dim=32,
+                            tie_word_embeddings=True),
+    ("llama", "small"): dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=8,
+                             num_attention_heads=6, num_key_value_heads=2, head_dim=64),
+    ("qwen2", "small"): dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=8,
+                             num_attention_heads=6, num_key_value_heads=2, head_dim=64,
+                             tie_word_embeddings=True),
+}
+
+
+def model_shape(arch: str, size: str) -> dict[str, Any]:
+    """Config keyword arguments for ``arch`` at ``size``."""
+    if arch not in ARCHS:
+        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+    return dict(_SHAPES[(arch, size)])
