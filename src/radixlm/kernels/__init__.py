@@ -4,7 +4,7 @@ This package imports nothing else of radixlm; its configuration comes in as argu
 """
 
 from .backend import BACKENDS, TORCH_OPS, KernelOps, get_kernel_ops, resolve_backend
-from .decode_attention import DecodePlan, decode_attention_ref, plan_decode
+from .decode_attention import DecodePlan, decode_attention_ref, plan_decode, plan_decode_padded
 from .extend_attention import extend_attention_ref
 from .kv_store import store_kv_ref
 from .rms_norm import fused_add_rms_norm_ref, rms_norm_ref
@@ -22,6 +22,7 @@ __all__ = [
     "fused_add_rms_norm_ref",
     "get_kernel_ops",
     "plan_decode",
+    "plan_decode_padded",
     "resolve_backend",
     "rms_norm_ref",
     "rotary_ref",

@@ -1,6 +1,9 @@
 """Decode attention: one new query token per request over its KV in the paged pool.
 
 Reference (CPU path): gather each request's KV into a padded batch and run softmax attention.
+When every request's slots follow its pages in order (slot ``i`` at offset ``i % page_size`` of
+its ``i // page_size``-th page), whole pages are gathered instead of single tokens: a few large
+contiguous copies instead of many small ones.
 """
 
 from __future__ import annotations
@@ -9,32 +12,93 @@ from dataclasses import dataclass
 
 import torch
 
-from .attention_common import attend, check_attention_args, gather_padded_kv
+from .attention_common import attend, check_attention_args
 
 
 @dataclass(frozen=True)
 class DecodePlan:
-    """Padded gather indices for a decode batch, built once per forward and shared by layers."""
+    """Padded gather layout for a decode batch, built once per forward and shared by layers."""
 
-    slots: torch.Tensor  # [B, L] pool slot of each (request, position); padding reads slot 0
+    index: torch.Tensor  # [B * L / unit] rows of the pool viewed as [-1, unit, Hkv, D]
+    unit: int  # tokens per gathered row: page_size when page-structured, else 1
+    batch: int
+    max_len: int  # L, padded to a multiple of unit
     mask: torch.Tensor  # [B, 1, 1, L] bool, True where the key is attended
+    workspace: dict[str, torch.Tensor] | None = None  # reusable gather buffers
+
+
+def _is_page_structured(slots: torch.Tensor, valid: torch.Tensor, page_size: int) -> bool:
+    """True if valid ``slots[b, i]`` equals ``page(b, i // ps) * ps + i % ps``."""
+    if page_size == 1 or slots.shape[1] % page_size:
+        return page_size == 1
+    pos = torch.arange(slots.shape[1], device=slots.device)
+    offset_ok = (slots % page_size == pos % page_size) | ~valid
+    first = slots[:, ::page_size].repeat_interleave(page_size, dim=1) // page_size
+    page_ok = (slots // page_size == first) | ~valid
+    return bool(offset_ok.all() and page_ok.all())
+
+
+def plan_decode_padded(
+    slots: torch.Tensor,
+    lens: torch.Tensor,
+    page_size: int = 1,
+    sliding_window: int = 0,
+    workspace: dict[str, torch.Tensor] | None = None,
+) -> DecodePlan:
+    """Plan from padded slots [B, L'] (entries past ``lens[b]`` are ignored) and lens [B]."""
+    lens = lens.long()
+    if lens.numel() and int(lens.min()) < 1:
+        raise ValueError("lens: every decode request needs at least one KV token")
+    batch = slots.shape[0]
+    max_len = int(lens.max()) if batch else 0
+    padded = -(-max_len // page_size) * page_size
+    if slots.shape[1] < padded:
+        slots = torch.nn.functional.pad(slots, (0, padded - slots.shape[1]))
+    slots = slots[:, :padded].long()
+    pos = torch.arange(padded, device=slots.device)
+    valid = pos[None, :] < lens[:, None]  # [B, L]
+    if _is_page_structured(slots, valid, page_size):
+        unit, index = page_size, (slots[:, ::page_size] // page_size).masked_fill(
+            ~valid[:, ::page_size], 0).reshape(-1)
+    else:
+        unit, index = 1, slots[:, :max_len].masked_fill(~valid[:, :max_len], 0).reshape(-1)
+        padded, valid, pos = max_len, valid[:, :max_len], pos[:max_len]
+    if sliding_window > 0:
+        valid = valid & (pos[None, :] >= lens[:, None] - sliding_window)
+    return DecodePlan(index, unit, batch, padded, valid[:, None, None, :], workspace)
 
 
 def plan_decode(
-    kv_indptr: torch.Tensor, kv_indices: torch.Tensor, sliding_window: int = 0
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    sliding_window: int = 0,
+    page_size: int = 1,
+    workspace: dict[str, torch.Tensor] | None = None,
 ) -> DecodePlan:
-    """Build the padded layout; ``sliding_window > 0`` keeps only the last ``window`` keys."""
-    lens = (kv_indptr[1:] - kv_indptr[:-1]).long()  # [B]
-    if lens.numel() and int(lens.min()) < 1:
-        raise ValueError("kv_indptr: every decode request needs at least one KV token")
+    """Plan from FlashInfer-style ragged ``kv_indptr`` [B+1] / ``kv_indices``."""
+    lens = (kv_indptr[1:] - kv_indptr[:-1]).long()
     max_len = int(lens.max()) if lens.numel() else 0
     pos = torch.arange(max_len, device=kv_indptr.device)
-    valid = pos[None, :] < lens[:, None]  # [B, L]
-    if sliding_window > 0:
-        valid &= pos[None, :] >= (lens[:, None] - sliding_window)
-    flat = (kv_indptr[:-1, None].long() + pos[None, :]).masked_fill(~valid, 0)
+    flat = (kv_indptr[:-1, None].long() + pos[None, :]).clamp(max=max(kv_indices.numel() - 1, 0))
     slots = kv_indices.long()[flat] if kv_indices.numel() else flat
-    return DecodePlan(slots=slots, mask=valid[:, None, None, :])
+    return plan_decode_padded(slots, lens, page_size, sliding_window, workspace)
+
+
+def _gather(cache: torch.Tensor, plan: DecodePlan, name: str) -> torch.Tensor:
+    """[B, Hkv, L, D] view of the gathered rows (buffer reused across layers when given)."""
+    h, d = cache.shape[2], cache.shape[3]
+    rows = cache.view(-1, plan.unit * h * d)
+    out = None
+    if plan.workspace is not None:
+        numel = plan.index.numel() * rows.shape[1]
+        buf = plan.workspace.get(name)
+        if buf is None or buf.numel() < numel or buf.dtype != cache.dtype:
+            buf = torch.empty(numel, dtype=cache.dtype, device=cache.device)
+            plan.workspace[name] = buf
+        out = buf[:numel].view(-1, rows.shape[1])
+    got = torch.index_select(rows, 0, plan.index, out=out) if out is not None else \
+        torch.index_select(rows, 0, plan.index)
+    return got.view(plan.batch, plan.max_len, h, d).transpose(1, 2)
 
 
 def decode_attention_ref(
@@ -58,8 +122,8 @@ def decode_attention_ref(
     if q.shape[0] == 0:
         return torch.empty_like(q)
     if plan is None:
-        plan = plan_decode(kv_indptr, kv_indices, sliding_window)
-    k = gather_padded_kv(k_cache, plan.slots)
-    v = gather_padded_kv(v_cache, plan.slots)
+        plan = plan_decode(kv_indptr, kv_indices, sliding_window, k_cache.shape[1])
+    k = _gather(k_cache, plan, "k")
+    v = _gather(v_cache, plan, "v")
     out = attend(q.unsqueeze(2), k, v, plan.mask, sm_scale, logit_cap)  # [B, Hq, 1, D]
     return out.squeeze(2)

@@ -1,24 +1,27 @@
 """One model step's input: a mix of extend and decode requests, flattened into token rows.
 
-Every request contributes ``n >= 1`` new tokens whose KV will be written to the last ``n`` of
-its ``kv_slots``; the first ``len(kv_slots) - n`` slots hold its cached prefix. A request with
-exactly one new token goes through decode attention, the others through extend attention, in
-the same forward.
+Request ``b`` has ``seq_lens[b]`` tokens of KV after this step, the last ``ext_lens[b] >= 1``
+of which are new (their K/V are written during the forward); the earlier ones are its cached
+prefix. Slots come from a padded table ``[B, L]`` (a view of the scheduler's request-to-token
+table, or built from :class:`SeqSpec` lists). A request with exactly one new token goes through
+decode attention, the others through extend attention, in the same forward. Metadata is built
+with a fixed number of tensor ops, whatever the batch size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
-from ..kernels import DecodePlan, plan_decode
+from ..kernels import DecodePlan, plan_decode_padded
 
 
 @dataclass(frozen=True)
 class SeqSpec:
-    """One request's part of a forward."""
+    """One request's part of a forward (convenience form of the inputs)."""
 
     new_token_ids: Sequence[int]
     kv_slots: Sequence[int] | torch.Tensor  # whole sequence after this step: prefix + new
@@ -29,13 +32,18 @@ class SeqSpec:
     def num_new(self) -> int:
         return len(self.new_token_ids)
 
-    @property
-    def prefix_len(self) -> int:
-        return len(self.kv_slots) - len(self.new_token_ids)
-
 
 class ContextLengthError(ValueError):
     """A sequence would run past the model's context window."""
+
+
+def _ragged(slots: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded [B, L] + lens [B] -> FlashInfer-style (indptr [B+1], indices)."""
+    pos = torch.arange(slots.shape[1], device=slots.device)
+    indices = slots[pos[None, :] < lens[:, None]]
+    indptr = torch.zeros(lens.shape[0] + 1, dtype=torch.int64, device=slots.device)
+    torch.cumsum(lens, 0, out=indptr[1:])
+    return indptr, indices
 
 
 @dataclass
@@ -45,98 +53,174 @@ class ForwardBatch:
     input_ids: torch.Tensor  # [T]
     positions: torch.Tensor  # [T]
     out_cache_loc: torch.Tensor  # [T] pool slot receiving each new token's K/V
-    ext_rows: torch.Tensor | None  # [Te] token rows of extend requests (None: no extend)
-    ext_qo_indptr: torch.Tensor | None  # [Be + 1]
-    ext_kv_indptr: torch.Tensor | None  # [Be + 1]
-    ext_kv_indices: torch.Tensor | None  # [sum of extend KV lengths]
-    dec_rows: torch.Tensor | None  # [Bd] token rows of decode requests (None: no decode)
-    dec_kv_indptr: torch.Tensor | None  # [Bd + 1]
-    dec_kv_indices: torch.Tensor | None
-    logits_rows: torch.Tensor  # [N] rows whose logits are returned
-    logits_indptr: list[int]  # request i owns output rows logits_indptr[i]:logits_indptr[i+1]
+    seq_slots: torch.Tensor  # [B, L] padded slots of each request's whole sequence
+    seq_lens: torch.Tensor  # [B]
+    ext_lens: torch.Tensor  # [B]
+    page_size: int
+    logits_rows: torch.Tensor  # [N] token rows whose logits are returned
+    logits_indptr: list[int]  # request b owns output rows logits_indptr[b]:logits_indptr[b+1]
+    dec_reqs: torch.Tensor  # [Bd] requests with one new token
+    ext_reqs: torch.Tensor  # [Be] requests with several
+    dec_rows: torch.Tensor  # [Bd] their token rows
+    ext_rows: torch.Tensor  # [Te]
+    workspace: dict[str, torch.Tensor] | None = None
     _plans: dict[int, DecodePlan] = field(default_factory=dict)
+    cache: dict[str, torch.Tensor] = field(default_factory=dict)  # per-forward derived tensors
 
     @property
     def num_tokens(self) -> int:
         return int(self.input_ids.shape[0])
 
+    @property
+    def has_decode(self) -> bool:
+        return self.dec_reqs.numel() > 0
+
+    @property
+    def has_extend(self) -> bool:
+        return self.ext_reqs.numel() > 0
+
+    @cached_property
+    def _dec_ragged(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return _ragged(self.seq_slots[self.dec_reqs], self.seq_lens[self.dec_reqs])
+
+    @cached_property
+    def _ext_ragged(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        indptr, indices = _ragged(self.seq_slots[self.ext_reqs], self.seq_lens[self.ext_reqs])
+        qo = torch.zeros_like(indptr)
+        torch.cumsum(self.ext_lens[self.ext_reqs], 0, out=qo[1:])
+        return qo, indptr, indices
+
+    @property
+    def dec_kv_indptr(self) -> torch.Tensor:
+        return self._dec_ragged[0]
+
+    @property
+    def dec_kv_indices(self) -> torch.Tensor:
+        return self._dec_ragged[1]
+
+    @property
+    def ext_qo_indptr(self) -> torch.Tensor:
+        return self._ext_ragged[0]
+
+    @property
+    def ext_kv_indptr(self) -> torch.Tensor:
+        return self._ext_ragged[1]
+
+    @property
+    def ext_kv_indices(self) -> torch.Tensor:
+        return self._ext_ragged[2]
+
     def decode_plan(self, sliding_window: int) -> DecodePlan:
         """The padded decode layout for one window size, built once per forward."""
         plan = self._plans.get(sliding_window)
         if plan is None:
-            assert self.dec_kv_indptr is not None and self.dec_kv_indices is not None
-            plan = plan_decode(self.dec_kv_indptr, self.dec_kv_indices, sliding_window)
+            plan = plan_decode_padded(
+                self.seq_slots[self.dec_reqs], self.seq_lens[self.dec_reqs], self.page_size,
+                sliding_window, self.workspace,
+            )
             self._plans[sliding_window] = plan
         return plan
 
     @classmethod
     def build(
-        cls, seqs: Sequence[SeqSpec], device: torch.device, max_context: int
+        cls,
+        seqs: Sequence[SeqSpec],
+        device: torch.device,
+        max_context: int,
+        page_size: int = 1,
+        workspace: dict[str, torch.Tensor] | None = None,
     ) -> ForwardBatch:
-        """Flatten ``seqs`` (in order) into one batch on ``device``."""
+        """Build from per-request specs (tests, offline generation)."""
         if not seqs:
             raise ValueError("a forward batch needs at least one request")
-        ids: list[int] = []
-        pos: list[torch.Tensor] = []
-        out_loc: list[torch.Tensor] = []
-        ext: list[int] = []
-        dec: list[int] = []
-        slots_of: list[torch.Tensor] = []
-        logits_rows: list[torch.Tensor] = []
-        logits_indptr = [0]
-        row = 0
-        for i, s in enumerate(seqs):
-            n = s.num_new
-            slots = torch.as_tensor(s.kv_slots, dtype=torch.int64)
-            if n < 1:
-                raise ValueError(f"request {i}: expected at least one new token, got none")
-            if slots.ndim != 1 or slots.shape[0] < n:
-                raise ValueError(f"request {i}: kv_slots must list at least its {n} new tokens")
-            if slots.shape[0] > max_context:
-                raise ContextLengthError(
-                    f"request {i}: sequence of {slots.shape[0]} tokens exceeds the model's "
-                    f"context of {max_context}"
-                )
-            prefix = slots.shape[0] - n
-            ids.extend(int(t) for t in s.new_token_ids)
-            pos.append(torch.arange(prefix, prefix + n, dtype=torch.int64))
-            out_loc.append(slots[prefix:])
-            slots_of.append(slots)
-            (dec if n == 1 else ext).append(i)
-            start = n - 1 if s.logits_start is None else s.logits_start
-            if not 0 <= start < n:
-                raise ValueError(f"request {i}: logits_start {start} outside [0, {n})")
-            logits_rows.append(torch.arange(row + start, row + n, dtype=torch.int64))
-            logits_indptr.append(logits_indptr[-1] + n - start)
-            row += n
-        starts = torch.tensor([0] + [s.num_new for s in seqs], dtype=torch.int64).cumsum(0)
+        slot_rows = [torch.as_tensor(s.kv_slots, dtype=torch.int64) for s in seqs]
+        table = torch.nn.utils.rnn.pad_sequence(slot_rows, batch_first=True)
+        starts = [-1 if s.logits_start is None else s.logits_start for s in seqs]
+        return cls.from_table(
+            table.to(device),
+            torch.tensor([len(r) for r in slot_rows], dtype=torch.int64),
+            torch.tensor([s.num_new for s in seqs], dtype=torch.int64),
+            [t for s in seqs for t in s.new_token_ids],
+            torch.tensor(starts, dtype=torch.int64),
+            device, max_context, page_size, workspace,
+        )
 
-        def group(members: list[int]) -> tuple[torch.Tensor, ...] | tuple[None, ...]:
-            if not members:
-                return None, None, None, None
-            rows = torch.cat([torch.arange(int(starts[i]), int(starts[i + 1])) for i in members])
-            qo = torch.tensor([0] + [seqs[i].num_new for i in members]).cumsum(0)
-            kv = torch.tensor([0] + [slots_of[i].shape[0] for i in members]).cumsum(0)
-            indices = torch.cat([slots_of[i] for i in members])
-            return rows, qo, kv, indices
+    @classmethod
+    def from_table(
+        cls,
+        seq_slots: torch.Tensor,
+        seq_lens: torch.Tensor,
+        ext_lens: torch.Tensor,
+        input_ids: Sequence[int] | torch.Tensor,
+        logits_starts: torch.Tensor,
+        device: torch.device,
+        max_context: int,
+        page_size: int = 1,
+        workspace: dict[str, torch.Tensor] | None = None,
+    ) -> ForwardBatch:
+        """Build from a padded slot table [B, L] (on ``device``), lengths and new token ids.
 
-        e_rows, e_qo, e_kv, e_idx = group(ext)
-        d_rows, _, d_kv, d_idx = group(dec)
-
-        def to(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t.to(device, non_blocking=True)
-
+        ``logits_starts[b]`` is the first new-token index whose logits are returned, or -1 for
+        the last new token only.
+        """
+        _validate(seq_slots, seq_lens, ext_lens, input_ids, logits_starts, max_context)
+        seq_lens, ext_lens = seq_lens.to(device), ext_lens.to(device)
+        starts = torch.where(logits_starts < 0, ext_lens.cpu() - 1, logits_starts).to(device)
+        num_reqs, num_tokens = ext_lens.shape[0], int(ext_lens.sum())
+        tok_req = torch.repeat_interleave(torch.arange(num_reqs, device=device), ext_lens)
+        first_row = torch.cumsum(ext_lens, 0) - ext_lens  # [B] first token row of each request
+        offset = torch.arange(num_tokens, device=device) - first_row[tok_req]  # j within request
+        positions = (seq_lens - ext_lens)[tok_req] + offset
+        is_dec = ext_lens == 1
+        n_logits = ext_lens - starts
+        logits_rows = torch.arange(num_tokens, device=device)[offset >= starts[tok_req]]
+        indptr = [0] + torch.cumsum(n_logits, 0).tolist()
         return cls(
-            input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
-            positions=torch.cat(pos).to(device),
-            out_cache_loc=torch.cat(out_loc).to(device),
-            ext_rows=to(e_rows),
-            ext_qo_indptr=to(e_qo),
-            ext_kv_indptr=to(e_kv),
-            ext_kv_indices=to(e_idx),
-            dec_rows=to(d_rows),
-            dec_kv_indptr=to(d_kv),
-            dec_kv_indices=to(d_idx),
-            logits_rows=torch.cat(logits_rows).to(device),
-            logits_indptr=logits_indptr,
+            input_ids=torch.as_tensor(input_ids, dtype=torch.int64).to(device),
+            positions=positions,
+            out_cache_loc=seq_slots[tok_req, positions],
+            seq_slots=seq_slots,
+            seq_lens=seq_lens,
+            ext_lens=ext_lens,
+            page_size=page_size,
+            logits_rows=logits_rows,
+            logits_indptr=indptr,
+            dec_reqs=torch.nonzero(is_dec).flatten(),
+            ext_reqs=torch.nonzero(~is_dec).flatten(),
+            dec_rows=torch.nonzero(is_dec[tok_req]).flatten(),
+            ext_rows=torch.nonzero(~is_dec[tok_req]).flatten(),
+            workspace=workspace,
+        )
+
+
+def _validate(
+    seq_slots: torch.Tensor,
+    seq_lens: torch.Tensor,
+    ext_lens: torch.Tensor,
+    input_ids: Sequence[int] | torch.Tensor,
+    logits_starts: torch.Tensor,
+    max_context: int,
+) -> None:
+    if ext_lens.numel() == 0:
+        raise ValueError("a forward batch needs at least one request")
+    if int(ext_lens.min()) < 1:
+        raise ValueError(f"every request needs at least one new token, got {ext_lens.tolist()}")
+    if bool((seq_lens < ext_lens).any()):
+        raise ValueError("kv_slots must list at least the new tokens of each request")
+    longest = int(seq_lens.max())
+    if longest > max_context:
+        b = int(seq_lens.argmax())
+        raise ContextLengthError(
+            f"request {b}: sequence of {longest} tokens exceeds the model's context of "
+            f"{max_context}"
+        )
+    if seq_slots.shape[1] < longest:
+        raise ValueError(f"slot table has {seq_slots.shape[1]} columns, needs {longest}")
+    if len(input_ids) != int(ext_lens.sum()):
+        raise ValueError(f"expected {int(ext_lens.sum())} input ids, got {len(input_ids)}")
+    bad = (logits_starts >= ext_lens) | (logits_starts < -1)
+    if bool(bad.any()):
+        b = int(torch.nonzero(bad)[0])
+        raise ValueError(
+            f"request {b}: logits_start {int(logits_starts[b])} outside [0, {int(ext_lens[b])})"
         )

@@ -87,6 +87,7 @@ class ModelRunner:
             self.dtype, self.device,
         )
         self.allocator = PageAllocator(num_pages, page_size)
+        self.workspace: dict[str, torch.Tensor] = {}  # attention gather buffers, reused
 
     def _load_model(self) -> LlamaForCausalLM:
         with torch.device("meta"):
@@ -101,7 +102,9 @@ class ModelRunner:
         return self.model_config.vocab_size
 
     def build_batch(self, seqs: Sequence[SeqSpec]) -> ForwardBatch:
-        return ForwardBatch.build(seqs, self.device, self.max_context)
+        return ForwardBatch.build(
+            seqs, self.device, self.max_context, self.config.page_size, self.workspace
+        )
 
     def forward(self, seqs: Sequence[SeqSpec] | ForwardBatch) -> torch.Tensor:
         """Run one step; returns float32 logits for each request's requested rows, in order."""

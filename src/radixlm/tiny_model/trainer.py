@@ -52,7 +52,7 @@ def train_for(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         if len(losses) % 50 == 0:
             logger.info("step %d loss %.3f", len(losses), losses[-1])
     model.eval()

@@ -76,9 +76,9 @@ class LlamaAttention(nn.Module):
                 batch.ext_kv_indices, self.sm_scale, 0.0, self.sliding_window,
             )
 
-        if batch.ext_rows is None:
+        if not batch.has_extend:
             return decode(q)
-        if batch.dec_rows is None:
+        if not batch.has_decode:
             return extend(q)
         out = torch.empty_like(q)
         out[batch.ext_rows] = extend(q[batch.ext_rows].contiguous())
