@@ -26,7 +26,7 @@ def cache_dir() -> Path:
 
 
 def kernel_backend() -> str:
-    """Kernel choice forced by ``RADIXLM_KERNEL_BACKEND``: ``auto`` (default), ``torch``, ``triton``."""
+    """Kernel choice from ``RADIXLM_KERNEL_BACKEND``: ``auto`` (default), ``torch``, ``triton``."""
     value = os.environ.get("RADIXLM_KERNEL_BACKEND", "auto").strip().lower()
     if value not in ("auto", "torch", "triton"):
         raise ValueError(
