@@ -101,6 +101,22 @@ def _gather(cache: torch.Tensor, plan: DecodePlan, name: str) -> torch.Tensor:
     return got.view(plan.batch, plan.max_len, h, d).transpose(1, 2)
 
 
+def check_decode_args(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+) -> None:
+    """The attention checks, plus one ``kv_indptr`` entry per query and one more."""
+    check_attention_args(q, k_cache, v_cache, kv_indptr, kv_indices)
+    if kv_indptr.shape[0] != q.shape[0] + 1:
+        raise ValueError(
+            f"kv_indptr: expected {q.shape[0] + 1} entries for {q.shape[0]} queries, "
+            f"got {kv_indptr.shape[0]}"
+        )
+
+
 def decode_attention_ref(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -113,12 +129,7 @@ def decode_attention_ref(
     plan: DecodePlan | None = None,
 ) -> torch.Tensor:
     """Attention of q [B, Hq, D] over each request's KV; returns [B, Hq, D]."""
-    check_attention_args(q, k_cache, v_cache, kv_indptr, kv_indices)
-    if kv_indptr.shape[0] != q.shape[0] + 1:
-        raise ValueError(
-            f"kv_indptr: expected {q.shape[0] + 1} entries for {q.shape[0]} queries, "
-            f"got {kv_indptr.shape[0]}"
-        )
+    check_decode_args(q, k_cache, v_cache, kv_indptr, kv_indices)
     if q.shape[0] == 0:
         return torch.empty_like(q)
     if plan is None:

@@ -26,6 +26,24 @@ def causal_mask(
     return mask[None, None]
 
 
+def check_extend_args(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    qo_indptr: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+) -> None:
+    """The attention checks, plus a ``qo_indptr`` shaped like ``kv_indptr``."""
+    check_attention_args(q, k_cache, v_cache, kv_indptr, kv_indices)
+    check_tensor("qo_indptr", qo_indptr, ndim=1, dtypes=INDEX_DTYPES, device=q.device)
+    if qo_indptr.shape != kv_indptr.shape:
+        raise ValueError(
+            f"qo_indptr: expected the shape of kv_indptr {tuple(kv_indptr.shape)}, "
+            f"got {tuple(qo_indptr.shape)}"
+        )
+
+
 def extend_attention_ref(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -38,13 +56,7 @@ def extend_attention_ref(
     sliding_window: int = 0,
 ) -> torch.Tensor:
     """q [T, Hq, D] (all requests' new tokens, concatenated); returns [T, Hq, D]."""
-    check_attention_args(q, k_cache, v_cache, kv_indptr, kv_indices)
-    check_tensor("qo_indptr", qo_indptr, ndim=1, dtypes=INDEX_DTYPES, device=q.device)
-    if qo_indptr.shape != kv_indptr.shape:
-        raise ValueError(
-            f"qo_indptr: expected the shape of kv_indptr {tuple(kv_indptr.shape)}, "
-            f"got {tuple(qo_indptr.shape)}"
-        )
+    check_extend_args(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices)
     qo = qo_indptr.tolist()
     kv = kv_indptr.tolist()
     if qo[-1] != q.shape[0]:

@@ -1,0 +1,26 @@
+"""The Triton kernel set, imported lazily by :func:`get_kernel_ops` (Triton is optional on CPU).
+
+Each function has the signature of its ``*_ref`` counterpart (plus keyword-only extras such as
+``out=``), so the model runner can swap the two sets freely.
+"""
+
+from __future__ import annotations
+
+from .backend import KernelOps
+from .decode_attention_triton import decode_attention_triton
+from .extend_attention_triton import extend_attention_triton
+from .kv_store_triton import store_kv_triton
+from .rms_norm_triton import fused_add_rms_norm_triton, rms_norm_triton
+from .rotary_triton import rotary_triton
+from .token_bitmask_triton import apply_token_bitmask_triton
+
+TRITON_OPS = KernelOps(
+    name="triton",
+    rms_norm=rms_norm_triton,
+    fused_add_rms_norm=fused_add_rms_norm_triton,
+    rotary=rotary_triton,
+    store_kv=store_kv_triton,
+    decode_attention=decode_attention_triton,
+    extend_attention=extend_attention_triton,
+    apply_token_bitmask=apply_token_bitmask_triton,
+)

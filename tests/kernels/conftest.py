@@ -1,0 +1,65 @@
+"""Kernel tests: the Triton kernels run in Triton's CPU interpreter unless a GPU is present.
+
+``TRITON_INTERPRET`` is read when a ``@triton.jit`` function is defined, i.e. when its module
+is imported, so it is set here, before any test module imports the kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+@pytest.fixture(scope="session")
+def device() -> torch.device:
+    """Where the Triton kernels run: cpu in the interpreter, else the GPU."""
+    from radixlm.kernels._triton_utils import is_interpreted
+    from radixlm.kernels.rms_norm_triton import _rms_norm_kernel
+
+    interpreted = is_interpreted(_rms_norm_kernel)
+    if not torch.cuda.is_available() and not interpreted:
+        pytest.fail("radixlm.kernels Triton modules were imported before TRITON_INTERPRET=1 "
+                    "was set (something imported them ahead of tests/kernels/conftest.py)")
+    return torch.device("cpu" if interpreted else "cuda")
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    """A CPU generator seeded fresh each run; KERNEL_TEST_SEED=<n> replays a failure."""
+    seed = int(os.environ.get("KERNEL_TEST_SEED") or secrets.randbits(31))
+    print(f"KERNEL_TEST_SEED={seed}")  # pytest shows it when the test fails
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture
+def no_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any kernel launch fail loudly: argument errors must come before it."""
+    from radixlm.kernels import (
+        _triton_utils,
+        decode_attention_triton,
+        extend_attention_triton,
+        kv_store_triton,
+        rms_norm_triton,
+        rotary_triton,
+        token_bitmask_triton,
+    )
+
+    class _NoLaunch:
+        def __getitem__(self, grid: object) -> None:
+            raise AssertionError("a kernel was launched despite a bad argument")
+
+    for module, name in (
+        (decode_attention_triton, "_decode_stage1"), (decode_attention_triton, "_decode_stage2"),
+        (extend_attention_triton, "_extend_kernel"), (kv_store_triton, "_store_kv_kernel"),
+        (rms_norm_triton, "_rms_norm_kernel"), (rotary_triton, "_rotary_kernel"),
+        (token_bitmask_triton, "_bitmask_kernel"),
+    ):
+        monkeypatch.setattr(module, name, _NoLaunch())
+    # The stand-ins are not interpreted kernels; let CPU tensors through to the checks.
+    monkeypatch.setattr(_triton_utils, "is_interpreted", lambda kernel: True)

@@ -1,0 +1,169 @@
+"""Shared pieces of the kernel tests: random paged KV layouts, naive attention, error measures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+# Relative error bounds (max |out - ref| / max |ref|) per dtype of the kernel's inputs.
+TOL = {torch.float32: 1e-3, torch.float16: 5e-3, torch.bfloat16: 3e-2}
+
+
+@dataclass(frozen=True)
+class AttnCase:
+    """Shape and options of one attention test; subclasses add kernel-specific fields."""
+
+    head_dim: int
+    num_kv_heads: int
+    group: int  # query heads per KV head
+    page_size: int
+    logit_cap: float = 0.0
+    window: int = 0
+    dtype: torch.dtype = torch.float32
+    batch: int = 4
+
+    def extra_label(self) -> str:
+        return ""
+
+    def __str__(self) -> str:
+        extras = f"-cap{self.logit_cap:g}" if self.logit_cap else ""
+        extras += f"-win{self.window}" if self.window else ""
+        return (f"d{self.head_dim}-kv{self.num_kv_heads}x{self.group}-ps{self.page_size}"
+                f"{self.extra_label()}{extras}-b{self.batch}-"
+                f"{str(self.dtype).removeprefix('torch.')}")
+
+    @property
+    def num_heads(self) -> int:
+        return self.num_kv_heads * self.group
+
+    @property
+    def sm_scale(self) -> float:
+        return self.head_dim**-0.5
+
+
+def case_params(cases: list, *marks: pytest.MarkDecorator) -> list:
+    """pytest params named by each case's ``str``."""
+    return [pytest.param(c, id=str(c), marks=marks) for c in cases]
+
+
+# (test id, how to spoil a valid argument dict, exception expected, text the message contains)
+BadArg = tuple[str, Callable[[dict], None], type[Exception], str]
+
+
+def bad_arg_params(bad: list[BadArg]) -> list:
+    return [pytest.param(*b[1:], id=b[0]) for b in bad]
+
+
+def assert_rejected(fn: Callable[..., object], args: dict, mutate: Callable[[dict], None],
+                    exc: type[Exception], match: str) -> None:
+    """``fn(**args)`` raises ``exc`` naming the argument once ``mutate`` spoiled ``args``."""
+    mutate(args)
+    with pytest.raises(exc, match=match):
+        fn(**args)
+
+
+def rel_err(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """Normwise relative error; every element of ``actual`` must be finite (poison check)."""
+    bad = (~torch.isfinite(actual)).sum().item()
+    assert bad == 0, f"{bad} of {actual.numel()} output elements not written (still NaN/inf)"
+    scale = expected.double().abs().max().clamp_min(1e-30)
+    return ((actual.double() - expected.double()).abs().max() / scale).item()
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, tol: float) -> None:
+    """``actual`` fully written and within relative error ``tol`` of ``expected``."""
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    err = rel_err(actual, expected.to(actual.device))
+    print(f"relative error {err:.2e} (bound {tol:.0e})")
+    assert err < tol, f"relative error {err:.3e} >= {tol:.0e}"
+
+
+def poisoned(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An output buffer full of NaN, so any element a kernel forgets to write shows."""
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def randn(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.float32,
+          device: torch.device | str = "cpu") -> torch.Tensor:
+    return torch.randn(*shape, generator=gen).to(dtype=dtype, device=device)
+
+
+def randint(gen: torch.Generator, low: int, high: int) -> int:
+    """One integer in [low, high]."""
+    return int(torch.randint(low, high + 1, (1,), generator=gen))
+
+
+def random_lengths(gen: torch.Generator, count: int, page_size: int, max_len: int) -> list[int]:
+    """``count`` >= 2 lengths: one is 1, one ends mid-page (it may pass max_len by less than a
+    page), the others are uniform in [1, max_len]; in random order."""
+    mid_page = randint(gen, 0, (max_len - 2) // page_size) * page_size + 1
+    if page_size > 1:
+        mid_page += randint(gen, 0, page_size - 2)  # offset 1..page_size-1 into its page
+    lens = [1, mid_page] + [randint(gen, 1, max_len) for _ in range(count - 2)]
+    order = torch.randperm(count, generator=gen).tolist()
+    return [lens[i] for i in order]
+
+
+@dataclass
+class PagedKV:
+    """A layer's K/V pools with some requests' tokens at scattered pages."""
+
+    k_cache: torch.Tensor  # [num_pages, page_size, Hkv, D]
+    v_cache: torch.Tensor
+    slots: list[torch.Tensor]  # per request: its pool slots in sequence order (int64, CPU)
+    kv_indptr: torch.Tensor  # [B + 1] int32
+    kv_indices: torch.Tensor  # [sum of lengths] int32
+
+    def flat(self, cache: torch.Tensor) -> torch.Tensor:
+        """[num_slots, Hkv, D] view of a pool."""
+        return cache.view(-1, cache.shape[2], cache.shape[3])
+
+
+def make_paged_kv(
+    gen: torch.Generator, lens: list[int], num_kv_heads: int, head_dim: int, page_size: int,
+    dtype: torch.dtype, device: torch.device,
+) -> PagedKV:
+    """Random pools with spare pages; request pages are taken in a random order."""
+    pages_per_req = [-(-n // page_size) for n in lens]
+    num_pages = sum(pages_per_req) + 3
+    shape = (num_pages, page_size, num_kv_heads, head_dim)
+    k_cache = randn(gen, *shape, dtype=dtype, device=device)
+    v_cache = randn(gen, *shape, dtype=dtype, device=device)
+    order = torch.randperm(num_pages, generator=gen)
+    slots, used = [], 0
+    for n, num in zip(lens, pages_per_req, strict=True):
+        pages = order[used : used + num]
+        used += num
+        slots.append((pages[:, None] * page_size + torch.arange(page_size)).flatten()[:n])
+    kv_indptr = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    kv_indices = torch.cat(slots).to(torch.int32)
+    return PagedKV(k_cache, v_cache, slots, kv_indptr.to(device), kv_indices.to(device))
+
+
+def naive_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor, sm_scale: float,
+    logit_cap: float = 0.0, sliding_window: int = 0,
+) -> torch.Tensor:
+    """Dense float64 attention for one request, head by head, with an explicit mask.
+
+    q [n, Hq, D] at absolute positions ``q_pos`` [n]; k, v [L, Hkv, D] at positions 0..L-1.
+    Query head h reads KV head h // (Hq // Hkv). A key is seen when its position is at most
+    the query's and, with a window w, more than q_pos - w.
+    """
+    n, num_heads, head_dim = q.shape
+    group = num_heads // k.shape[1]
+    key_pos = torch.arange(k.shape[0])
+    allowed = key_pos[None, :] <= q_pos[:, None]  # [n, L]
+    if sliding_window > 0:
+        allowed &= key_pos[None, :] > q_pos[:, None] - sliding_window
+    out = torch.empty(n, num_heads, head_dim, dtype=torch.float64)
+    for h in range(num_heads):
+        scores = q[:, h].double() @ k[:, h // group].double().T * sm_scale  # [n, L]
+        if logit_cap > 0:
+            scores = logit_cap * torch.tanh(scores / logit_cap)
+        probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        out[:, h] = probs @ v[:, h // group].double()
+    return out
