@@ -1,0 +1,136 @@
+"""Every message that crosses a process boundary, as msgspec Structs encoded with msgpack.
+
+No pickle on the wire: each socket carries the tagged union :data:`Message`, so a receiver
+decodes any message without knowing its type in advance, and a malformed frame raises
+``msgspec.DecodeError`` (the receiver logs and drops it).
+
+Flow: tokenizer manager --(GenerateReq, AbortReq, ControlReq)--> scheduler
+      --(TokenBatchOut, ControlOut, ErrorOut)--> detokenizer --(TextBatchOut, ...)-->
+      tokenizer manager. Control and error messages pass through the detokenizer unchanged, so
+      a request's outputs and its errors arrive in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+from .sampling_params import SamplingParams
+
+
+class GrammarReq(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A constraint on the output: exactly one of the fields is set."""
+
+    json_schema: str | None = None
+    regex: str | None = None
+    choices: list[str] | None = None
+    json_object: bool = False
+
+
+class GenerateReq(msgspec.Struct, tag=True, frozen=True):
+    """A tokenized generation request (one sequence; ``n > 1`` is expanded before sending)."""
+
+    rid: str
+    input_ids: list[int]
+    sampling: SamplingParams
+    return_logprob: bool = False
+    logprob_start_len: int = -1  # -1 = no prompt logprobs
+    top_logprobs_num: int = 0
+    stream: bool = False
+    namespace: str = ""  # radix-cache key prefix: requests in different namespaces never share
+    grammar: GrammarReq | None = None
+    stop_strs: list[str] = []
+
+
+class AbortReq(msgspec.Struct, tag=True, frozen=True):
+    rid: str
+
+
+class ControlReq(msgspec.Struct, tag=True, frozen=True):
+    """flush_cache, server_info or health; answered by a ControlOut with the same ``cid``."""
+
+    cid: str
+    kind: str
+    args: dict[str, Any] = {}
+
+
+class DetokParams(msgspec.Struct, frozen=True):
+    """How the detokenizer renders one request's text (sent with its first output)."""
+
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    stop_strs: list[str] = []
+    no_stop_trim: bool = False
+
+
+class ReqOut(msgspec.Struct, frozen=True):
+    """Incremental output of one request from one scheduler step."""
+
+    rid: str
+    new_ids: list[int]
+    finish_reason: dict[str, Any] | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    # (logprob, token id) per new output token, and top-k alternatives per position.
+    output_logprobs: list[tuple[float, int]] = []
+    output_top_logprobs: list[list[tuple[float, int]]] = []
+    # Prompt logprobs, sent once when prefill completes; first entry may be null (no context).
+    input_logprobs: list[tuple[float | None, int]] | None = None
+    input_top_logprobs: list[list[tuple[float, int]] | None] | None = None
+    # Set when jump-forward retokenized already-sent output: drop this many trailing ids first.
+    rollback: int = 0
+    detok: DetokParams | None = None  # present on a request's first output
+    forced_tokens: int = 0  # output tokens so far that jump-forward appended (not sampled)
+
+
+class TokenBatchOut(msgspec.Struct, tag=True, frozen=True):
+    """Scheduler -> detokenizer: every request that progressed in one step."""
+
+    outs: list[ReqOut]
+
+
+class TextOut(msgspec.Struct, frozen=True):
+    """Detokenizer -> tokenizer manager: text delta for one request."""
+
+    out: ReqOut
+    text_delta: str
+    # The text so far was revised (jump-forward retokenization): replace it with ``text_delta``.
+    text_reset: bool = False
+
+
+class TextBatchOut(msgspec.Struct, tag=True, frozen=True):
+    outs: list[TextOut]
+
+
+class ControlOut(msgspec.Struct, tag=True, frozen=True):
+    cid: str
+    ok: bool
+    data: dict[str, Any] = {}
+    error: str = ""
+
+
+class ErrorOut(msgspec.Struct, tag=True, frozen=True):
+    """A request (``rid``) or, with rid None, the whole scheduler failed."""
+
+    rid: str | None
+    message: str
+    fatal: bool = False
+
+
+Message = Union[  # noqa: UP007 - msgspec needs a runtime Union of tagged Structs
+    GenerateReq, AbortReq, ControlReq, TokenBatchOut, TextBatchOut, ControlOut, ErrorOut
+]
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Message)
+
+
+def encode(msg: Message) -> bytes:
+    return _encoder.encode(msg)
+
+
+def decode(data: bytes) -> Message:
+    """Decode one frame; raises ``msgspec.DecodeError`` / ``ValidationError`` if malformed."""
+    return _decoder.decode(data)
