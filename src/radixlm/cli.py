@@ -57,11 +57,19 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     p.add_argument("--model-path", default=None,
                    help="any Llama/Qwen2/Mistral HF folder instead of the built-in tiny model")
     handlers["demo"] = _demo
+    # `serve` is dispatched before parsing (its flags are ServerArgs'); listed for --help.
+    sub.add_parser("serve", help="HTTP server (SGLang native + OpenAI APIs); "
+                   "see `radixlm serve --help`")
     return parser, handlers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand; returns the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:
+        from .launch_server import main as serve_main
+
+        return serve_main(argv[1:])
     logging.basicConfig(level=env.log_level(), format="%(asctime)s %(name)s %(message)s")
     parser, handlers = _build_parser()
     args = parser.parse_args(argv)

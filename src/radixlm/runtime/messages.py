@@ -83,6 +83,7 @@ class ReqOut(msgspec.Struct, frozen=True):
     rollback: int = 0
     detok: DetokParams | None = None  # present on a request's first output
     forced_tokens: int = 0  # output tokens so far that jump-forward appended (not sampled)
+    first_token_time: float = 0.0  # wall clock (time.time) of the first output token
 
 
 class TokenBatchOut(msgspec.Struct, tag=True, frozen=True):
@@ -117,6 +118,7 @@ class ErrorOut(msgspec.Struct, tag=True, frozen=True):
     rid: str | None
     message: str
     fatal: bool = False
+    code: str = "invalid_request"  # or "internal" (a bug or crash, not the client's fault)
 
 
 Message = Union[  # noqa: UP007 - msgspec needs a runtime Union of tagged Structs

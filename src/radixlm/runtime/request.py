@@ -48,6 +48,7 @@ class Req:
     grammar: Any = None  # fsm matcher, when constrained
     grammar_future: Any = None  # pending compile
     pending_rollback: int = 0
+    first_token_time: float = 0.0
 
     @classmethod
     def from_message(cls, msg: GenerateReq) -> Req:

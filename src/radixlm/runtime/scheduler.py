@@ -319,6 +319,8 @@ class Scheduler:
         outs: list[ReqOut] = []
         for i, req in enumerate(reqs):
             token = result.next_ids[i]
+            if not req.output_ids:
+                req.first_token_time = time.time()
             req.output_ids.append(token)
             self.counters["generated_tokens"] += 1
             if req.return_logprob and result.logprobs is not None:
@@ -408,6 +410,7 @@ class Scheduler:
             rollback=req.pending_rollback,
             detok=None if req.sent_first else req.detok_params(),
             forced_tokens=req.forced_tokens,
+            first_token_time=req.first_token_time,
         )
         req.in_logprobs_sent = req.in_logprobs_sent or send_input
         req.sent_first = True

@@ -74,8 +74,8 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
         message = f"scheduler crashed: {type(exc).__name__}: {exc}"
         logger.error("%s\n%s", message, traceback.format_exc())
         for rid in list(scheduler.reqs):
-            ipc.send(outbox, ErrorOut(rid=rid, message=message, fatal=True))
-        ipc.send(outbox, ErrorOut(rid=None, message=message, fatal=True))
+            ipc.send(outbox, ErrorOut(rid=rid, message=message, fatal=True, code="internal"))
+        ipc.send(outbox, ErrorOut(rid=None, message=message, fatal=True, code="internal"))
     finally:
         outbox.close(linger=2000)
         inbox.close()

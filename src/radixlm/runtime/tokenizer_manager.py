@@ -36,11 +36,22 @@ logger = logging.getLogger(__name__)
 
 
 class GenerateError(RuntimeError):
-    """The engine refused or failed a request; the message says why."""
+    """The engine refused or failed a request; the message says why.
+
+    ``code``: ``invalid_request`` (the request's fault: HTTP 400), ``overloaded`` (retry
+    later: 503) or ``internal`` (500).
+    """
+
+    def __init__(self, message: str, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class EngineDeadError(GenerateError):
     """The engine's scheduler is gone; no request can be served."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "internal")
 
 
 @dataclass
@@ -52,6 +63,8 @@ class ReqState:
     meta: dict[str, Any] = field(default_factory=dict)
     finished: bool = False
     error: str | None = None
+    error_code: str = "invalid_request"
+    created_wall: float = field(default_factory=time.time)
     updated: asyncio.Event = field(default_factory=asyncio.Event)
     created: float = field(default_factory=time.monotonic)
     out_logprobs: list[list[Any]] = field(default_factory=list)
@@ -79,6 +92,8 @@ class TokenizerManager:
         self.pull = self.ctx.socket(zmq.PULL)
         self.pull.bind(endpoints.tokenizer)
         self._tasks: list[asyncio.Task] = []
+        # Called with a summary dict when a request ends (metrics, structured logs).
+        self.finish_hooks: list[Callable[[dict[str, Any]], None]] = []
 
     @classmethod
     async def create(cls, args: ServerArgs, endpoints: ipc.Endpoints, tokenizer: Any,
@@ -141,9 +156,21 @@ class TokenizerManager:
                        cached_tokens=o.cached_tokens, finish_reason=o.finish_reason)
         if o.forced_tokens:
             st.meta["jump_forward_tokens"] = o.forced_tokens
+        if o.first_token_time and "ttft" not in st.meta:
+            st.meta["ttft"] = max(o.first_token_time - st.created_wall, 0.0)
         if o.finish_reason is not None:
             st.finished = True
+            self._report(st, "ok")
         st.updated.set()
+
+    def _report(self, st: ReqState, status: str) -> None:
+        summary = {"rid": st.item.rid, "status": status,
+                   "latency": time.monotonic() - st.created, **st.meta}
+        for hook in self.finish_hooks:
+            try:
+                hook(summary)
+            except Exception:  # a metrics bug must not break serving
+                logger.exception("finish hook failed")
 
     def _lp_entry(self, lp: float | None, tid: int, with_text: bool) -> list[Any]:
         return [lp, tid, self.tokenizer.decode([tid]) if with_text else None]
@@ -154,14 +181,15 @@ class TokenizerManager:
             return
         st = self.states.get(e.rid)
         if st is not None:
-            st.error, st.finished = e.message, True
+            st.error, st.error_code, st.finished = e.message, e.code, True
+            self._report(st, "error")
             st.updated.set()
 
     def _fail_all(self, message: str) -> None:
         self.dead = message
         for st in self.states.values():
             if not st.finished:
-                st.error, st.finished = message, True
+                st.error, st.error_code, st.finished = message, "internal", True
                 st.updated.set()
         for fut in self.controls.values():
             if not fut.done():
@@ -179,7 +207,7 @@ class TokenizerManager:
             raise EngineDeadError(f"the engine is not running: {self.dead}")
         if len(self.states) >= self.args.max_queued_requests:
             raise GenerateError(f"too many requests in flight ({len(self.states)}); retry "
-                                f"later")
+                                f"later", "overloaded")
         ids = self._tokenize(item)
         st = ReqState(item=item, prompt_ids=ids)
         self.states[item.rid] = st
@@ -251,7 +279,7 @@ class TokenizerManager:
                     break
                 await st.updated.wait()
             if st.error is not None:
-                raise GenerateError(st.error)
+                raise GenerateError(st.error, st.error_code)
 
     async def _stream(self, states: list[ReqState], is_batch: bool
                       ) -> AsyncIterator[dict[str, Any]]:
@@ -266,7 +294,7 @@ class TokenizerManager:
                 st = states[i]
                 st.updated.clear()
                 if st.error is not None:
-                    raise GenerateError(st.error)
+                    raise GenerateError(st.error, st.error_code)
                 chunk = self._result(st)
                 if is_batch:
                     chunk["index"] = st.item.index

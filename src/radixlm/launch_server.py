@@ -1,0 +1,31 @@
+"""``python -m radixlm.launch_server --model-path DIR [--port N] ...`` (SGLang's flag names)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from . import env
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .runtime.http_server import launch_server
+    from .runtime.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(prog="radixlm serve", description="Serve a model over "
+                                     "SGLang's native API and the OpenAI-compatible API.")
+    ServerArgs.add_cli_args(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=env.log_level(), format="%(asctime)s %(name)s %(message)s")
+    try:
+        server_args = ServerArgs.from_cli_args(args)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    launch_server(server_args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,368 @@
+"""OpenAI-compatible routes: ``/v1/models``, ``/v1/completions``, ``/v1/chat/completions``.
+
+Request bodies are checked by pydantic models that refuse unknown fields (a typo gets a 400
+naming it) and map onto the engine's native request; responses, streaming chunks, logprobs,
+usage (with cached tokens) and errors follow OpenAI's shapes, so the official ``openai``
+package works unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .generate_request import RequestValidationError, parse_generate_request
+from .tokenizer_manager import GenerateError
+
+if TYPE_CHECKING:
+    from .http_server import ServerState
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StreamOptions(_Strict):
+    include_usage: bool = False
+
+
+class JsonSchemaFormat(_Strict):
+    name: str = "response"
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Strict):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+
+class _Sampling(_Strict):
+    """Fields shared by both endpoints (OpenAI's, then SGLang/vLLM extensions)."""
+
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    n: int = 1
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    user: str | None = None
+    # extensions
+    top_k: int = -1
+    min_p: float = 0.0
+    min_tokens: int = 0
+    repetition_penalty: float = 1.0
+    ignore_eos: bool = False
+    stop_token_ids: list[int] | None = None
+    regex: str | None = None
+    json_schema: str | None = None
+    skip_special_tokens: bool = True
+    no_stop_trim: bool = False
+    cache_salt: str | None = None
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = 16
+    logprobs: int | None = None
+    echo: bool = False
+    best_of: int | None = None
+    suffix: str | None = None
+    logit_bias: dict[str, float] | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(_Sampling):
+    messages: list[ChatMessage]
+    max_completion_tokens: int | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    response_format: ResponseFormat | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    logit_bias: dict[str, float] | None = None
+    parallel_tool_calls: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+def _parse(model: type[BaseModel], body: Any) -> Any:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise RequestValidationError(f"field '{where}': {first['msg']}") from None
+
+
+def _sampling(req: _Sampling, max_tokens: int | None) -> dict[str, Any]:
+    params = {
+        "max_new_tokens": max_tokens, "temperature": req.temperature, "top_p": req.top_p,
+        "n": req.n, "stop": req.stop, "seed": req.seed, "top_k": req.top_k,
+        "min_p": req.min_p, "min_new_tokens": req.min_tokens,
+        "presence_penalty": req.presence_penalty, "frequency_penalty": req.frequency_penalty,
+        "repetition_penalty": req.repetition_penalty, "ignore_eos": req.ignore_eos,
+        "stop_token_ids": req.stop_token_ids, "regex": req.regex,
+        "json_schema": req.json_schema, "skip_special_tokens": req.skip_special_tokens,
+        "no_stop_trim": req.no_stop_trim,
+    }
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _unsupported(req: Any, **checks: bool) -> None:
+    for name, bad in checks.items():
+        if bad:
+            raise RequestValidationError(f"field '{name}': not supported by this server")
+
+
+def _finish(reason: dict[str, Any] | None) -> str | None:
+    return None if reason is None else reason.get("type")
+
+
+def _usage(results: list[dict[str, Any]], n: int = 1) -> dict[str, Any]:
+    # results are prompt-major (prompt i's choices at i*n .. i*n+n-1): count each prompt once
+    firsts = [r["meta_info"] for r in results[::n]]
+    prompt = sum(m.get("prompt_tokens", 0) for m in firsts)
+    cached = sum(m.get("cached_tokens", 0) for m in firsts)
+    completion = sum(r["meta_info"].get("completion_tokens", 0) for r in results)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def _token_bytes(text: str | None) -> list[int]:
+    return list((text or "").encode("utf-8"))
+
+
+def _completion_logprobs(meta: dict[str, Any], offset0: int) -> dict[str, Any]:
+    entries = meta.get("output_token_logprobs", [])
+    tops = meta.get("output_top_logprobs", [])
+    tokens = [e[2] or "" for e in entries]
+    offsets, pos = [], offset0
+    for t in tokens:
+        offsets.append(pos)
+        pos += len(t)
+    return {"tokens": tokens, "token_logprobs": [e[0] for e in entries],
+            "top_logprobs": [{(t[2] or ""): t[0] for t in top} if top else None
+                             for top in tops] or None,
+            "text_offset": offsets}
+
+
+def _chat_logprobs(meta: dict[str, Any]) -> dict[str, Any]:
+    entries = meta.get("output_token_logprobs", [])
+    tops = meta.get("output_top_logprobs", []) or [[]] * len(entries)
+    return {"content": [
+        {"token": e[2] or "", "logprob": e[0], "bytes": _token_bytes(e[2]),
+         "top_logprobs": [{"token": t[2] or "", "logprob": t[0], "bytes": _token_bytes(t[2])}
+                          for t in (top or [])]}
+        for e, top in zip(entries, tops)]}
+
+
+def add_openai_routes(app: FastAPI, state: ServerState) -> None:
+    from .http_server import sse, until_disconnect
+
+    model_name = state.args.model_name
+
+    def openai_error(exc: GenerateError) -> dict[str, Any]:
+        return {"error": {"message": str(exc), "type": "invalid_request_error"
+                          if exc.code == "invalid_request" else "server_error",
+                          "param": None, "code": exc.code}}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model_name, "object": "model",
+                                            "created": int(state.started),
+                                            "owned_by": "radixlm",
+                                            "max_model_len": state.procs.info.get(
+                                                "max_context")}]}
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        from .http_server import read_json
+
+        req: CompletionRequest = _parse(CompletionRequest, await read_json(request))
+        _unsupported(req, suffix=bool(req.suffix), logit_bias=bool(req.logit_bias),
+                     best_of=req.best_of not in (None, req.n))
+        prompt = req.prompt
+        key = "input_ids" if isinstance(prompt, list) and prompt and not isinstance(
+            prompt[0], str) else "text"
+        want_lp = req.logprobs is not None
+        body = {key: prompt, "sampling_params": _sampling(req, req.max_tokens),
+                "stream": req.stream, "return_logprob": want_lp,
+                "top_logprobs_num": req.logprobs or 0, "return_text_in_logprobs": True,
+                "cache_salt": req.cache_salt}
+        gen = parse_generate_request({k: v for k, v in body.items() if v is not None})
+        rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+        echo_text = [prompt] if isinstance(prompt, str) else prompt
+        if req.stream:
+            return sse(_stream_completion(state, gen, rid, created, model_name, req, want_lp),
+                       openai_error)
+        results = await until_disconnect(request, state.manager.generate_once(gen))
+        results = results if isinstance(results, list) else [results]
+        choices = []
+        for i, r in enumerate(results):
+            prefix = echo_text[i // req.n] if req.echo and isinstance(
+                echo_text[i // req.n], str) else ""
+            choices.append({"index": i, "text": prefix + r["text"],
+                            "logprobs": _completion_logprobs(r["meta_info"], len(prefix))
+                            if want_lp else None,
+                            "finish_reason": _finish(r["meta_info"]["finish_reason"])})
+        return JSONResponse({"id": rid, "object": "text_completion", "created": created,
+                             "model": model_name, "choices": choices,
+                             "usage": _usage(results, req.n)})
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        from .http_server import read_json
+
+        req: ChatRequest = _parse(ChatRequest, await read_json(request))
+        _unsupported(req, tools=bool(req.tools), logit_bias=bool(req.logit_bias))
+        if req.top_logprobs is not None and not req.logprobs:
+            raise RequestValidationError("field 'top_logprobs': requires logprobs=true")
+        text = _render_chat(state, req)
+        params = _sampling(req, req.max_completion_tokens or req.max_tokens)
+        params.update(_response_format(req.response_format))
+        gen = parse_generate_request({
+            "text": text, "sampling_params": params, "stream": req.stream,
+            "return_logprob": req.logprobs, "top_logprobs_num": req.top_logprobs or 0,
+            "return_text_in_logprobs": True,
+            **({"cache_salt": req.cache_salt} if req.cache_salt else {}),
+        })
+        rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if req.stream:
+            return sse(_stream_chat(state, gen, rid, created, model_name, req), openai_error)
+        results = await until_disconnect(request, state.manager.generate_once(gen))
+        results = results if isinstance(results, list) else [results]
+        choices = [{"index": i, "message": {"role": "assistant", "content": r["text"]},
+                    "logprobs": _chat_logprobs(r["meta_info"]) if req.logprobs else None,
+                    "finish_reason": _finish(r["meta_info"]["finish_reason"])}
+                   for i, r in enumerate(results)]
+        return JSONResponse({"id": rid, "object": "chat.completion", "created": created,
+                             "model": model_name, "choices": choices,
+                             "usage": _usage(results, req.n)})
+
+
+def _render_chat(state: ServerState, req: ChatRequest) -> str:
+    messages = []
+    for m in req.messages:
+        content = m.content
+        if isinstance(content, list):  # text parts only: this is a text model
+            parts = []
+            for part in content:
+                if part.get("type") != "text":
+                    raise RequestValidationError(
+                        f"messages: content part of type {part.get('type')!r} is not "
+                        f"supported (text only)")
+                parts.append(part.get("text", ""))
+            content = "".join(parts)
+        messages.append({"role": m.role, "content": content or ""})
+    template = state.args.chat_template
+    kwargs = dict(req.chat_template_kwargs or {})
+    if template is not None:
+        from pathlib import Path
+
+        path = Path(template)
+        kwargs["chat_template"] = path.read_text() if path.is_file() else template
+    try:
+        return state.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                   add_generation_prompt=True, **kwargs)
+    except Exception as exc:  # a template error is the request's problem, reported as such
+        raise RequestValidationError(f"messages: chat template failed: {exc}") from None
+
+
+def _response_format(fmt: ResponseFormat | None) -> dict[str, Any]:
+    if fmt is None or fmt.type == "text":
+        return {}
+    if fmt.type == "json_object":
+        return {"json_object": True}
+    if fmt.json_schema is None or fmt.json_schema.schema_ is None:
+        raise RequestValidationError("field 'response_format.json_schema.schema': required "
+                                     "for type json_schema")
+    return {"json_schema": json.dumps(fmt.json_schema.schema_)}
+
+
+async def _deltas(state: ServerState, gen: Any) -> AsyncIterator[tuple[int, str, dict]]:
+    """(choice index, new text, chunk) for each update of a streamed request."""
+    seen: dict[int, int] = {}
+    async for chunk in state.manager.generate(gen):
+        i = chunk.get("index", 0)
+        text = chunk["text"]
+        delta = text[seen.get(i, 0):]
+        seen[i] = len(text)
+        yield i, delta, chunk
+
+
+async def _stream_completion(state: ServerState, gen: Any, rid: str, created: int,
+                             model: str, req: CompletionRequest, want_lp: bool
+                             ) -> AsyncIterator[dict[str, Any]]:
+    finals: dict[int, dict] = {}
+    lp_seen: dict[int, int] = {}
+    async for i, delta, chunk in _deltas(state, gen):
+        meta = chunk["meta_info"]
+        lp = None
+        if want_lp:
+            entries = meta.get("output_token_logprobs", [])
+            start = lp_seen.get(i, 0)
+            lp_seen[i] = len(entries)
+            lp = _completion_logprobs({**meta, "output_token_logprobs": entries[start:],
+                                       "output_top_logprobs":
+                                       meta.get("output_top_logprobs", [])[start:]}, 0)
+        reason = _finish(meta["finish_reason"])
+        if reason is not None:
+            finals[i] = chunk
+        yield {"id": rid, "object": "text_completion", "created": created, "model": model,
+               "choices": [{"index": i, "text": delta, "logprobs": lp,
+                            "finish_reason": reason}]}
+    if req.stream_options and req.stream_options.include_usage:
+        yield {"id": rid, "object": "text_completion", "created": created, "model": model,
+               "choices": [], "usage": _usage([finals[i] for i in sorted(finals)], req.n)}
+
+
+async def _stream_chat(state: ServerState, gen: Any, rid: str, created: int, model: str,
+                       req: ChatRequest) -> AsyncIterator[dict[str, Any]]:
+    base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
+    started: set[int] = set()
+    finals: dict[int, dict] = {}
+    lp_seen: dict[int, int] = {}
+    async for i, delta, chunk in _deltas(state, gen):
+        meta = chunk["meta_info"]
+        if i not in started:
+            started.add(i)
+            yield {**base, "choices": [{"index": i, "delta": {"role": "assistant",
+                                                              "content": ""},
+                                        "logprobs": None, "finish_reason": None}]}
+        lp = None
+        if req.logprobs:
+            entries = meta.get("output_token_logprobs", [])
+            start = lp_seen.get(i, 0)
+            lp_seen[i] = len(entries)
+            lp = _chat_logprobs({"output_token_logprobs": entries[start:],
+                                 "output_top_logprobs":
+                                 meta.get("output_top_logprobs", [])[start:]})
+        reason = _finish(meta["finish_reason"])
+        if reason is not None:
+            finals[i] = chunk
+        if delta or reason is not None:
+            yield {**base, "choices": [{"index": i, "delta": {"content": delta}
+                                        if delta else {}, "logprobs": lp,
+                                        "finish_reason": reason}]}
+    if req.stream_options and req.stream_options.include_usage:
+        yield {**base, "choices": [], "usage": _usage([finals[i] for i in sorted(finals)],
+                                                      req.n)}
