@@ -1,0 +1,7 @@
+"""The structured-generation language (SGLang-compatible frontend).
+
+Write a program as a decorated Python function over a state ``s``; ``s += "text" + gen("x")``
+appends text and model calls; ``run``/``run_batch`` execute it on a backend (an in-process
+``Engine``, a ``RuntimeEndpoint`` over HTTP, or a ``Runtime`` child server). The public names
+are re-exported from :mod:`radixlm` (``import radixlm as sgl``).
+"""

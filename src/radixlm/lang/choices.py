@@ -1,0 +1,181 @@
+"""How ``select`` turns per-token logprobs of each choice into a decision.
+
+The three SGLang methods are reproduced exactly (same inputs, same rules, ties to the earliest
+choice). Each method receives, per choice, the logprob entries of the choice's own tokens
+(``(logprob, token_id, text)``), the mean of those logprobs, and, for
+``unconditional_likelihood_normalized``, the same tokens scored without the prompt.
+
+Known bias (sgl-project/sglang#523): a mean favours long choices whose later tokens are nearly
+certain. :data:`total_logprob` (the sum, i.e. the joint probability of the choice) is offered
+as an alternative, and ``unconditional_likelihood_normalized`` calibrates for choices that are
+likely on their own.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+LogprobEntry = Sequence[Any]  # (logprob | None, token_id, text | None)
+
+
+@dataclass
+class ChoicesDecision:
+    """The chosen string and what the method saw (returned as the select's meta info)."""
+
+    decision: str
+    meta_info: dict[str, Any] = field(default_factory=dict)
+
+
+def _argmax_first(values: Sequence[float]) -> int:
+    if not values:
+        raise ValueError("select needs at least one choice, got none")
+    best = 0
+    for i, v in enumerate(values):
+        if v > values[best]:
+            best = i
+    return best
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _value(lp: float | None) -> float:
+    # A null logprob means "no context" (first token of a sequence): it carries no evidence.
+    return 0.0 if lp is None else float(lp)
+
+
+def mean_logprob(entries: Sequence[LogprobEntry]) -> float:
+    """Mean of the non-null logprobs of ``entries`` (``-inf`` when none is scored).
+
+    SGLang also skips an exact ``0.0`` (it tests truthiness); a logprob of 0 is a certain token
+    and is counted here.
+    """
+    values = [float(e[0]) for e in entries if e[0] is not None]
+    return _mean(values) if values else float("-inf")
+
+
+class ChoicesSamplingMethod(ABC):
+    """A rule that picks one choice from its token logprobs."""
+
+    @property
+    def requires_unconditional_logprobs(self) -> bool:
+        """True if the backend must also score each choice without the prompt."""
+        return False
+
+    @abstractmethod
+    def __call__(
+        self,
+        *,
+        choices: list[str],
+        normalized_prompt_logprobs: list[float],
+        input_token_logprobs: list[list[LogprobEntry]],
+        output_token_logprobs: list[list[LogprobEntry]],
+        unconditional_token_logprobs: list[list[LogprobEntry]] | None = None,
+    ) -> ChoicesDecision: ...
+
+    def __repr__(self) -> str:
+        return type(self).__name__
+
+
+def _base_meta(normalized: list[float], inputs: list[list[LogprobEntry]],
+               outputs: list[list[LogprobEntry]]) -> dict[str, Any]:
+    return {"normalized_prompt_logprobs": normalized, "input_token_logprobs": inputs,
+            "output_token_logprobs": outputs}
+
+
+class TokenLengthNormalized(ChoicesSamplingMethod):
+    """The choice with the highest mean token logprob (SGLang's default)."""
+
+    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
+                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
+        best = _argmax_first(normalized_prompt_logprobs)
+        return ChoicesDecision(choices[best], _base_meta(
+            normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs))
+
+
+class GreedyTokenSelection(ChoicesSamplingMethod):
+    """Compare choices token by token, keeping those with the best logprob at each position.
+
+    Shorter choices are padded with their own mean logprob, so a choice that is a prefix of a
+    longer one competes on its average. The earliest survivor wins.
+    """
+
+    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
+                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
+        matrix = self.logprob_matrix(input_token_logprobs)
+        remaining = list(range(len(choices)))
+        width = len(matrix[0]) if matrix else 0
+        for j in range(width):
+            best = max(matrix[i][j] for i in remaining)
+            remaining = [i for i in remaining if matrix[i][j] == best]
+            if len(remaining) == 1:
+                break
+        meta = _base_meta(normalized_prompt_logprobs, input_token_logprobs,
+                          output_token_logprobs)
+        meta["greedy_logprob_matrix"] = matrix
+        return ChoicesDecision(choices[remaining[0]], meta)
+
+    @staticmethod
+    def logprob_matrix(input_token_logprobs: list[list[LogprobEntry]]) -> list[list[float]]:
+        """One row per choice, padded to the longest with the row's mean."""
+        width = max((len(row) for row in input_token_logprobs), default=0)
+        matrix = []
+        for row in input_token_logprobs:
+            values = [_value(e[0]) for e in row]
+            pad = _mean(values) if values else float("nan")
+            matrix.append(values + [pad] * (width - len(values)))
+        return matrix
+
+
+class UnconditionalLikelihoodNormalized(ChoicesSamplingMethod):
+    """The choice whose tokens gain the most from the prompt: mean of (conditional -
+    unconditional) logprob, where the unconditional first token (no context) counts as 0."""
+
+    @property
+    def requires_unconditional_logprobs(self) -> bool:
+        return True
+
+    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
+                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
+        if unconditional_token_logprobs is None:
+            raise ValueError("unconditional_likelihood_normalized needs "
+                             "unconditional_token_logprobs, got None")
+        gains = [self._mean_gain(c, u) for c, u in
+                 zip(input_token_logprobs, unconditional_token_logprobs, strict=True)]
+        meta = _base_meta(normalized_prompt_logprobs, input_token_logprobs,
+                          output_token_logprobs)
+        meta["unconditional_token_logprobs"] = unconditional_token_logprobs
+        meta["normalized_unconditional_prompt_logprobs"] = gains
+        return ChoicesDecision(choices[_argmax_first(gains)], meta)
+
+    @staticmethod
+    def _mean_gain(cond: list[LogprobEntry], uncond: list[LogprobEntry]) -> float:
+        if len(cond) != len(uncond):
+            raise ValueError(f"conditional and unconditional logprobs must cover the same "
+                             f"tokens, got {len(cond)} and {len(uncond)}")
+        return _mean([_value(c[0]) - _value(u[0]) for c, u in zip(cond, uncond)])
+
+
+class TotalLogprob(ChoicesSamplingMethod):
+    """The choice with the highest summed logprob (its joint probability); radixlm extra.
+
+    Unlike the mean it does not favour long choices with easy tails; it favours short ones.
+    """
+
+    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
+                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
+        totals = [sum(_value(e[0]) for e in row) for row in input_token_logprobs]
+        meta = _base_meta(normalized_prompt_logprobs, input_token_logprobs,
+                          output_token_logprobs)
+        meta["total_logprobs"] = totals
+        return ChoicesDecision(choices[_argmax_first(totals)], meta)
+
+
+token_length_normalized = TokenLengthNormalized()
+greedy_token_selection = GreedyTokenSelection()
+unconditional_likelihood_normalized = UnconditionalLikelihoodNormalized()
+total_logprob = TotalLogprob()
