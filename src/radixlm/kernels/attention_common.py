@@ -7,6 +7,8 @@ tokens, which were stored before attention runs).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
@@ -76,3 +78,80 @@ def attend(
     scores = scores.masked_fill(~mask, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     return torch.matmul(probs, v.float()).to(q.dtype)
+
+
+CASCADE_MIN_PREFIX = 64  # shorter shared prefixes are not worth a separate pass
+CASCADE_MIN_GROUP = 2
+
+
+@dataclass(frozen=True)
+class CascadeGroup:
+    """Requests ``members`` share the KV slots ``prefix`` (their first ``len(prefix)``)."""
+
+    members: torch.Tensor  # [g] request indices
+    prefix: torch.Tensor  # [Lp] pool slots
+
+
+def shared_prefix_groups(
+    slots: torch.Tensor, lens: torch.Tensor, limit: torch.Tensor
+) -> list[CascadeGroup]:
+    """Requests that share a prefix of the same pool slots, for cascade attention.
+
+    slots [B, L] padded, lens [B]; ``limit[b]`` caps how much of request b may count as
+    shared (its new tokens never do). Greedy: each ungrouped request leads a group of those
+    sharing >= 64 slots with it, cut at the length that saves the most reads
+    ((members - 1) x length).
+    """
+    batch = slots.shape[0]
+    if batch < CASCADE_MIN_GROUP or int(lens.max()) <= CASCADE_MIN_PREFIX:
+        return []
+    width = int(lens.max())
+    pos = torch.arange(width, device=slots.device)
+    valid = pos[None, :] < lens[:, None]
+    free = torch.ones(batch, dtype=torch.bool, device=slots.device)
+    groups = []
+    for leader in range(batch):
+        if not free[leader]:
+            continue
+        same = (slots[:, :width] == slots[leader, :width]) & valid & valid[leader]
+        common = same.long().cumprod(dim=1).sum(dim=1)  # [B] common prefix with the leader
+        common = torch.minimum(common, limit)
+        candidates = torch.where(free, common, torch.zeros_like(common))
+        ranked = candidates.sort(descending=True).values  # ranked[k]: k+1 members share it
+        saving = ranked[1:] * torch.arange(1, batch, device=slots.device)
+        best = int(saving.argmax()) + 1 if batch > 1 else 0
+        shared = int(ranked[best])
+        if shared < CASCADE_MIN_PREFIX:
+            continue
+        members = torch.nonzero(candidates >= shared).flatten()
+        groups.append(CascadeGroup(members, slots[leader, :shared].clone()))
+        free[members] = False
+    return groups
+
+
+def partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+             sm_scale: float, logit_cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unnormalized attention with its log-sum-exp.
+
+    q [N, Hkv, G, D]; k, v [N, Hkv, L, D] (N = 1 broadcasts); mask [N, 1, 1, L] or None.
+    Returns (out [N, Hkv, G, D] normalized over this part, lse [N, Hkv, G, 1]).
+    """
+    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)).mul_(sm_scale)
+    if logit_cap > 0:
+        scores = logit_cap * torch.tanh(scores / logit_cap)
+    if mask is not None:
+        scores.masked_fill_(~mask, float("-inf"))
+    peak = scores.amax(dim=-1, keepdim=True)
+    peak = peak.masked_fill(torch.isinf(peak), 0.0)  # rows with no key stay at zero weight
+    probs = scores.sub_(peak).exp_()  # in place: one pass, no second buffer
+    total = probs.sum(dim=-1, keepdim=True)
+    out = torch.matmul(probs, v.float()).div_(total.clamp(min=1e-30))
+    return out, peak + total.log()
+
+
+def merge_partial(
+    o1: torch.Tensor, l1: torch.Tensor, o2: torch.Tensor, l2: torch.Tensor
+) -> torch.Tensor:
+    """Combine two normalized partial attentions over disjoint key sets by their LSEs."""
+    total = torch.logaddexp(l1, l2)
+    return o1 * torch.exp(l1 - total) + o2 * torch.exp(l2 - total)

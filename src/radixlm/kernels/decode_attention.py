@@ -4,6 +4,12 @@ Reference (CPU path): gather each request's KV into a padded batch and run softm
 When every request's slots follow its pages in order (slot ``i`` at offset ``i % page_size`` of
 its ``i // page_size``-th page), whole pages are gathered instead of single tokens: a few large
 contiguous copies instead of many small ones.
+
+Cascade: when several requests share a long prefix of the *same* pool slots (a radix-cache
+hit: one document, many questions), the prefix's K/V are read once and attended by all those
+queries in one matmul; each request's own suffix is attended separately, and the two partial
+softmaxes are merged with their log-sum-exp. Memory traffic for the shared part drops from
+once per request to once per group; the result is the same attention.
 """
 
 from __future__ import annotations
@@ -12,7 +18,14 @@ from dataclasses import dataclass
 
 import torch
 
-from .attention_common import attend, check_attention_args
+from .attention_common import (
+    CascadeGroup,
+    attend,
+    check_attention_args,
+    merge_partial,
+    partial_attention,
+    shared_prefix_groups,
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +38,7 @@ class DecodePlan:
     max_len: int  # L, padded to a multiple of unit
     mask: torch.Tensor  # [B, 1, 1, L] bool, True where the key is attended
     workspace: dict[str, torch.Tensor] | None = None  # reusable gather buffers
+    groups: tuple[CascadeGroup, ...] = ()  # shared prefixes; the padded part is then suffixes
 
 
 def _is_page_structured(slots: torch.Tensor, valid: torch.Tensor, page_size: int) -> bool:
@@ -44,9 +58,15 @@ def plan_decode_padded(
     page_size: int = 1,
     sliding_window: int = 0,
     workspace: dict[str, torch.Tensor] | None = None,
+    cascade: bool = True,
 ) -> DecodePlan:
     """Plan from padded slots [B, L'] (entries past ``lens[b]`` are ignored) and lens [B]."""
     lens = lens.long()
+    groups: list[CascadeGroup] = []
+    if cascade and sliding_window <= 0:
+        groups = shared_prefix_groups(slots.long(), lens, lens - 1)
+    if groups:
+        return _suffix_plan(slots.long(), lens, groups, workspace)
     if lens.numel() and int(lens.min()) < 1:
         raise ValueError("lens: every decode request needs at least one KV token")
     batch = slots.shape[0]
@@ -66,6 +86,22 @@ def plan_decode_padded(
     if sliding_window > 0:
         valid = valid & (pos[None, :] >= lens[:, None] - sliding_window)
     return DecodePlan(index, unit, batch, padded, valid[:, None, None, :], workspace)
+
+
+def _suffix_plan(slots: torch.Tensor, lens: torch.Tensor, groups: list[CascadeGroup],
+                 workspace: dict[str, torch.Tensor] | None) -> DecodePlan:
+    """Token-wise padded plan over each request's slots after its group's shared prefix."""
+    start = torch.zeros_like(lens)
+    for g in groups:
+        start[g.members] = g.prefix.numel()
+    suffix = lens - start
+    width = int(suffix.max())
+    pos = torch.arange(width, device=slots.device)
+    valid = pos[None, :] < suffix[:, None]
+    cols = (start[:, None] + pos[None, :]).clamp(max=slots.shape[1] - 1)
+    index = slots.gather(1, cols).masked_fill(~valid, 0).reshape(-1)
+    return DecodePlan(index, 1, slots.shape[0], width, valid[:, None, None, :], workspace,
+                      tuple(groups))
 
 
 def plan_decode(
@@ -136,5 +172,28 @@ def decode_attention_ref(
         plan = plan_decode(kv_indptr, kv_indices, sliding_window, k_cache.shape[1])
     k = _gather(k_cache, plan, "k")
     v = _gather(v_cache, plan, "v")
-    out = attend(q.unsqueeze(2), k, v, plan.mask, sm_scale, logit_cap)  # [B, Hq, 1, D]
-    return out.squeeze(2)
+    if not plan.groups:
+        out = attend(q.unsqueeze(2), k, v, plan.mask, sm_scale, logit_cap)  # [B, Hq, 1, D]
+        return out.squeeze(2)
+    return _cascade(q, k, v, plan, k_cache, v_cache, sm_scale, logit_cap)
+
+
+def _cascade(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: DecodePlan,
+             k_cache: torch.Tensor, v_cache: torch.Tensor, sm_scale: float,
+             logit_cap: float) -> torch.Tensor:
+    """Shared-prefix parts per group + per-request suffixes, merged by log-sum-exp."""
+    b, hq, d = q.shape
+    hkv = k.shape[1]
+    qg = q.view(b, hkv, hq // hkv, d)
+    out, lse = partial_attention(qg, k, v, plan.mask, sm_scale, logit_cap)  # suffixes
+    h, dd = k_cache.shape[2], k_cache.shape[3]
+    for g in plan.groups:
+        kp = k_cache.view(-1, h, dd).index_select(0, g.prefix).transpose(0, 1)  # [Hkv, Lp, D]
+        vp = v_cache.view(-1, h, dd).index_select(0, g.prefix).transpose(0, 1)
+        # all members' query heads of one KV head in one matmul: [Hkv, g*G, D]
+        qm = qg[g.members].permute(1, 0, 2, 3).reshape(hkv, -1, d)
+        o_p, l_p = partial_attention(qm[None], kp[None], vp[None], None, sm_scale, logit_cap)
+        o_p = o_p[0].view(hkv, g.members.numel(), -1, d).permute(1, 0, 2, 3)
+        l_p = l_p[0].view(hkv, g.members.numel(), -1, 1).permute(1, 0, 2, 3)
+        out[g.members] = merge_partial(out[g.members], lse[g.members], o_p, l_p)
+    return out.reshape(b, hq, d).to(q.dtype)

@@ -4,6 +4,11 @@ This is the RadixAttention case: request ``i`` has ``n_i`` new query tokens (row
 ``qo_indptr[i]:qo_indptr[i+1]`` of q) and ``L_i >= n_i`` KV tokens whose last ``n_i`` are the
 new ones; query ``j`` sits at absolute position ``L_i - n_i + j`` and sees keys up to it.
 Prefill is the case of an empty prefix.
+
+Cascade: requests whose cached prefixes share the same pool slots (many questions over one
+document) attend that shared prefix in one matmul per group (all their query rows against
+keys read once), then their own remaining keys causally; the two partial softmaxes are merged
+by log-sum-exp (see :mod:`decode_attention`).
 """
 
 from __future__ import annotations
@@ -11,7 +16,16 @@ from __future__ import annotations
 import torch
 
 from ._checks import INDEX_DTYPES, check_tensor
-from .attention_common import attend, check_attention_args
+from .attention_common import (
+    CascadeGroup,
+    attend,
+    check_attention_args,
+    merge_partial,
+    partial_attention,
+    shared_prefix_groups,
+)
+
+GROUP_SCORE_BUDGET = 8 * 1024 * 1024  # max score elements per group matmul (memory bound)
 
 
 def causal_mask(
@@ -61,19 +75,73 @@ def extend_attention_ref(
     kv = kv_indptr.tolist()
     if qo[-1] != q.shape[0]:
         raise ValueError(f"qo_indptr: last entry {qo[-1]} != number of query tokens {q.shape[0]}")
-    out = torch.empty_like(q)
-    h, d = k_cache.shape[2], k_cache.shape[3]
-    k_flat, v_flat = k_cache.view(-1, h, d), v_cache.view(-1, h, d)
     for i in range(len(qo) - 1):
         n, kv_len = qo[i + 1] - qo[i], kv[i + 1] - kv[i]
-        if n == 0:
-            continue
         if kv_len < n:
             raise ValueError(f"request {i}: {kv_len} KV tokens cannot hold its {n} new tokens")
-        slots = kv_indices[kv[i] : kv[i + 1]].long()
-        k = k_flat[slots].transpose(0, 1).unsqueeze(0)  # [1, Hkv, L, D]
-        v = v_flat[slots].transpose(0, 1).unsqueeze(0)
-        qi = q[qo[i] : qo[i + 1]].transpose(0, 1).unsqueeze(0)  # [1, Hq, n, D]
-        mask = causal_mask(n, kv_len, sliding_window, q.device)
-        out[qo[i] : qo[i + 1]] = attend(qi, k, v, mask, sm_scale, logit_cap)[0].transpose(0, 1)
+    groups = _groups(qo_indptr, kv_indptr, kv_indices) if sliding_window <= 0 else []
+    skip = {int(m): g.prefix.numel() for g in groups for m in g.members}
+    out = torch.empty_like(q)
+    lse = torch.empty(q.shape[0], k_cache.shape[2], q.shape[1] // k_cache.shape[2], 1,
+                      device=q.device) if groups else None
+    for i in range(len(qo) - 1):
+        if qo[i + 1] > qo[i]:
+            _own_keys(q, k_cache, v_cache, kv_indices, (qo[i], qo[i + 1]), (kv[i], kv[i + 1]),
+                      skip.get(i, 0), sm_scale, logit_cap, sliding_window, out, lse)
+    for g in groups:
+        _shared_keys(q, k_cache, v_cache, qo, g, sm_scale, logit_cap, out, lse)
     return out
+
+
+def _groups(qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor
+            ) -> list[CascadeGroup]:
+    kv_lens = (kv_indptr[1:] - kv_indptr[:-1]).long()
+    q_lens = (qo_indptr[1:] - qo_indptr[:-1]).long()
+    if kv_lens.numel() < 2 or kv_indices.numel() == 0:
+        return []
+    pos = torch.arange(int(kv_lens.max()), device=kv_indptr.device)
+    flat = (kv_indptr[:-1, None].long() + pos[None, :]).clamp(max=kv_indices.numel() - 1)
+    return shared_prefix_groups(kv_indices.long()[flat], kv_lens, kv_lens - q_lens)
+
+
+def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+              kv_indices: torch.Tensor, q_span: tuple[int, int], kv_span: tuple[int, int],
+              skip: int, sm_scale: float, logit_cap: float, sliding_window: int,
+              out: torch.Tensor, lse: torch.Tensor | None) -> None:
+    """Attention of one request's queries over its keys after the first ``skip`` (the shared
+    prefix, handled per group); with ``skip`` the LSE is kept for the merge."""
+    h, d = k_cache.shape[2], k_cache.shape[3]
+    n, kv_len = q_span[1] - q_span[0], kv_span[1] - kv_span[0]
+    slots = kv_indices[kv_span[0] + skip : kv_span[1]].long()
+    k = k_cache.view(-1, h, d).index_select(0, slots).transpose(0, 1).unsqueeze(0)
+    v = v_cache.view(-1, h, d).index_select(0, slots).transpose(0, 1).unsqueeze(0)
+    mask = causal_mask(n, kv_len, sliding_window, q.device)[..., skip:]  # [1, 1, n, L - skip]
+    qi = q[q_span[0] : q_span[1]]
+    if not skip:
+        out[q_span[0] : q_span[1]] = attend(
+            qi.transpose(0, 1).unsqueeze(0), k, v, mask, sm_scale, logit_cap)[0].transpose(0, 1)
+        return
+    assert lse is not None
+    qg = qi.view(n, h, -1, d)  # [n, Hkv, G, D]: one "batch" entry per query token
+    o, o_lse = partial_attention(qg, k, v, mask[0, 0][:, None, None, :], sm_scale, logit_cap)
+    out[q_span[0] : q_span[1]] = o.reshape(n, -1, d).to(q.dtype)
+    lse[q_span[0] : q_span[1]] = o_lse
+
+
+def _shared_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 qo: list[int], g: CascadeGroup, sm_scale: float, logit_cap: float,
+                 out: torch.Tensor, lse: torch.Tensor) -> None:
+    """All members' queries against the group's shared prefix (no mask: it precedes them)."""
+    h, d = k_cache.shape[2], k_cache.shape[3]
+    kp = k_cache.view(-1, h, d).index_select(0, g.prefix).transpose(0, 1)[None]  # [1,Hkv,Lp,D]
+    vp = v_cache.view(-1, h, d).index_select(0, g.prefix).transpose(0, 1)[None]
+    rows = torch.cat([torch.arange(qo[m], qo[m + 1]) for m in g.members.tolist()])
+    per_chunk = max(GROUP_SCORE_BUDGET // max(g.prefix.numel() * q.shape[1], 1), 1)
+    for chunk in rows.split(per_chunk):
+        t = chunk.numel()
+        qg = q[chunk].view(t, h, -1, d).permute(1, 0, 2, 3).reshape(1, h, -1, d)
+        o_p, l_p = partial_attention(qg, kp, vp, None, sm_scale, logit_cap)
+        o_p = o_p.view(h, t, -1, d).permute(1, 0, 2, 3)  # [t, Hkv, G, D]
+        l_p = l_p.view(h, t, -1, 1).permute(1, 0, 2, 3)
+        o_s = out[chunk].view(t, h, -1, d).float()
+        out[chunk] = merge_partial(o_s, lse[chunk], o_p, l_p).reshape(t, -1, d).to(q.dtype)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .radix_cache import common_prefix_len
+
 if TYPE_CHECKING:
     from .kv_manager import KVManager
     from .request import Req
@@ -31,15 +33,6 @@ def order_waiting(waiting: Sequence[Req], kv: KVManager, args: ServerArgs) -> li
     return aged + sorted(rest, key=lambda r: -hits[id(r)])
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def shares_uncached_prefix(req: Req, scheduled: Sequence[Req], kv: KVManager) -> bool:
     """True if ``req`` shares at least 32 not-yet-cached prefix tokens with a request already
     scheduled in this step: waiting one step lets it reuse that prefix from the cache."""
@@ -51,7 +44,7 @@ def shares_uncached_prefix(req: Req, scheduled: Sequence[Req], kv: KVManager) ->
         if other.namespace != req.namespace or not other.fill_ids or not tokens or \
                 other.fill_ids[0] != tokens[0]:
             continue
-        common = _common_prefix(tokens, other.fill_ids)
+        common = common_prefix_len(tokens, other.fill_ids)
         if cached is None:
             cached = kv.cached_prefix_len(tokens, req.namespace)
         if common - cached >= DEDUP_MIN_TOKENS:
