@@ -146,11 +146,12 @@ class ProgramState:
             while True:
                 event.wait()
                 event.clear()
+                finished = done()  # before reading: once done, the value read is final
                 out = str(read())[prev:]
                 prev += len(out)
                 if out:
                     yield out
-                if done():
+                if finished:
                     break
 
     async def text_async_iter(self, var_name: str | None = None,
@@ -169,6 +170,7 @@ class ProgramState:
             while True:
                 await loop.run_in_executor(None, event.wait)
                 event.clear()
+                finished = done()
                 out = str(read())[prev:]
                 prev += len(out)
                 if out:
@@ -176,7 +178,7 @@ class ProgramState:
                         yield out, exe.meta_info.get(var_name)
                     else:
                         yield out
-                if done():
+                if finished:
                     break
 
     def _stream_sources(self, var_name: str | None
