@@ -40,26 +40,13 @@ def gen() -> torch.Generator:
 @pytest.fixture
 def no_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make any kernel launch fail loudly: argument errors must come before it."""
-    from radixlm.kernels import (
-        _triton_utils,
-        decode_attention_triton,
-        extend_attention_triton,
-        kv_store_triton,
-        rms_norm_triton,
-        rotary_triton,
-        token_bitmask_triton,
-    )
+    from radixlm.kernels import _triton_utils, triton_ops
 
     class _NoLaunch:
         def __getitem__(self, grid: object) -> None:
             raise AssertionError("a kernel was launched despite a bad argument")
 
-    for module, name in (
-        (decode_attention_triton, "_decode_stage1"), (decode_attention_triton, "_decode_stage2"),
-        (extend_attention_triton, "_extend_kernel"), (kv_store_triton, "_store_kv_kernel"),
-        (rms_norm_triton, "_rms_norm_kernel"), (rotary_triton, "_rotary_kernel"),
-        (token_bitmask_triton, "_bitmask_kernel"),
-    ):
+    for module, name in triton_ops.launched_kernels():
         monkeypatch.setattr(module, name, _NoLaunch())
     # The stand-ins are not interpreted kernels; let CPU tensors through to the checks.
     monkeypatch.setattr(_triton_utils, "is_interpreted", lambda kernel: True)

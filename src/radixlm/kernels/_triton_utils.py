@@ -63,13 +63,22 @@ def check_out(name: str, out: torch.Tensor, shape: tuple[int, ...], like: torch.
         raise ValueError(f"{name}: expected a contiguous tensor")
 
 
+def on_gpu(device: torch.device) -> bool:
+    """Whether launches for tensors on ``device`` compile for a GPU (else: the interpreter).
+
+    Launchers tune for the GPU through this one function (tools that compile kernels for a
+    GPU from CPU stand-in tensors replace it).
+    """
+    return device.type == "cuda"
+
+
 def low_precision_dot(dtype: torch.dtype, device: torch.device) -> bool:
     """Whether ``tl.dot`` gets half-precision operands (tensor cores) instead of float32.
 
     On a GPU, fp16/bf16 inputs go to the dot as they are. In the interpreter (CPU tensors)
     half-precision arithmetic is wrong, so every value is widened to float32 after its load.
     """
-    return device.type == "cuda" and dtype != torch.float32
+    return on_gpu(device) and dtype != torch.float32
 
 
 def next_pow2(n: int) -> int:

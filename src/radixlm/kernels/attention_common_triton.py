@@ -29,58 +29,17 @@ def soft_cap(s, cap):
 
 
 @triton.jit
-def load_kv_blocks(
-    k_ptr, v_ptr, kv_indices_ptr, kv_start, offs_n, valid_n, kv_head, offs_d,
-    stride_ks, stride_kh, stride_vs, stride_vh, HEAD_DIM: tl.constexpr, WIDEN: tl.constexpr,
+def load_rows(
+    cache_ptr, slots, kv_head, offs_d, valid_n, stride_slot, stride_head,
+    HEAD_DIM: tl.constexpr, WIDEN: tl.constexpr,
 ):
-    """K and V rows [BLOCK_N, BLOCK_D] of a request's keys at positions ``offs_n``.
-
-    Position i of the request lives at pool slot ``kv_indices[kv_start + i]``; rows where
-    ``valid_n`` is false, and columns past HEAD_DIM, read 0. WIDEN casts to float32.
-    """
-    slots = tl.load(kv_indices_ptr + kv_start + offs_n, mask=valid_n, other=0).to(tl.int64)
-    mask = valid_n[:, None] & (offs_d[None, :] < HEAD_DIM)
-    k = tl.load(k_ptr + slots[:, None] * stride_ks + kv_head * stride_kh + offs_d[None, :],
-                mask=mask, other=0.0)
-    v = tl.load(v_ptr + slots[:, None] * stride_vs + kv_head * stride_vh + offs_d[None, :],
-                mask=mask, other=0.0)
+    """Rows ``cache[slots, kv_head, :]`` -> [BLOCK_N, BLOCK_D]; rows where ``valid_n`` is
+    false, and columns past HEAD_DIM, read 0. WIDEN casts to float32."""
+    ptrs = cache_ptr + slots[:, None] * stride_slot + kv_head * stride_head + offs_d[None, :]
+    rows = tl.load(ptrs, mask=valid_n[:, None] & (offs_d[None, :] < HEAD_DIM), other=0.0)
     if WIDEN:
-        k = k.to(tl.float32)
-        v = v.to(tl.float32)
-    return k, v
-
-
-@triton.jit
-def attend_block(
-    q, k, v, valid, m_i, l_i, acc, sm_scale, logit_cap,
-    HAS_CAP: tl.constexpr, LOW_PRECISION: tl.constexpr,
-):
-    """One online-softmax step of query rows ``q`` [M, D] over keys ``k``/``v`` [N, D].
-
-    ``valid`` [M, N] (or broadcastable) says which (row, key) pairs count; ``m_i``, ``l_i``
-    [M] and ``acc`` [M, D] (unnormalised output) are carried across steps and returned.
-    """
-    if LOW_PRECISION:  # half-precision operands on tensor cores, float32 accumulation
-        s = tl.dot(q, tl.trans(k))
-    else:
-        s = tl.dot(q, tl.trans(k), input_precision="ieee")
-    s = s * sm_scale
-    if HAS_CAP:
-        s = soft_cap(s, logit_cap)
-    s = tl.where(valid, s * 1.4426950408889634, float("-inf"))  # * log2(e): base 2 on
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    # A row that has seen no valid key yet keeps m = -inf; subtracting 0 instead avoids
-    # -inf - -inf = NaN, and its p and alpha are then exactly 0.
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2(m_i - m_safe)
-    p = tl.exp2(s - m_safe[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    if LOW_PRECISION:
-        pv = tl.dot(p.to(v.dtype), v)
-    else:
-        pv = tl.dot(p, v, input_precision="ieee")
-    acc = acc * alpha[:, None] + pv
-    return m_new, l_i, acc
+        rows = rows.to(tl.float32)
+    return rows
 
 
 @triton.jit
@@ -92,9 +51,11 @@ def attend_keys(
 ):
     """Online softmax of query rows ``q`` [ROWS, BLOCK_D] over the request's keys lo..hi-1.
 
-    CAUSAL: row r (at absolute position ``q_pos[r]``) sees key j only when
-    ``q_pos[r] - sliding_window < j <= q_pos[r]`` (no lower bound without a window);
-    otherwise every key in the range counts. Returns ``(m, l, acc)`` (see attend_block).
+    Key position i lives at pool slot ``kv_indices[kv_start + i]``. CAUSAL: row r (at
+    absolute position ``q_pos[r]``) sees key j only when ``q_pos[r] - sliding_window < j <=
+    q_pos[r]`` (no lower bound without a window); otherwise every key in the range counts.
+    Returns ``(m, l, acc)``: per row the running max and log-sum (base 2) and the
+    unnormalised output [ROWS, BLOCK_D].
     """
     offs_d = tl.arange(0, BLOCK_D)
     m_i = tl.full([ROWS], float("-inf"), tl.float32)
@@ -103,16 +64,37 @@ def attend_keys(
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         valid_n = offs_n < hi
-        k, v = load_kv_blocks(k_ptr, v_ptr, kv_indices_ptr, kv_start, offs_n, valid_n, kv_head,
-                              offs_d, stride_ks, stride_kh, stride_vs, stride_vh, HEAD_DIM,
-                              not LOW_PRECISION)  # [BLOCK_N, BLOCK_D]
+        slots = tl.load(kv_indices_ptr + kv_start + offs_n, mask=valid_n, other=0).to(tl.int64)
+        k = load_rows(k_ptr, slots, kv_head, offs_d, valid_n, stride_ks, stride_kh, HEAD_DIM,
+                      not LOW_PRECISION)  # [BLOCK_N, BLOCK_D]
+        if LOW_PRECISION:  # half-precision operands on tensor cores, float32 accumulation
+            s = tl.dot(q, tl.trans(k))
+        else:
+            s = tl.dot(q, tl.trans(k), input_precision="ieee")
+        s = s * sm_scale  # [ROWS, BLOCK_N]
+        if HAS_CAP:
+            s = soft_cap(s, logit_cap)
         valid = valid_n[None, :]  # [1 or ROWS, BLOCK_N]
         if CAUSAL:
             valid = valid & (offs_n[None, :] <= q_pos[:, None])
             if sliding_window > 0:
                 valid = valid & (offs_n[None, :] > q_pos[:, None] - sliding_window)
-        m_i, l_i, acc = attend_block(q, k, v, valid, m_i, l_i, acc, sm_scale, logit_cap,
-                                     HAS_CAP, LOW_PRECISION)
+        s = tl.where(valid, s * 1.4426950408889634, float("-inf"))  # * log2(e): base 2 on
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # A row that has seen no valid key yet keeps m = -inf; subtracting 0 instead avoids
+        # -inf - -inf = NaN, and its p and alpha are then exactly 0.
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = load_rows(v_ptr, slots, kv_head, offs_d, valid_n, stride_vs, stride_vh, HEAD_DIM,
+                      not LOW_PRECISION)  # loaded after QK^T: K and V are never both live
+        if LOW_PRECISION:
+            pv = tl.dot(p.to(v.dtype), v)
+        else:
+            pv = tl.dot(p, v, input_precision="ieee")
+        acc = acc * alpha[:, None] + pv
+        m_i = m_new
     return m_i, l_i, acc
 
 

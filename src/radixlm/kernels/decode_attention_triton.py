@@ -33,7 +33,7 @@ MAX_KV_SPLITS = 16
 
 
 @triton.jit
-def _decode_stage1(
+def _decode_split_kernel(
     q_ptr, k_ptr, v_ptr, kv_indptr_ptr, kv_indices_ptr, out_ptr, mid_o_ptr, mid_lse_ptr,
     sm_scale, logit_cap, sliding_window, num_heads,
     stride_qb, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh,
@@ -84,7 +84,7 @@ def _decode_stage1(
 
 
 @triton.jit
-def _decode_stage2(
+def _decode_merge_kernel(
     mid_o_ptr, mid_lse_ptr, out_ptr,
     stride_mb, stride_mh, stride_ms, stride_ob, stride_oh, num_heads,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, NUM_SPLITS: tl.constexpr,
@@ -141,7 +141,7 @@ def decode_attention_triton(
     """
     check_decode_args(q, k_cache, v_cache, kv_indptr, kv_indices)
     batch = q.shape[0]
-    out = prepare_launch(q, out, _decode_stage1, kv_indptr=kv_indptr, kv_indices=kv_indices)
+    out = prepare_launch(q, out, _decode_split_kernel, kv_indptr=kv_indptr, kv_indices=kv_indices)
     num_kv_heads = k_cache.shape[2]
     splits = num_kv_splits or default_kv_splits(batch, num_kv_heads, q.device)
     if not 1 <= splits <= MAX_KV_SPLITS:
@@ -153,6 +153,14 @@ def decode_attention_triton(
     return out
 
 
+def _block_n(block_d: int, low_precision: bool) -> int:
+    """Keys per step: K/V tiles of 8 KB (bf16) keep registers unspilled on sm_80/90 (checked
+    with ``benchmarks/kernels_gpu.py --compile-only``); float32 at D > 128 takes fewer."""
+    if block_d <= 64:
+        return 64
+    return 32 if low_precision or block_d <= 128 else 16
+
+
 def _launch_decode(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indptr: torch.Tensor,
     kv_indices: torch.Tensor, out: torch.Tensor, sm_scale: float, logit_cap: float,
@@ -162,24 +170,25 @@ def _launch_decode(
     num_kv_heads = k_cache.shape[2]
     group = num_heads // num_kv_heads
     k_flat, v_flat, block_d = flat_pools(k_cache, v_cache)  # [slots, Hkv, D]
+    low_precision = low_precision_dot(q.dtype, q.device)
     # Per-split partial outputs (normalised) and their log2-sum-exps, [B, Hq, S(, D)];
     # one split writes `out` directly and leaves these stand-ins untouched.
     mid_shape = (batch, num_heads, splits) if splits > 1 else (1, 1, 1)
     mid_o = torch.empty((*mid_shape, head_dim), dtype=torch.float32, device=q.device)
     mid_lse = torch.empty(mid_shape, dtype=torch.float32, device=q.device)
-    _decode_stage1[(batch, num_kv_heads, splits)](
+    _decode_split_kernel[(batch, num_kv_heads, splits)](
         q, k_flat, v_flat, kv_indptr, kv_indices, out, mid_o, mid_lse,
         sm_scale, logit_cap, sliding_window, num_heads,
         q.stride(0), q.stride(1), k_flat.stride(0), k_flat.stride(1),
         v_flat.stride(0), v_flat.stride(1), out.stride(0), out.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2),
         GROUP=group, HEAD_DIM=head_dim, BLOCK_H=max(16, next_pow2(group)), BLOCK_D=block_d,
-        BLOCK_N=64 if block_d <= 64 else 32, NUM_SPLITS=splits, HAS_CAP=logit_cap > 0,
-        LOW_PRECISION=low_precision_dot(q.dtype, q.device), num_warps=4, num_stages=2,
+        BLOCK_N=_block_n(block_d, low_precision), NUM_SPLITS=splits, HAS_CAP=logit_cap > 0,
+        LOW_PRECISION=low_precision, num_warps=4, num_stages=2,
     )
     if splits == 1:
         return
-    _decode_stage2[(batch, num_heads)](
+    _decode_merge_kernel[(batch, num_heads)](
         mid_o, mid_lse, out, mid_o.stride(0), mid_o.stride(1), mid_o.stride(2),
         out.stride(0), out.stride(1), num_heads,
         HEAD_DIM=head_dim, BLOCK_D=block_d, NUM_SPLITS=splits, BLOCK_S=next_pow2(splits),

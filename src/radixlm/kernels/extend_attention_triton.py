@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _triton_utils
 from ._triton_utils import (
     low_precision_dot,
 )
@@ -122,6 +123,17 @@ def extend_attention_triton(
     return out
 
 
+def _tiles(block_d: int, low_precision: bool, on_gpu: bool) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps). On a GPU, chosen so that no compiled variant spills
+    registers on sm_80/86/90 and double-buffered K/V fit the ~100 KB of shared memory of
+    sm_86/89 (checked by ``benchmarks/kernels_gpu.py --compile-only``); the interpreter takes
+    the bf16 GPU tiles whatever the dtype (fewer, larger steps run faster there)."""
+    if low_precision or not on_gpu:
+        return (64, 64, 8) if block_d <= 128 else (32, 32, 4)
+    # float32: the ieee dot runs on FMA units, register-hungry, and every operand is 4 bytes
+    return (32, 32, 4) if block_d <= 64 else (16, 16, 4)
+
+
 def _launch_extend(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, qo_indptr: torch.Tensor,
     kv_indptr: torch.Tensor, kv_indices: torch.Tensor, out: torch.Tensor, sm_scale: float,
@@ -130,7 +142,9 @@ def _launch_extend(
     num_heads, head_dim = q.shape[1], q.shape[2]
     num_kv_heads = k_cache.shape[2]
     k_flat, v_flat, block_d = flat_pools(k_cache, v_cache)  # [slots, Hkv, D]
-    block_m, block_n = (64, 64) if block_d <= 128 else (32, 32)
+    low_precision = low_precision_dot(q.dtype, q.device)
+    on_gpu = _triton_utils.on_gpu(q.device)  # looked up at call time: tools replace it
+    block_m, block_n, num_warps = _tiles(block_d, low_precision, on_gpu)
     grid = (qo_indptr.shape[0] - 1, num_heads, triton.cdiv(max_new, block_m))
     _extend_kernel[grid](
         q, k_flat, v_flat, qo_indptr, kv_indptr, kv_indices, out,
@@ -139,5 +153,5 @@ def _launch_extend(
         v_flat.stride(0), v_flat.stride(1), out.stride(0), out.stride(1),
         GROUP=num_heads // num_kv_heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
         BLOCK_D=block_d, HAS_CAP=logit_cap > 0,
-        LOW_PRECISION=low_precision_dot(q.dtype, q.device), num_warps=4, num_stages=2,
+        LOW_PRECISION=low_precision, num_warps=num_warps, num_stages=2,
     )

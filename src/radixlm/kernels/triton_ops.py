@@ -6,6 +6,9 @@ Each function has the signature of its ``*_ref`` counterpart (plus keyword-only 
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 from .backend import KernelOps
 from .decode_attention_triton import decode_attention_triton
 from .extend_attention_triton import extend_attention_triton
@@ -13,6 +16,11 @@ from .kv_store_triton import store_kv_triton
 from .rms_norm_triton import fused_add_rms_norm_triton, rms_norm_triton
 from .rotary_triton import rotary_triton
 from .token_bitmask_triton import apply_token_bitmask_triton
+
+KERNEL_MODULES = (
+    "decode_attention_triton", "extend_attention_triton", "kv_store_triton", "rms_norm_triton",
+    "rotary_triton", "token_bitmask_triton",
+)
 
 TRITON_OPS = KernelOps(
     name="triton",
@@ -24,3 +32,11 @@ TRITON_OPS = KernelOps(
     extend_attention=extend_attention_triton,
     apply_token_bitmask=apply_token_bitmask_triton,
 )
+
+
+def launched_kernels() -> list[tuple[ModuleType, str]]:
+    """(module, name) of every ``@triton.jit`` function a launcher starts (names end in
+    ``_kernel`` by convention; device helpers don't), for tools that intercept launches."""
+    modules = [importlib.import_module(f"{__package__}.{name}") for name in KERNEL_MODULES]
+    return [(m, name) for m in modules for name in vars(m) if name.endswith("_kernel")
+            and name.startswith("_")]
