@@ -129,6 +129,27 @@ def test_triton_default_splits_and_plan(gen: torch.Generator, device: torch.devi
     assert_close(out, run_ref(q, kv, case), TOL[case.dtype])
 
 
+@pytest.mark.triton_interpret
+def test_triton_request_without_keys_gets_zeros(gen: torch.Generator,
+                                                device: torch.device) -> None:
+    """A request with no KV (the reference refuses it; checking would cost a sync) gets a
+    zero output, never NaN, and its neighbours are unaffected."""
+    from radixlm.kernels.decode_attention_triton import decode_attention_triton
+
+    case = DecodeCase(64, 2, 4, 16, batch=4)
+    q, kv = build(case, gen, device)
+    start, end = int(kv.kv_indptr[1]), int(kv.kv_indptr[2])
+    kv.kv_indices = torch.cat((kv.kv_indices[:start], kv.kv_indices[end:]))
+    kv.kv_indptr[2:] -= end - start  # request 1 now owns no keys
+    out = decode_attention_triton(q, kv.k_cache, kv.v_cache, kv.kv_indptr, kv.kv_indices,
+                                  case.sm_scale, out=poisoned(tuple(q.shape), q.dtype, device),
+                                  num_kv_splits=3)
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    keep = [0, 2, 3]
+    kv.kv_indptr = torch.cat((kv.kv_indptr[:2], kv.kv_indptr[3:]))
+    assert_close(out[keep], run_ref(q[keep], kv, case), TOL[case.dtype])
+
+
 BAD_ARGS: list[BadArg] = [
     ("q-2d", lambda a: a.update(q=a["q"][0]), ValueError, "q: expected 3 dimensions"),
     ("q-int", lambda a: a.update(q=a["q"].int()), TypeError, "q: expected dtype"),

@@ -1,10 +1,11 @@
 """Triton decode attention over the paged KV pool (split-KV, a.k.a. flash-decoding).
 
-Matches :func:`decode_attention_ref`. Stage 1 runs one program per (request, KV head, split):
-it owns every query head of that KV head's group (GQA), padded to at least 16 rows so
-``tl.dot`` is legal, and a contiguous part of the request's keys. It leaves a partial output
-and its log-sum-exp per split; stage 2 merges the splits of each (request, query head).
-With one split, stage 1 writes the final output itself and stage 2 is skipped.
+Matches :func:`decode_attention_ref`. Stage 1 (``_decode_split_kernel``) runs one program per
+(request, KV head, split): it owns every query head of that KV head's group (GQA), padded to
+at least 16 rows so ``tl.dot`` is legal, and a contiguous run of the request's keys. It leaves
+a partial output and its log-sum-exp per split; stage 2 (``_decode_merge_kernel``) merges the
+splits of each (request, query head). With one split, stage 1 writes the final output itself
+and stage 2 is skipped. Splits let a small batch with long contexts fill the GPU.
 
 Lengths are read on the device from ``kv_indptr``: the launcher never synchronises. A request
 with no KV gets a zero output (the reference raises; checking would cost a sync).

@@ -15,9 +15,7 @@ import triton
 import triton.language as tl
 
 from . import _triton_utils
-from ._triton_utils import (
-    low_precision_dot,
-)
+from ._triton_utils import low_precision_dot
 from .attention_common_triton import (
     attend_keys,
     flat_pools,

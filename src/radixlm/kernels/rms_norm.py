@@ -11,7 +11,10 @@ import torch
 from ._checks import FLOAT_DTYPES, check_dim, check_tensor
 
 
-def _check(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None) -> None:
+def check_rms_norm_args(
+    x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None
+) -> None:
+    """x [T, hidden] float; weight [hidden] on x's device; residual, if any, like x."""
     check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES)
     check_tensor("weight", weight, ndim=1, dtypes=FLOAT_DTYPES, device=x.device)
     check_dim("weight", weight, 0, x.shape[1])
@@ -25,7 +28,7 @@ def _check(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None)
 
 def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """``weight * x / sqrt(mean(x^2) + eps)``. x: [num_tokens, hidden]."""
-    _check(x, weight, None)
+    check_rms_norm_args(x, weight, None)
     xf = x.float()
     variance = xf.pow(2).mean(-1, keepdim=True)
     return weight * (xf * torch.rsqrt(variance + eps)).to(x.dtype)
@@ -35,6 +38,6 @@ def fused_add_rms_norm_ref(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Return ``(rms_norm(x + residual), x + residual)``; the sum is the next residual."""
-    _check(x, weight, residual)
+    check_rms_norm_args(x, weight, residual)
     summed = x + residual
     return rms_norm_ref(summed, weight, eps), summed

@@ -19,7 +19,7 @@ from ._triton_utils import (
     check_unit_inner_stride,
     next_pow2,
 )
-from .rms_norm import _check
+from .rms_norm import check_rms_norm_args
 
 MAX_HIDDEN = 65536  # one row per program, held in registers
 
@@ -50,7 +50,7 @@ def _launch(
     x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
     out: torch.Tensor | None, residual_out: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    _check(x, weight, residual)
+    check_rms_norm_args(x, weight, residual)
     check_launchable("x", x, _rms_norm_kernel)
     check_same_device("x", x, weight=weight, residual=residual, out=out,
                       residual_out=residual_out)

@@ -34,7 +34,7 @@ def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """int32 [R, W] -> bool [R, vocab_size] (True = allowed)."""
     shifts = torch.arange(32, device=bitmask.device, dtype=torch.int32)
     bits = (bitmask.unsqueeze(-1) >> shifts) & 1  # [R, W, 32]
-    return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
+    return bits.reshape(bitmask.shape[0], bitmask.shape[1] * 32)[:, :vocab_size].bool()
 
 
 def apply_token_bitmask_ref(
