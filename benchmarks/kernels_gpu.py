@@ -24,6 +24,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -43,14 +44,21 @@ class Case:
     tol: float
     bytes: int  # bytes the op must read and write at least
     flops: int = 0
-    baselines: dict[str, Callable[[], object]] = field(default_factory=dict)
+    # name -> the same op another way, or why it could not run
+    baselines: dict[str, Callable[[], object] | str] = field(default_factory=dict)
 
 
 @dataclass
 class Row:
-    case: Case
+    """A measured case (numbers only: the case's tensors are freed before the next one)."""
+
+    kernel: str
+    shape: str
     dtype: str
     err: float
+    tol: float
+    bytes: int
+    flops: int
     ms: float | None = None
     others: dict[str, float | str] = field(default_factory=dict)
 
@@ -374,40 +382,44 @@ def bitmask_case(rows: int, vocab: int, dtype: torch.dtype, device: torch.device
     )
 
 
-def build_cases(small: bool, dtype: torch.dtype, device: torch.device) -> list[Case]:
-    """Llama-3-8B-like shapes (32 query / 8 KV heads of 128, hidden 4096, vocab 128256)."""
+def build_cases(small: bool, dtype: torch.dtype,
+                device: torch.device) -> list[Callable[[], Case]]:
+    """Llama-3-8B-like shapes (32 query / 8 KV heads of 128, hidden 4096, vocab 128256).
+
+    Factories, so that one case's tensors are alive at a time.
+    """
     if small:
         return [
-            decode_case(4, 100, 8, 2, 128, 16, dtype, device, splits=1),
-            decode_case(3, 70, 8, 1, 64, 1, dtype, device, splits=3, logit_cap=30.0),
-            extend_case(3, 40, 50, 4, 2, 128, 16, dtype, device),
-            extend_case(2, 30, 70, 4, 1, 64, 1, dtype, device, sliding_window=16),
-            decode_case(2, 40, 4, 2, 256, 16, dtype, device, splits=2),
-            extend_case(2, 20, 40, 4, 2, 256, 1, dtype, device),
-            store_kv_case(37, 2, 128, 16, dtype, device),
-            rms_norm_case(7, 1000, False, dtype, device),
-            rms_norm_case(7, 1000, True, dtype, device),
-            rms_norm_case(3, 4096, True, dtype, device),  # Llama-3-8B's hidden size
-            rotary_case(9, 8, 2, 128, dtype, device),
-            rotary_case(3, 32, 8, 128, dtype, device),
-            bitmask_case(3, 2049, dtype, device),
-            bitmask_case(5, 1000, dtype, device, some_rows=True),
+            partial(decode_case, 4, 100, 8, 2, 128, 16, dtype, device, splits=1),
+            partial(decode_case, 3, 70, 8, 1, 64, 1, dtype, device, splits=3, logit_cap=30.0),
+            partial(extend_case, 3, 40, 50, 4, 2, 128, 16, dtype, device),
+            partial(extend_case, 2, 30, 70, 4, 1, 64, 1, dtype, device, sliding_window=16),
+            partial(decode_case, 2, 40, 4, 2, 256, 16, dtype, device, splits=2),
+            partial(extend_case, 2, 20, 40, 4, 2, 256, 1, dtype, device),
+            partial(store_kv_case, 37, 2, 128, 16, dtype, device),
+            partial(rms_norm_case, 7, 1000, False, dtype, device),
+            partial(rms_norm_case, 7, 1000, True, dtype, device),
+            partial(rms_norm_case, 3, 4096, True, dtype, device),  # Llama-3-8B's hidden size
+            partial(rotary_case, 9, 8, 2, 128, dtype, device),
+            partial(rotary_case, 3, 32, 8, 128, dtype, device),
+            partial(bitmask_case, 3, 2049, dtype, device),
+            partial(bitmask_case, 5, 1000, dtype, device, some_rows=True),
         ]
     return [
-        decode_case(1, 32768, 32, 8, 128, 16, dtype, device),
-        decode_case(32, 4096, 32, 8, 128, 16, dtype, device),
-        decode_case(128, 2048, 32, 8, 128, 16, dtype, device),
-        decode_case(128, 2048, 32, 8, 128, 1, dtype, device),
-        decode_case(64, 1024, 16, 16, 64, 16, dtype, device, logit_cap=30.0),
-        extend_case(1, 0, 4096, 32, 8, 128, 16, dtype, device),
-        extend_case(8, 2048, 512, 32, 8, 128, 16, dtype, device),
-        extend_case(32, 1024, 64, 32, 8, 128, 16, dtype, device),
-        extend_case(8, 2048, 512, 32, 8, 128, 16, dtype, device, sliding_window=256),
-        store_kv_case(8192, 8, 128, 16, dtype, device),
-        rms_norm_case(8192, 4096, False, dtype, device),
-        rms_norm_case(8192, 4096, True, dtype, device),
-        rotary_case(8192, 32, 8, 128, dtype, device),
-        bitmask_case(64, 128256, dtype, device),
+        partial(decode_case, 1, 32768, 32, 8, 128, 16, dtype, device),
+        partial(decode_case, 32, 4096, 32, 8, 128, 16, dtype, device),
+        partial(decode_case, 128, 2048, 32, 8, 128, 16, dtype, device),
+        partial(decode_case, 128, 2048, 32, 8, 128, 1, dtype, device),
+        partial(decode_case, 64, 1024, 16, 16, 64, 16, dtype, device, logit_cap=30.0),
+        partial(extend_case, 1, 0, 4096, 32, 8, 128, 16, dtype, device),
+        partial(extend_case, 8, 2048, 512, 32, 8, 128, 16, dtype, device),
+        partial(extend_case, 32, 1024, 64, 32, 8, 128, 16, dtype, device),
+        partial(extend_case, 8, 2048, 512, 32, 8, 128, 16, dtype, device, sliding_window=256),
+        partial(store_kv_case, 8192, 8, 128, 16, dtype, device),
+        partial(rms_norm_case, 8192, 4096, False, dtype, device),
+        partial(rms_norm_case, 8192, 4096, True, dtype, device),
+        partial(rotary_case, 8192, 32, 8, 128, dtype, device),
+        partial(bitmask_case, 64, 128256, dtype, device),
     ]
 
 
@@ -425,7 +437,7 @@ def copy_bandwidth(device: torch.device) -> float:
 
 
 def measure(case: Case, dtype: str, timed: bool) -> Row:
-    row = Row(case, dtype, case.check())
+    row = Row(case.kernel, case.shape, dtype, case.check(), case.tol, case.bytes, case.flops)
     if not timed:
         return row
     from triton.testing import do_bench
@@ -447,13 +459,12 @@ def print_table(rows: list[Row], bandwidth: float | None) -> None:
             "TFLOP/s", "torch ref ms", "SDPA ms", "FlashInfer ms"]
     lines = []
     for r in rows:
-        c = r.case
-        limit = c.bytes / bandwidth * 1e3 if bandwidth else None
+        limit = r.bytes / bandwidth * 1e3 if bandwidth else None
         lines.append([
-            c.kernel, c.shape, r.dtype, f"{r.err:.1e}", "ok" if r.err <= c.tol else "FAIL",
+            r.kernel, r.shape, r.dtype, f"{r.err:.1e}", "ok" if r.err <= r.tol else "FAIL",
             fmt(r.ms), fmt(limit),
             fmt(100 * limit / r.ms, ".0f") if limit and r.ms else "-",
-            fmt(c.flops / (r.ms * 1e-3) / 1e12, ".1f") if c.flops and r.ms else "-",
+            fmt(r.flops / (r.ms * 1e-3) / 1e12, ".1f") if r.flops and r.ms else "-",
             *(fmt(r.others.get(name)) for name in ("torch ref", "SDPA", "FlashInfer")),
         ])
     widths = [max(len(x) for x in col) for col in zip(cols, *lines)]
@@ -468,10 +479,10 @@ def run_checks(args: argparse.Namespace, device: torch.device) -> int:
     bandwidth = copy_bandwidth(device) if timed else None
     rows = []
     for dtype_name in args.dtypes:
-        for case in build_cases(args.small or not timed, DTYPES[dtype_name], device):
-            rows.append(measure(case, dtype_name, timed))
-            print(f"  {case.kernel} {case.shape} {dtype_name}: rel err {rows[-1].err:.1e}",
-                  file=sys.stderr)
+        for make in build_cases(args.small or not timed, DTYPES[dtype_name], device):
+            rows.append(measure(make(), dtype_name, timed))
+            print(f"  {rows[-1].kernel} {rows[-1].shape} {dtype_name}: "
+                  f"rel err {rows[-1].err:.1e}", file=sys.stderr)
     import triton
 
     where = torch.cuda.get_device_name(device) if timed else "CPU (Triton interpreter)"
@@ -480,7 +491,7 @@ def run_checks(args: argparse.Namespace, device: torch.device) -> int:
     if bandwidth:
         print(f"# copy bandwidth {bandwidth / 1e9:.0f} GB/s (limit = bytes moved / this)")
     print_table(rows, bandwidth)
-    failed = [r for r in rows if not r.err <= r.case.tol]
+    failed = [r for r in rows if not r.err <= r.tol]
     if failed:
         print(f"{len(failed)} check(s) FAILED", file=sys.stderr)
     return 1 if failed else 0
@@ -588,8 +599,8 @@ def compile_only(args: argparse.Namespace) -> int:
                                              done))
     torch.manual_seed(0)
     for dtype_name in args.dtypes:
-        for case in build_cases(True, DTYPES[dtype_name], torch.device("cpu")):
-            case.run()
+        for make in build_cases(True, DTYPES[dtype_name], torch.device("cpu")):
+            make().run()
     limit = SHARED_LIMIT.get(arch)
     print(f"# sm_{arch}: {len(done)} kernel variants, dtypes {','.join(args.dtypes)}; "
           f"shared-memory limit {limit or 'unknown'} B")
