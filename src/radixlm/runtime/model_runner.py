@@ -39,6 +39,7 @@ class RunnerConfig:
     kernel_backend: str = "auto"
     num_threads: int = 1
     max_context: int | None = None  # None = the model's max_position_embeddings
+    cpu_gemm: str = "auto"  # auto/onednn: weights packed for oneDNN on CPU; torch: F.linear
 
     def __post_init__(self) -> None:
         if self.dtype not in ("auto", *DTYPES):
@@ -52,6 +53,8 @@ class RunnerConfig:
             )
         if self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+        if self.cpu_gemm not in ("auto", "onednn", "torch"):
+            raise ValueError(f"cpu_gemm must be auto, onednn or torch, got {self.cpu_gemm!r}")
         if self.max_context is not None and self.max_context < 1:
             raise ValueError(f"max_context must be >= 1, got {self.max_context}")
 
@@ -95,7 +98,20 @@ class ModelRunner:
         model = model.to_empty(device=self.device).to(self.dtype)
         model.load_weights(iter_weights(self.model_path))
         model.init_rope(self.device)
+        if self._use_onednn():
+            model.pack_linears()
         return model.eval()
+
+    def _use_onednn(self) -> bool:
+        from ..kernels.cpu_linear import onednn_linear_available
+
+        if self.device.type != "cpu" or self.config.cpu_gemm == "torch":
+            return False
+        available = onednn_linear_available(self.dtype)
+        if self.config.cpu_gemm == "onednn" and not available:
+            raise ValueError(f"cpu_gemm=onednn: this torch build cannot run oneDNN linears "
+                             f"for {self.dtype}")
+        return available
 
     @property
     def vocab_size(self) -> int:

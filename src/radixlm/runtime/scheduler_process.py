@@ -44,7 +44,7 @@ def _load(args: ServerArgs):  # noqa: ANN202 - returns (Scheduler, info dict)
     runner = ModelRunner(args.model_path, RunnerConfig(
         dtype=args.dtype, device=args.device, page_size=args.page_size,
         max_total_tokens=args.max_total_tokens, kernel_backend=args.kernel_backend,
-        num_threads=args.num_threads, max_context=args.context_length,
+        num_threads=args.num_threads, max_context=args.context_length, cpu_gemm=args.cpu_gemm,
     ))
     tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
     scheduler = Scheduler(args, runner, tokenizer)

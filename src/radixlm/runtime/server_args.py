@@ -47,6 +47,8 @@ class ServerArgs:
     stream_interval: int = 1
     num_threads: int = field(default_factory=env.num_threads_default)
     kernel_backend: str = field(default_factory=env.kernel_backend)
+    cpu_gemm: str = field(default="auto", metadata={
+        "help": "CPU matmuls: auto/onednn (weights packed for oneDNN) or torch (F.linear)"})
     random_seed: int = 0
     tp_size: int = field(default=1, metadata={"help": "tensor parallelism (only 1 supported)"})
     # constrained decoding
@@ -83,6 +85,7 @@ class ServerArgs:
         _choice(self, "schedule_policy", SCHEDULE_POLICIES)
         _choice(self, "dtype", ("auto", "float32", "bfloat16", "float16"))
         _choice(self, "kernel_backend", ("auto", "torch", "triton"))
+        _choice(self, "cpu_gemm", ("auto", "onednn", "torch"))
         _choice(self, "constrained_json_whitespace", WHITESPACE_POLICIES)
         if self.tp_size != 1:
             raise ValueError(f"tp_size must be 1 (tensor parallelism is not implemented), "

@@ -142,6 +142,20 @@ class LlamaForCausalLM(nn.Module):
         self.max_positions = max_positions
         self.rope_cos = torch.empty(0)
         self.rope_sin = torch.empty(0)
+        self.packed_head: nn.Module | None = None  # set by pack_linears
+
+    def pack_linears(self) -> None:
+        """Swap every projection (and the LM head) for a oneDNN-packed one (CPU path)."""
+        from ...kernels.cpu_linear import PackedLinear
+
+        for layer in self.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            attn.qkv_proj = PackedLinear.from_linear(attn.qkv_proj)
+            attn.o_proj = PackedLinear.from_linear(attn.o_proj)
+            mlp.gate_up_proj = PackedLinear.from_linear(mlp.gate_up_proj)
+            mlp.down_proj = PackedLinear.from_linear(mlp.down_proj)
+        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        self.packed_head = PackedLinear(weight, None)
 
     def init_rope(self, device: torch.device) -> None:
         """Build the cos/sin tables (float32) once the model sits on its device."""
@@ -161,6 +175,8 @@ class LlamaForCausalLM(nn.Module):
         h, _ = self.ops.fused_add_rms_norm(
             x[rows].contiguous(), residual[rows].contiguous(), self.norm, self.config.rms_norm_eps
         )
+        if self.packed_head is not None:
+            return self.packed_head(h).float()
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(h, weight).float()
 
