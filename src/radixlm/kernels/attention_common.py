@@ -110,8 +110,11 @@ def shared_prefix_groups(
     valid = pos[None, :] < lens[:, None]
     free = torch.ones(batch, dtype=torch.bool, device=slots.device)
     groups = []
+    # Only requests whose first slot is shared with another can lead a group.
+    firsts, counts = torch.unique(slots[:, 0], return_counts=True)
+    shared_firsts = set(firsts[counts >= CASCADE_MIN_GROUP].tolist())
     for leader in range(batch):
-        if not free[leader]:
+        if not shared_firsts or not free[leader] or int(slots[leader, 0]) not in shared_firsts:
             continue
         same = (slots[:, :width] == slots[leader, :width]) & valid & valid[leader]
         common = same.long().cumprod(dim=1).sum(dim=1)  # [B] common prefix with the leader

@@ -1,28 +1,20 @@
 """Offline batched greedy generation straight on a :class:`ModelRunner` (no cache, no server).
 
 Used by the runner benchmark and the runner's exactness tests: prefill every prompt in one
-extend batch, then decode all live sequences together one token per step. The serving engine
-(scheduler, radix cache, sampling) is the real path; this one measures the runner alone.
+extend batch, then decode all live sequences together one token per step, with slots kept in a
+request-to-token table as the scheduler keeps them. The serving engine (scheduler, radix cache,
+sampling) is the real path; this one measures the runner alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import torch
 
-from .forward_batch import SeqSpec
+from .forward_batch import ForwardBatch
 from .model_runner import ModelRunner
 from .page_allocator import pages_of
-
-
-@dataclass
-class _Seq:
-    tokens: list[int]
-    slots: list[int] = field(default_factory=list)
-    output: list[int] = field(default_factory=list)
-    done: bool = False
 
 
 def greedy_generate(
@@ -35,27 +27,37 @@ def greedy_generate(
 
     All KV pages taken are returned to the allocator before this function returns.
     """
-    seqs = [_Seq(tokens=list(p)) for p in prompts]
+    n = len(prompts)
+    lens = [len(p) for p in prompts]
+    table = torch.zeros(n, max(lens) + max_new_tokens, dtype=torch.int64)
+    outputs: list[list[int]] = [[] for _ in prompts]
     stops = set(stop_token_ids)
     try:
-        specs = [_grow(runner, s, s.tokens) for s in seqs]
-        logits = runner.forward(specs)
-        for step in range(max_new_tokens):
-            live = [s for s in seqs if not s.done]
-            for s, row in zip(live, logits.argmax(dim=-1).tolist()):
-                s.output.append(row)
-                s.done = row in stops or len(s.output) >= max_new_tokens
-            live = [s for s in seqs if not s.done]
-            if not live or step == max_new_tokens - 1:
+        for i, p in enumerate(prompts):
+            slots, _ = runner.allocator.extend_slots([], len(p), True)
+            table[i, : len(p)] = torch.tensor(slots)
+        live = list(range(n))
+        ids: list[int] = [t for p in prompts for t in p]
+        ext = lens[:]
+        for _ in range(max_new_tokens):
+            batch = ForwardBatch.from_table(
+                table[live].to(runner.device), torch.tensor([lens[i] for i in live]),
+                torch.tensor(ext), ids, torch.full((len(live),), -1), runner.device,
+                runner.max_context, runner.config.page_size, runner.workspace)
+            next_ids = runner.forward(batch).argmax(dim=-1).tolist()
+            for i, t in zip(live, next_ids):
+                outputs[i].append(t)
+            live = [i for i in live if outputs[i][-1] not in stops
+                    and len(outputs[i]) < max_new_tokens]
+            if not live:
                 break
-            logits = runner.forward([_grow(runner, s, [s.output[-1]]) for s in live])
+            for i in live:  # one more slot each for the token fed next
+                slot, _ = runner.allocator.extend_slots(table[i, : lens[i]], 1, True)
+                table[i, lens[i]] = slot[0]
+                lens[i] += 1
+            ids, ext = [outputs[i][-1] for i in live], [1] * len(live)
     finally:
-        for s in seqs:
-            runner.allocator.free(pages_of(s.slots, runner.allocator.page_size))
-    return [s.output for s in seqs]
-
-
-def _grow(runner: ModelRunner, seq: _Seq, new_tokens: list[int]) -> SeqSpec:
-    new_slots, _ = runner.allocator.extend_slots(seq.slots, len(new_tokens), True)
-    seq.slots.extend(new_slots)
-    return SeqSpec(new_token_ids=new_tokens, kv_slots=torch.tensor(seq.slots))
+        for i in range(n):
+            runner.allocator.free(pages_of(table[i, : lens[i]].tolist(),
+                                           runner.allocator.page_size))
+    return outputs
