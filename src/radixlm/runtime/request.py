@@ -73,15 +73,10 @@ class Req:
         return self.kv.kv_len if self.kv is not None else 0
 
     @property
-    def prefill_target(self) -> int:
-        """Tokens that need KV before decoding: the prompt, or after a retraction everything
-        but the last sampled token (which the next decode step feeds)."""
-        return len(self.input_ids) + max(len(self.output_ids) - 1, 0)
-
-    @property
-    def prefill_done(self) -> bool:
-        return self.kv is not None and self.kv.kv_len >= self.prefill_target
-
+    def pending(self) -> int:
+        """Tokens of ``fill_ids`` without KV yet: 1 for a decoding request (its last sampled
+        token), more while prefilling, after a retraction or after a jump-forward."""
+        return len(self.fill_ids) - self.kv_len
     @property
     def wants_input_logprobs(self) -> bool:
         return self.return_logprob and self.logprob_start_len >= 0 and not self.in_logprobs_done
@@ -90,7 +85,7 @@ class Req:
     def max_reuse(self) -> int:
         """Longest prefix the cache may serve: the last token must be computed (its logits
         are needed), and so must every position whose prompt logprob was asked for."""
-        limit = self.prefill_target - (0 if self.output_ids else 1)
+        limit = len(self.fill_ids) - 1
         if self.wants_input_logprobs:
             limit = min(limit, max(self.logprob_start_len - 1, 0))
         return max(limit, 0)

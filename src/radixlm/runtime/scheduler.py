@@ -137,7 +137,7 @@ class Scheduler:
 
     def _reserve_decodes(self) -> list[Req]:
         """A KV slot for every decoding request, retracting the newest when memory is short."""
-        decodes = [r for r in self.running if r.prefill_done and r.finish_reason is None]
+        decodes = [r for r in self.running if r.pending == 1 and r.finish_reason is None]
         ok: list[Req] = []
         for req in sorted(decodes, key=lambda r: r.arrival):
             while req.kv is not None and self.kv.reserve(req.kv, 1) is None:
@@ -161,7 +161,7 @@ class Scheduler:
     def _schedule_prefills(self, decodes: list[Req]) -> list[_Chunk]:
         budget = self.args.chunked_prefill_size
         chunks: list[_Chunk] = []
-        for req in [r for r in self.running if not r.prefill_done]:  # continue chunked ones
+        for req in [r for r in self.running if r.pending > 1]:  # continue chunked ones
             chunk = self._take_chunk(req, budget)
             if chunk is None:
                 break
@@ -191,26 +191,22 @@ class Scheduler:
             req.cached_tokens = req.kv.kv_len
             self.counters["prompt_tokens"] += len(req.input_ids)
             self.counters["cached_tokens"] += req.kv.kv_len
-        remaining = req.prefill_target - req.kv.kv_len
         # Leave a page of headroom per decoding request unless nothing else is running.
         headroom = len(decodes) if self.running else 0
-        need = self.kv.pages_needed(req.kv, min(remaining, budget)) + headroom
-        chunk = None
-        if remaining == 0 or self.kv.ensure_free(need):
-            chunk = self._take_chunk(req, budget) if remaining else None
-        if remaining and chunk is None:
+        need = self.kv.pages_needed(req.kv, min(req.pending, budget)) + headroom
+        chunk = self._take_chunk(req, budget) if self.kv.ensure_free(need) else None
+        if chunk is None:
             self._release(req, cache=False)
             return False
         self.waiting.remove(req)
         self.running.append(req)
-        if chunk is not None:
-            chunks.append(chunk)
+        chunks.append(chunk)
         return True
 
     def _take_chunk(self, req: Req, budget: int) -> _Chunk | None:
         assert req.kv is not None
         start = req.kv.kv_len
-        n = min(req.prefill_target - start, budget)
+        n = min(req.pending, budget)
         if n <= 0 or self.kv.reserve(req.kv, n) is None:
             return None
         return _Chunk(req, start, n)
@@ -219,7 +215,7 @@ class Scheduler:
         self, decodes: list[Req], chunks: list[_Chunk]
     ) -> tuple[ForwardBatch, list[Req]]:
         reqs = decodes + [c.req for c in chunks]
-        ids: list[int] = [r.output_ids[-1] for r in decodes]
+        ids: list[int] = [r.fill_ids[r.kv.kv_len - 1] for r in decodes]
         starts: list[int] = [-1] * len(decodes)
         for c in chunks:
             ids.extend(c.req.fill_ids[c.start : c.start + c.n])
@@ -265,7 +261,7 @@ class Scheduler:
                 chunk = chunks[i - len(decodes)]
                 self._collect_input_logprobs(chunk, logits[ptr[i] : ptr[i + 1]])
                 self.kv.commit_prefix(req.kv, req.fill_ids)
-                if not req.prefill_done or req.output_ids:
+                if req.pending:  # a chunk of a longer prefill: nothing to sample yet
                     continue
                 if req.sampling.max_new_tokens == 0:
                     req.in_logprobs_done = True
