@@ -120,9 +120,10 @@ def gen_int(name: str | None = None, max_tokens: int | None = None, n: int | Non
             frequency_penalty: float | None = None, presence_penalty: float | None = None,
             ignore_eos: bool | None = None, return_logprob: bool | None = None,
             logprob_start_len: int | None = None, top_logprobs_num: int | None = None,
-            return_text_in_logprobs: bool | None = None) -> SglExpr:
+            return_text_in_logprobs: bool | None = None,
+            min_tokens: int | None = None) -> SglExpr:
     """``gen(..., dtype=int)``."""
-    return gen(name, max_tokens, None, n, stop, stop_token_ids, stop_regex, temperature,
+    return gen(name, max_tokens, min_tokens, n, stop, stop_token_ids, stop_regex, temperature,
                top_p, top_k, min_p, frequency_penalty, presence_penalty, ignore_eos,
                return_logprob, logprob_start_len, top_logprobs_num, return_text_in_logprobs,
                dtype=int)
@@ -136,9 +137,10 @@ def gen_string(name: str | None = None, max_tokens: int | None = None, n: int | 
                presence_penalty: float | None = None, ignore_eos: bool | None = None,
                return_logprob: bool | None = None, logprob_start_len: int | None = None,
                top_logprobs_num: int | None = None,
-               return_text_in_logprobs: bool | None = None) -> SglExpr:
+               return_text_in_logprobs: bool | None = None,
+            min_tokens: int | None = None) -> SglExpr:
     """``gen(..., dtype=str)``."""
-    return gen(name, max_tokens, None, n, stop, stop_token_ids, stop_regex, temperature,
+    return gen(name, max_tokens, min_tokens, n, stop, stop_token_ids, stop_regex, temperature,
                top_p, top_k, min_p, frequency_penalty, presence_penalty, ignore_eos,
                return_logprob, logprob_start_len, top_logprobs_num, return_text_in_logprobs,
                dtype=str)
