@@ -66,3 +66,15 @@ def engine(tiny_llama_path):
     eng = Engine(model_path=str(tiny_llama_path))
     yield eng
     eng.shutdown()
+
+
+@pytest.fixture(scope="module")
+def constrained_decoding(engine) -> bool:
+    """Whether the engine serves regex/JSON constraints (False only when it says so)."""
+    try:
+        engine.generate("x", {"regex": "[0-9]", "max_new_tokens": 1})
+    except Exception as exc:  # noqa: BLE001 - only "not available" counts as absent
+        if "not available" in str(exc):
+            return False
+        raise
+    return True

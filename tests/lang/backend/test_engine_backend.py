@@ -4,8 +4,10 @@ in ``cached_tokens``."""
 
 from __future__ import annotations
 
+import re
 import time
 
+import pydantic
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -216,3 +218,30 @@ def test_images_are_refused_on_a_text_model(engine):
 
     with pytest.raises(ProgramError, match="text-only model"):
         look.run(backend=engine)["a"]
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int
+
+
+def test_dtype_regex_and_json_schema_constrain_the_output(engine, constrained_decoding):
+    if not constrained_decoding:
+        pytest.skip("the engine reports constrained decoding is not available in this build")
+
+    @sgl.function
+    def typed(s):
+        s += "An integer: " + sgl.gen_int("i", max_tokens=6) + "\n"
+        s += "A float: " + sgl.gen("f", dtype=float, max_tokens=8) + "\n"
+        s += "A bool: " + sgl.gen("b", dtype=bool) + "\n"
+        s += "A string: " + sgl.gen_string("t", max_tokens=12) + "\n"
+        s += "An IP: " + sgl.gen("ip", regex=r"(\d{1,3}\.){3}\d{1,3}", max_tokens=16) + "\n"
+        s += "JSON: " + sgl.gen("j", json_schema=Person, max_tokens=48)
+
+    state = typed.run(backend=engine, temperature=0)
+    int(state["i"])
+    float(state["f"])
+    assert state["b"] in ("True", "False")
+    assert re.fullmatch(r'"[\w\d\s]*"', state["t"])
+    assert re.fullmatch(r"(\d{1,3}\.){3}\d{1,3}", state["ip"])
+    Person.model_validate_json(state["j"])
