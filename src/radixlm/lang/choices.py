@@ -58,43 +58,44 @@ def mean_logprob(entries: Sequence[LogprobEntry]) -> float:
     return _mean(values) if values else float("-inf")
 
 
+Rows = list[list[LogprobEntry]]  # per choice, the entries of its tokens
+
+
 class ChoicesSamplingMethod(ABC):
-    """A rule that picks one choice from its token logprobs."""
+    """A rule that picks one choice from its token logprobs. Subclasses implement
+    :meth:`decide`; calling the method (SGLang's keyword interface) returns the decision and
+    the meta info every method reports."""
 
     @property
     def requires_unconditional_logprobs(self) -> bool:
         """True if the backend must also score each choice without the prompt."""
         return False
 
+    def __call__(self, *, choices: list[str], normalized_prompt_logprobs: list[float],
+                 input_token_logprobs: Rows, output_token_logprobs: Rows,
+                 unconditional_token_logprobs: Rows | None = None) -> ChoicesDecision:
+        best, extra = self.decide(normalized_prompt_logprobs, input_token_logprobs,
+                                  unconditional_token_logprobs)
+        meta = {"normalized_prompt_logprobs": normalized_prompt_logprobs,
+                "input_token_logprobs": input_token_logprobs,
+                "output_token_logprobs": output_token_logprobs, **extra}
+        return ChoicesDecision(choices[best], meta)
+
     @abstractmethod
-    def __call__(
-        self,
-        *,
-        choices: list[str],
-        normalized_prompt_logprobs: list[float],
-        input_token_logprobs: list[list[LogprobEntry]],
-        output_token_logprobs: list[list[LogprobEntry]],
-        unconditional_token_logprobs: list[list[LogprobEntry]] | None = None,
-    ) -> ChoicesDecision: ...
+    def decide(self, normalized: list[float], inputs: Rows, unconditional: Rows | None
+               ) -> tuple[int, dict[str, Any]]:
+        """The index of the chosen choice and the method's own meta info."""
 
     def __repr__(self) -> str:
         return type(self).__name__
 
 
-def _base_meta(normalized: list[float], inputs: list[list[LogprobEntry]],
-               outputs: list[list[LogprobEntry]]) -> dict[str, Any]:
-    return {"normalized_prompt_logprobs": normalized, "input_token_logprobs": inputs,
-            "output_token_logprobs": outputs}
-
-
 class TokenLengthNormalized(ChoicesSamplingMethod):
     """The choice with the highest mean token logprob (SGLang's default)."""
 
-    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
-                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
-        best = _argmax_first(normalized_prompt_logprobs)
-        return ChoicesDecision(choices[best], _base_meta(
-            normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs))
+    def decide(self, normalized: list[float], inputs: Rows, unconditional: Rows | None
+               ) -> tuple[int, dict[str, Any]]:
+        return _argmax_first(normalized), {}
 
 
 class GreedyTokenSelection(ChoicesSamplingMethod):
@@ -104,27 +105,24 @@ class GreedyTokenSelection(ChoicesSamplingMethod):
     longer one competes on its average. The earliest survivor wins.
     """
 
-    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
-                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
-        matrix = self.logprob_matrix(input_token_logprobs)
-        remaining = list(range(len(choices)))
+    def decide(self, normalized: list[float], inputs: Rows, unconditional: Rows | None
+               ) -> tuple[int, dict[str, Any]]:
+        matrix = self.logprob_matrix(inputs)
+        remaining = list(range(len(matrix)))
         width = len(matrix[0]) if matrix else 0
         for j in range(width):
             best = max(matrix[i][j] for i in remaining)
             remaining = [i for i in remaining if matrix[i][j] == best]
             if len(remaining) == 1:
                 break
-        meta = _base_meta(normalized_prompt_logprobs, input_token_logprobs,
-                          output_token_logprobs)
-        meta["greedy_logprob_matrix"] = matrix
-        return ChoicesDecision(choices[remaining[0]], meta)
+        return remaining[0], {"greedy_logprob_matrix": matrix}
 
     @staticmethod
-    def logprob_matrix(input_token_logprobs: list[list[LogprobEntry]]) -> list[list[float]]:
+    def logprob_matrix(inputs: Rows) -> list[list[float]]:
         """One row per choice, padded to the longest with the row's mean."""
-        width = max((len(row) for row in input_token_logprobs), default=0)
+        width = max((len(row) for row in inputs), default=0)
         matrix = []
-        for row in input_token_logprobs:
+        for row in inputs:
             values = [_value(e[0]) for e in row]
             pad = _mean(values) if values else float("nan")
             matrix.append(values + [pad] * (width - len(values)))
@@ -139,18 +137,14 @@ class UnconditionalLikelihoodNormalized(ChoicesSamplingMethod):
     def requires_unconditional_logprobs(self) -> bool:
         return True
 
-    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
-                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
-        if unconditional_token_logprobs is None:
+    def decide(self, normalized: list[float], inputs: Rows, unconditional: Rows | None
+               ) -> tuple[int, dict[str, Any]]:
+        if unconditional is None:
             raise ValueError("unconditional_likelihood_normalized needs "
                              "unconditional_token_logprobs, got None")
-        gains = [self._mean_gain(c, u) for c, u in
-                 zip(input_token_logprobs, unconditional_token_logprobs, strict=True)]
-        meta = _base_meta(normalized_prompt_logprobs, input_token_logprobs,
-                          output_token_logprobs)
-        meta["unconditional_token_logprobs"] = unconditional_token_logprobs
-        meta["normalized_unconditional_prompt_logprobs"] = gains
-        return ChoicesDecision(choices[_argmax_first(gains)], meta)
+        gains = [self._mean_gain(c, u) for c, u in zip(inputs, unconditional, strict=True)]
+        return _argmax_first(gains), {"unconditional_token_logprobs": unconditional,
+                                      "normalized_unconditional_prompt_logprobs": gains}
 
     @staticmethod
     def _mean_gain(cond: list[LogprobEntry], uncond: list[LogprobEntry]) -> float:
@@ -166,13 +160,10 @@ class TotalLogprob(ChoicesSamplingMethod):
     Unlike the mean it does not favour long choices with easy tails; it favours short ones.
     """
 
-    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
-                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
-        totals = [sum(_value(e[0]) for e in row) for row in input_token_logprobs]
-        meta = _base_meta(normalized_prompt_logprobs, input_token_logprobs,
-                          output_token_logprobs)
-        meta["total_logprobs"] = totals
-        return ChoicesDecision(choices[_argmax_first(totals)], meta)
+    def decide(self, normalized: list[float], inputs: Rows, unconditional: Rows | None
+               ) -> tuple[int, dict[str, Any]]:
+        totals = [sum(_value(e[0]) for e in row) for row in inputs]
+        return _argmax_first(totals), {"total_logprobs": totals}
 
 
 token_length_normalized = TokenLengthNormalized()
