@@ -59,7 +59,7 @@ def test_trace_forks_and_nested_functions():
     @sgl.function
     def tips(s):
         s += "Tips:\n1." + sgl.gen("tip_1", stop="\n")
-        branch = expand(tip=s["tip_1"])
+        branch = expand(tip=s["tip_1"], temperature=0)
         forks = s.fork(2)
         for i in range(2):
             forks[i] += f"Now expand tip {i + 1}:" + sgl.gen("detailed_tip")

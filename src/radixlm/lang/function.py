@@ -138,5 +138,7 @@ class SglFunction:
         if scope is None:
             return self.run(*args, **kwargs)
         kwargs.update(zip(self.arg_names, args))
-        return self.trace(backend=scope.tracer_state.backend, **kwargs)
+        # Sampling keywords (temperature=...) do not exist while tracing: keep the arguments.
+        arguments = {k: v for k, v in kwargs.items() if k in self.arg_names}
+        return self.trace(backend=scope.tracer_state.backend, **arguments)
 
