@@ -200,3 +200,23 @@ def test_flood_beyond_the_queue_gets_503_with_retry_after(server):
     assert refused.headers.get("Retry-After")
     assert post(server, "/generate", {"text": "after the flood",
                                       "sampling_params": {"max_new_tokens": 2}}).ok
+
+
+def test_openai_response_format_json_schema(client):
+    schema = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]},
+                                               "score": {"type": "integer", "minimum": 0,
+                                                         "maximum": 9}},
+              "required": ["city", "score"], "additionalProperties": False}
+    resp = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Give me JSON."}], max_tokens=60,
+        temperature=1.0, seed=4,
+        response_format={"type": "json_schema",
+                         "json_schema": {"name": "answer", "schema": schema, "strict": True}})
+    value = json.loads(resp.choices[0].message.content)
+    assert value["city"] in ("Paris", "Rome") and 0 <= value["score"] <= 9
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}],
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "bad", "schema": {"type": "nope"}}})
+    assert "nope" in str(exc.value)

@@ -116,6 +116,18 @@ class KVManager:
 
     # -- caching and release --------------------------------------------------------------
 
+    def truncate(self, kv: ReqKV, length: int) -> None:
+        """Forget KV after the first ``length`` tokens (jump-forward retokenized them);
+        pages wholly past the new end go back to the pool. Never cuts into cached pages."""
+        if not kv.tree_len <= length <= kv.kv_len:
+            raise ValueError(f"truncate to {length} outside [{kv.tree_len}, {kv.kv_len}]")
+        keep = set(pages_of(self.table[kv.row, :length].tolist(), self.page_size))
+        drop = [p for p in kv.own_pages if p not in keep]
+        self.allocator.free(drop)
+        kv.own_pages = [p for p in kv.own_pages if p in keep]
+        kv.kv_len = length
+        kv.computed_len = min(kv.computed_len, length)
+
     def mark_computed(self, kv: ReqKV) -> None:
         """The forward that filled every assigned slot has run."""
         kv.computed_len = kv.kv_len

@@ -47,6 +47,8 @@ class Req:
     in_logprobs_sent: bool = False
     grammar: Any = None  # fsm matcher, when constrained
     grammar_future: Any = None  # pending compile
+    grammar_active: bool = True  # False until the reasoning end marker (when configured)
+    grammar_start: int = 0  # output index where the constraint began
     pending_rollback: int = 0
     first_token_time: float = 0.0
 

@@ -21,7 +21,7 @@ import torch
 
 from .forward_batch import ForwardBatch
 from .grammar_manager import GrammarManager
-from .messages import ControlOut, ControlReq, GenerateReq, ReqOut
+from .messages import ControlOut, ControlReq, ErrorOut, GenerateReq, ReqOut
 from .model_runner import ModelRunner
 from .request import Req, RequestError
 from .sampler import SampleRow, sample
@@ -51,7 +51,8 @@ class Scheduler:
         self.kv = KVManager(runner.allocator, args.max_running_requests, self.max_context,
                             enable_cache=not args.disable_radix_cache)
         self.grammar = GrammarManager(args, tokenizer, runner.vocab_size,
-                                      self._eos_ids(runner, tokenizer))
+                                      self._eos_ids(runner, tokenizer), runner.ops)
+        self.errors: list[ErrorOut] = []  # request errors found while stepping (drained)
         self.eos_ids = set(self._eos_ids(runner, tokenizer))
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -118,12 +119,17 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
+    def can_step(self) -> bool:
+        """Work that a step can advance now (not only requests waiting for a compile)."""
+        return bool(self.running) or any(r.grammar_future is None or r.grammar_future.done()
+                                         for r in self.waiting)
+
     # -- one step -------------------------------------------------------------------------
 
     def step(self) -> list[ReqOut]:
         """Schedule, run one forward, sample, and return the outputs to send."""
         outs: list[ReqOut] = []
-        outs.extend(self.grammar.poll_compiles(self))
+        self.errors.extend(self.grammar.poll_compiles(self))
         decodes = self._reserve_decodes()
         chunks = self._schedule_prefills(decodes)
         if not decodes and not chunks:
@@ -260,7 +266,9 @@ class Scheduler:
             if i >= len(decodes):
                 chunk = chunks[i - len(decodes)]
                 self._collect_input_logprobs(chunk, logits[ptr[i] : ptr[i + 1]])
-                self.kv.commit_prefix(req.kv, req.fill_ids)
+                # Only the prompt is cached while running: output tokens may still be
+                # retokenized by jump-forward; all of it is cached when the request ends.
+                self.kv.commit_prefix(req.kv, req.input_ids)
                 if req.pending:  # a chunk of a longer prefill: nothing to sample yet
                     continue
                 if req.sampling.max_new_tokens == 0:
@@ -331,6 +339,32 @@ class Scheduler:
                 outs.append(out)
         return outs
 
+    def apply_jump(self, req: Req, rollback: int, tokens: list[int]) -> dict | None:
+        """Replace the last ``rollback`` output tokens with ``tokens`` (jump-forward); their
+        KV is computed by the next step's extend. Returns a finish reason if one applies."""
+        assert req.kv is not None
+        keep = len(req.output_ids) - rollback
+        # The newest output token has no KV yet; tokens before it do, and those replaced go.
+        valid = len(req.input_ids) + min(keep, len(req.output_ids) - 1)
+        self.kv.truncate(req.kv, valid)
+        req.output_ids[keep:] = tokens
+        req.forced_tokens += max(len(tokens) - rollback, 0)
+        self.counters["forced_tokens"] += max(len(tokens) - rollback, 0)
+        if keep < req.sent_ids:
+            req.pending_rollback += req.sent_ids - keep
+            req.sent_ids = keep
+        p = req.sampling
+        if len(req.output_ids) >= p.max_new_tokens:
+            del req.output_ids[p.max_new_tokens:]
+            return {"type": "length", "length": p.max_new_tokens}
+        if req.stop_strs and len(req.output_ids) >= p.min_new_tokens:
+            matched = self._match_stop_str(req, extra=len(tokens))
+            if matched is not None:
+                return {"type": "stop", "matched": matched}
+        if len(req.fill_ids) >= self.max_context:
+            return {"type": "length", "length": len(req.output_ids)}
+        return None
+
     def _banned(self, req: Req) -> list[int]:
         """EOS and stop ids are not allowed before min_new_tokens."""
         p = req.sampling
@@ -355,9 +389,9 @@ class Scheduler:
             return {"type": "length", "length": n_out}
         return None
 
-    def _match_stop_str(self, req: Req) -> str | None:
+    def _match_stop_str(self, req: Req, extra: int = 0) -> str | None:
         longest = max(len(s) for s in req.stop_strs)
-        tail = self.tokenizer.decode(req.output_ids[-(longest + 1):],
+        tail = self.tokenizer.decode(req.output_ids[-(longest + 1 + extra):],
                                      skip_special_tokens=req.sampling.skip_special_tokens)
         for s in req.stop_strs:
             if s in tail:

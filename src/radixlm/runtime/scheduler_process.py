@@ -85,14 +85,18 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
 def _loop(scheduler, inbox: zmq.Socket, outbox: zmq.Socket) -> None:  # noqa: ANN001
     idle_polls = 0
     while True:
-        busy = scheduler.has_work()
-        for msg in ipc.recv_all(inbox, 0 if busy else IDLE_POLL_MS):
+        # Block when idle; poll briefly while only grammar compiles are pending.
+        timeout = 0 if scheduler.can_step() else (5 if scheduler.has_work() else IDLE_POLL_MS)
+        for msg in ipc.recv_all(inbox, timeout):
             reply = _handle(scheduler, msg)
             if reply is not None:
                 ipc.send(outbox, reply)
         if scheduler.has_work():
             idle_polls = 0
             outs = scheduler.step()
+            for err in scheduler.errors:
+                ipc.send(outbox, err)
+            scheduler.errors.clear()
             if outs:
                 ipc.send(outbox, TokenBatchOut(outs=outs))
         else:

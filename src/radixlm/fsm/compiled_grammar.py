@@ -1,0 +1,147 @@
+"""A compiled grammar: the lazy byte automaton, its token masks and jump-forward runs.
+
+Built by :class:`GrammarCompiler`; shared by every request with the same spec. Work that
+grows the automaton (new states, new masks) happens under a lock, so matchers on several
+threads stay consistent; the common path (a cached mask, a walk through built rows) takes no
+lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from . import regex_ast as ra
+from .compressed_fsm import CompressedFSM
+from .derivatives import TermBuilder
+from .errors import GrammarBudgetError, GrammarError
+from .grammar_spec import CompileBudget, GrammarSpec
+from .lazy_dfa import DEAD, LazyDFA, check_satisfiable
+from .matcher import GrammarMatcher
+from .token_index import TokenIndex
+from .vocabulary import TokenVocabulary
+
+
+@dataclass
+class GrammarStats:
+    """What compiling cost and produced."""
+
+    compile_seconds: float = 0.0
+    schema_seconds: float = 0.0
+    warmup_states: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class CompiledGrammar:
+    """The automaton of one :class:`GrammarSpec` over one vocabulary."""
+
+    def __init__(self, spec: GrammarSpec, node: ra.Node, vocab: TokenVocabulary,
+                 budget: CompileBudget, stats: GrammarStats) -> None:
+        self.spec = spec
+        self.node = node
+        self.vocab = vocab
+        self.budget = budget
+        self.stats = stats
+        self.eos_ids = frozenset(vocab.eos_token_ids)
+        self.eos_mask = torch.from_numpy(vocab.eos_words.copy())
+        builder = TermBuilder()
+        self.dfa = LazyDFA(builder, builder.lower(node), max_states=budget.max_states)
+        check_satisfiable(self.dfa)
+        self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes)
+        self.compressed = CompressedFSM(self.dfa)
+        self._lock = threading.RLock()
+        self._regex: str | None = None
+
+    @property
+    def initial_state(self) -> int:
+        """The start state."""
+        return self.dfa.initial
+
+    @property
+    def regex(self) -> str:
+        """The regex this grammar enforces (rendered on first use; may be large)."""
+        if self._regex is None:
+            self._regex = ra.render(self.node)
+        return self._regex
+
+    def new_matcher(self) -> GrammarMatcher:
+        """A matcher at the start of the grammar."""
+        return GrammarMatcher(self)
+
+    def mask(self, state: int) -> torch.Tensor:
+        """Cached int32 bitmask of ``state`` (computed on first visit)."""
+        cached = self.index.cached_mask(state)
+        if cached is not None:
+            return cached
+        with self._lock:
+            mask = self.index.mask(state)
+        self._check_memory()
+        return mask
+
+    def next_state(self, state: int, token_id: int) -> int:
+        """State after a text token (DEAD if not allowed)."""
+        with self._lock:
+            return self.index.next_state(state, token_id)
+
+    def has_text_continuation(self, state: int) -> bool:
+        """Whether some text token is allowed in ``state``."""
+        mask = self.mask(state)
+        words = mask.numpy()
+        return bool(np.any(words & ~self.vocab.eos_words))
+
+    def _check_memory(self) -> None:
+        used = self.dfa.memory_bytes + self.index.memory_bytes
+        if used > self.budget.max_memory_bytes:
+            raise GrammarBudgetError("memory", f"{self.budget.max_memory_bytes} bytes",
+                                     f"the automaton and its masks use {used} bytes")
+
+    def warm_up(self, max_states: int, deadline: Callable[[], None]) -> dict[int, bytes]:
+        """Compute masks for the first ``max_states`` token-level states (breadth first);
+        returns the byte path that reaches each of them.
+
+        Raises :class:`GrammarError` when a reachable non-final state allows no token at all
+        (the vocabulary cannot spell what the grammar requires there).
+        """
+        paths = {self.initial_state: b""}
+        queue = deque([self.initial_state])
+        done: dict[int, bytes] = {}
+        while queue and len(done) < max_states:
+            deadline()
+            state = queue.popleft()
+            mask = self.mask(state)
+            done[state] = paths[state]
+            if not self.dfa.accepting[state] and not bool(mask.any()):
+                raise GrammarError("no token of the vocabulary can continue the grammar at "
+                                   "a reachable point (the required bytes are not spellable)")
+            states, tokens = self.index.successors(state)
+            for nxt, tok in zip(states.tolist(), tokens.tolist(), strict=True):
+                if nxt not in paths and nxt != DEAD:
+                    paths[nxt] = paths[state] + (self.vocab.token_bytes[tok] or b"")
+                    queue.append(nxt)
+        self.stats.warmup_states = len(done)
+        return done
+
+    def install_masks(self, entries: list[tuple[bytes, np.ndarray]]) -> None:
+        """Install cached masks (byte path from the start, mask words)."""
+        with self._lock:
+            for path, words in entries:
+                state = self.dfa.walk(self.initial_state, path)
+                if state != DEAD and words.shape == (self.vocab.num_words,):
+                    self.index.install_mask(state, words)
+
+
+def make_deadline(seconds: float, what: str) -> Callable[[], None]:
+    """A callable raising :class:`GrammarBudgetError` once ``seconds`` have passed."""
+    end = time.monotonic() + seconds
+
+    def check() -> None:
+        if time.monotonic() > end:
+            raise GrammarBudgetError("time", f"{seconds} s", f"{what} took too long")
+
+    return check

@@ -1,0 +1,358 @@
+"""Byte-level regular terms with Brzozowski derivatives: the automaton behind every grammar.
+
+A :class:`TermBuilder` lowers a character-level :mod:`regex_ast` tree to byte terms (character
+classes become UTF-8 byte sequences) and computes derivatives on demand. Terms are hash-consed:
+two terms built from the same parts are the same object, so a derivative *is* a DFA state and
+the DFA can be built lazily, one state at a time (see :mod:`lazy_dfa`). Counted repetition
+(``x{0,65535}``) costs nothing until visited, unlike an eagerly determinised automaton.
+
+Alternation is kept in a canonical form (flattened, sorted, de-duplicated), which is what makes
+the set of derivatives of a term finite. Intersection and complement (``AND``/``NOT``) are
+supported for the few places that need them (string patterns combined with lengths, property
+names excluded from additional properties); terms containing them need an explicit liveness
+search, every other term is live unless it is ``EMPTY``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from . import regex_ast as ra
+from .utf8 import utf8_sequences
+
+FULL_MASK = (1 << 256) - 1
+
+EMPTY_K, EPS_K, BYTES_K, CAT_K, ALT_K, REP_K, AND_K, NOT_K = range(8)
+
+
+class Term:
+    """One interned term. ``args`` by kind: BYTES mask (int), CAT (a, b), ALT/AND tuple of
+    terms sorted by uid, REP (a, lo, hi) with hi -1 for unbounded, NOT (a,)."""
+
+    __slots__ = ("kind", "args", "nullable", "uid", "boolean", "classes", "deriv", "live")
+
+    def __init__(self, kind: int, args: object, nullable: bool, uid: int, boolean: bool) -> None:
+        self.kind = kind
+        self.args = args
+        self.nullable = nullable
+        self.uid = uid
+        self.boolean = boolean  # contains AND/NOT: liveness needs a search
+        self.classes: tuple[int, ...] | None = None
+        self.deriv: dict[int, Term] = {}
+        self.live: bool | None = None
+
+    def __repr__(self) -> str:
+        return f"Term#{self.uid}(kind={self.kind})"
+
+
+class LivenessBudgetError(RuntimeError):
+    """Deciding whether an intersection/complement term is satisfiable took too many states."""
+
+
+def _refine(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
+    """Common refinement of two partitions of the byte alphabet (as bit masks)."""
+    if len(p) == 1:
+        return q
+    if len(q) == 1:
+        return p
+    return tuple(x & y for x in p for y in q if x & y)
+
+
+class TermBuilder:
+    """Interns terms, lowers regex trees and computes derivatives; one per grammar."""
+
+    def __init__(self, liveness_budget: int = 20_000) -> None:
+        self._intern: dict[tuple, Term] = {}
+        self._lowered: dict[int, Term] = {}
+        self._lowered_keep: list[ra.Node] = []
+        self._class_cache: dict[tuple[tuple[int, int], ...], Term] = {}
+        self.liveness_budget = liveness_budget
+        self.empty = self._make(EMPTY_K, None, False, False)
+        self.eps = self._make(EPS_K, None, True, False)
+        self.empty.live, self.eps.live = False, True
+
+    # -- construction ---------------------------------------------------------------------
+
+    def _make(self, kind: int, args: object, nullable: bool, boolean: bool,
+              key: tuple | None = None) -> Term:
+        key = key if key is not None else (kind, args)
+        term = self._intern.get(key)
+        if term is None:
+            term = Term(kind, args, nullable, len(self._intern), boolean)
+            self._intern[key] = term
+        return term
+
+    @property
+    def num_terms(self) -> int:
+        """Terms interned so far (a proxy for memory use)."""
+        return len(self._intern)
+
+    def byte_set(self, mask: int) -> Term:
+        """One byte out of the set ``mask`` (bit b = byte b)."""
+        if not mask:
+            return self.empty
+        return self._make(BYTES_K, mask, False, False)
+
+    def cat(self, a: Term, b: Term) -> Term:
+        """Concatenation ``a b``."""
+        if a is self.empty or b is self.empty:
+            return self.empty
+        if a is self.eps:
+            return b
+        if b is self.eps:
+            return a
+        return self._make(CAT_K, (a, b), a.nullable and b.nullable, a.boolean or b.boolean,
+                          (CAT_K, a.uid, b.uid))
+
+    def cat_all(self, parts: Sequence[Term]) -> Term:
+        """Concatenation of many terms (right-nested)."""
+        out = self.eps
+        for part in reversed(parts):
+            out = self.cat(part, out)
+        return out
+
+    def alt(self, items: Iterable[Term]) -> Term:
+        """Alternation in canonical form (flattened, byte sets merged, sorted, unique)."""
+        flat: dict[int, Term] = {}
+        mask = 0
+        for item in items:
+            if item.kind == ALT_K:
+                for sub in item.args:
+                    if sub.kind == BYTES_K:
+                        mask |= sub.args
+                    else:
+                        flat[sub.uid] = sub
+            elif item.kind == BYTES_K:
+                mask |= item.args
+            elif item is not self.empty:
+                flat[item.uid] = item
+        if mask:
+            b = self.byte_set(mask)
+            flat[b.uid] = b
+        if not flat:
+            return self.empty
+        if len(flat) == 1:
+            return next(iter(flat.values()))
+        uids = tuple(sorted(flat))
+        members = tuple(flat[u] for u in uids)
+        return self._make(ALT_K, members, any(m.nullable for m in members),
+                          any(m.boolean for m in members), (ALT_K, uids))
+
+    def rep(self, a: Term, lo: int, hi: int) -> Term:
+        """``a{lo,hi}``; ``hi == -1`` is unbounded."""
+        if hi == 0 or a is self.eps:
+            return self.eps
+        if a is self.empty:
+            return self.eps if lo == 0 else self.empty
+        if a.nullable:
+            lo = 0  # a nullable item can always pad the count with empty matches
+        if lo == 1 and hi == 1:
+            return a
+        if a.kind == REP_K and lo == 0 and hi == -1 and a.args[1] == 0 and a.args[2] == -1:
+            return a
+        return self._make(REP_K, (a, lo, hi), lo == 0 or a.nullable, a.boolean,
+                          (REP_K, a.uid, lo, hi))
+
+    def and_(self, items: Iterable[Term]) -> Term:
+        """Intersection."""
+        flat: dict[int, Term] = {}
+        for item in items:
+            if item is self.empty:
+                return self.empty
+            for sub in (item.args if item.kind == AND_K else (item,)):
+                flat[sub.uid] = sub
+        if len(flat) == 1:
+            return next(iter(flat.values()))
+        uids = tuple(sorted(flat))
+        members = tuple(flat[u] for u in uids)
+        return self._make(AND_K, members, all(m.nullable for m in members), True, (AND_K, uids))
+
+    def not_(self, a: Term) -> Term:
+        """Complement (all byte strings not in ``a``)."""
+        if a.kind == NOT_K:
+            return a.args[0]
+        return self._make(NOT_K, (a,), not a.nullable, True, (NOT_K, a.uid))
+
+    # -- lowering -------------------------------------------------------------------------
+
+    def lower(self, node: ra.Node) -> Term:
+        """Byte term for a character-level regex tree (shared sub-trees lowered once)."""
+        hit = self._lowered.get(id(node))
+        if hit is not None:
+            return hit
+        term = self._lower(node)
+        self._lowered[id(node)] = term
+        self._lowered_keep.append(node)  # keep ids stable while memoised
+        return term
+
+    def _lower(self, node: ra.Node) -> Term:
+        if isinstance(node, ra.Chars):
+            return self.code_points(node.ranges)
+        if isinstance(node, ra.Seq):
+            return self.cat_all([self.lower(item) for item in node.items])
+        if isinstance(node, ra.Alt):
+            return self.alt(self.lower(o) for o in node.options)
+        if isinstance(node, ra.Repeat):
+            hi = -1 if node.hi is None else node.hi
+            return self.rep(self.lower(node.item), node.lo, hi)
+        if isinstance(node, ra.Constrained):
+            parts = [self.lower(node.base), *(self.lower(r) for r in node.require)]
+            parts += [self.not_(self.lower(f)) for f in node.forbid]
+            return self.and_(parts)
+        raise TypeError(f"not a regex node: {node!r}")
+
+    def code_points(self, ranges: tuple[tuple[int, int], ...]) -> Term:
+        """One character (as UTF-8 bytes) out of the code-point ranges."""
+        hit = self._class_cache.get(ranges)
+        if hit is not None:
+            return hit
+        seqs: list[Term] = []
+        for lo, hi in ranges:
+            for byte_ranges in utf8_sequences(lo, hi):
+                seqs.append(self.cat_all([self.byte_set(_range_mask(b0, b1))
+                                          for b0, b1 in byte_ranges]))
+        term = self.alt(seqs)
+        self._class_cache[ranges] = term
+        return term
+
+    # -- derivatives ----------------------------------------------------------------------
+
+    def derivative(self, t: Term, byte: int) -> Term:
+        """The term matching ``{s : byte + s in t}``."""
+        hit = t.deriv.get(byte)
+        if hit is not None:
+            return hit
+        kind = t.kind
+        if kind == BYTES_K:
+            out = self.eps if (t.args >> byte) & 1 else self.empty
+        elif kind == CAT_K:
+            out = self._cat_derivative(t, byte)
+        elif kind == ALT_K:
+            out = self.alt([self.derivative(m, byte) for m in t.args])
+        elif kind == REP_K:
+            a, lo, hi = t.args
+            rest = self.rep(a, max(lo - 1, 0), hi - 1 if hi > 0 else -1)
+            out = self.cat(self.derivative(a, byte), rest)
+        elif kind == AND_K:
+            out = self.and_([self.derivative(m, byte) for m in t.args])
+        elif kind == NOT_K:
+            out = self.not_(self.derivative(t.args[0], byte))
+        else:  # EMPTY, EPS
+            out = self.empty
+        t.deriv[byte] = out
+        return out
+
+    def _cat_derivative(self, t: Term, byte: int) -> Term:
+        """d(a1 (a2 (a3 ...))) walked iteratively along the right spine while heads are
+        nullable (long chains of optional parts would otherwise recurse deeply)."""
+        parts = []
+        node = t
+        while True:
+            a, b = node.args
+            parts.append(self.cat(self.derivative(a, byte), b))
+            if not a.nullable:
+                break
+            hit = b.deriv.get(byte)
+            if hit is not None:
+                parts.append(hit)
+                break
+            if b.kind != CAT_K:
+                parts.append(self.derivative(b, byte))
+                break
+            node = b
+        return parts[0] if len(parts) == 1 else self.alt(parts)
+
+    def classes(self, t: Term) -> tuple[int, ...]:
+        """A partition of the 256 bytes (bit masks) on whose parts the derivative is constant."""
+        if t.classes is not None:
+            return t.classes
+        kind = t.kind
+        if kind == BYTES_K:
+            out = tuple(m for m in (t.args, FULL_MASK ^ t.args) if m)
+        elif kind == CAT_K:
+            out = self._cat_classes(t)
+        elif kind in (ALT_K, AND_K):
+            out = (FULL_MASK,)
+            for m in t.args:
+                out = _refine(out, self.classes(m))
+        elif kind in (REP_K, NOT_K):
+            out = self.classes(t.args[0])
+        else:
+            out = (FULL_MASK,)
+        t.classes = out
+        return out
+
+    def _cat_classes(self, t: Term) -> tuple[int, ...]:
+        """classes() of a concatenation, iterating along its right spine."""
+        a, b = t.args
+        out = self.classes(a)
+        while a.nullable:
+            if b.kind != CAT_K or b.classes is not None:
+                return _refine(out, self.classes(b))
+            a, b = b.args
+            out = _refine(out, self.classes(a))
+        return out
+
+    # -- liveness -------------------------------------------------------------------------
+
+    def is_live(self, t: Term) -> bool:
+        """Whether ``t`` matches at least one byte string."""
+        if t.live is not None:
+            return t.live
+        kind = t.kind
+        if not t.boolean:
+            live = kind != EMPTY_K
+        elif kind == CAT_K:
+            live = True
+            node = t
+            while live and node.kind == CAT_K and node.live is None:
+                live = self.is_live(node.args[0])
+                node = node.args[1]
+            live = live and self.is_live(node)
+        elif kind == ALT_K:
+            live = any(self.is_live(m) for m in t.args)
+        elif kind == REP_K:
+            live = t.args[1] == 0 or self.is_live(t.args[0])
+        else:
+            live = self._search_live(t)
+        t.live = live
+        return live
+
+    def _search_live(self, t: Term) -> bool:
+        """Breadth-first search over derivatives for a nullable term."""
+        seen = {t.uid}
+        frontier = [t]
+        while frontier:
+            nxt: list[Term] = []
+            for u in frontier:
+                if u.nullable:
+                    return True
+                for mask in self.classes(u):
+                    v = self.derivative(u, (mask & -mask).bit_length() - 1)
+                    if v.uid in seen or v is self.empty:
+                        continue
+                    if not v.boolean or v.live is not None:
+                        if self.is_live(v):
+                            return True
+                        continue
+                    seen.add(v.uid)
+                    if len(seen) > self.liveness_budget:
+                        raise LivenessBudgetError(
+                            f"deciding whether a pattern intersection is satisfiable needed more "
+                            f"than {self.liveness_budget} states"
+                        )
+                    nxt.append(v)
+            frontier = nxt
+        return False
+
+    def matches(self, t: Term, data: bytes) -> bool:
+        """Whether ``t`` matches the whole of ``data`` (for tests and checks)."""
+        for byte in data:
+            t = self.derivative(t, byte)
+            if t is self.empty:
+                return False
+        return t.nullable
+
+
+def _range_mask(lo: int, hi: int) -> int:
+    return ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)

@@ -1,0 +1,134 @@
+"""Compile grammar specs into :class:`CompiledGrammar`s: cached, budgeted, off-thread.
+
+``compile`` runs in the caller's thread; ``compile_async`` in a worker pool and returns a
+future, so the scheduler never waits on a slow grammar. Both enforce the
+:class:`CompileBudget` (time is checked cooperatively between steps; states and memory are
+hard limits, also while decoding) and fail with a :class:`GrammarError` naming the problem.
+Results and errors are cached in memory by (spec, vocabulary); warmed-up masks also on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from . import regex_ast as ra
+from .compiled_grammar import CompiledGrammar, GrammarStats, make_deadline
+from .errors import GrammarError
+from .grammar_cache import DiskMaskCache, MemoryCache
+from .grammar_spec import DTYPE_REGEXES, CompileBudget, GrammarSpec
+from .json_schema import SchemaCompiler
+from .regex_parser import regex_to_node
+from .vocabulary import TokenVocabulary
+
+
+def spec_to_node(spec: GrammarSpec, deadline=None) -> tuple[ra.Node, list[str]]:  # noqa: ANN001
+    """The regex tree of a spec, with notes (cut recursion, ignored annotations)."""
+    if spec.kind == "regex":
+        return regex_to_node(spec.value), []
+    if spec.kind in DTYPE_REGEXES:
+        return regex_to_node(DTYPE_REGEXES[spec.kind]), []
+    if spec.kind == "choices":
+        return ra.alt(*(ra.lit(c) for c in spec.value)), []
+    schema = spec.value if spec.kind == "json_schema" else '{"type": "object"}'
+    options = spec.limits.schema_options(spec.whitespace, spec.lenient)
+    compiler = SchemaCompiler(schema, options, deadline)
+    return compiler.compile(), compiler.notes
+
+
+class GrammarCompiler:
+    """Compiles and caches grammars for one vocabulary."""
+
+    def __init__(self, vocab: TokenVocabulary, budget: CompileBudget | None = None,
+                 cache_dir: Path | None = None, max_workers: int = 1,
+                 memory_cache_size: int = 256) -> None:
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+        self.vocab = vocab
+        self.budget = budget or CompileBudget()
+        self.disk = DiskMaskCache(cache_dir) if cache_dir is not None else None
+        self._memory = MemoryCache(memory_cache_size)
+        self._lock = threading.Lock()
+        self._pending: dict[str, Future] = {}
+        self._pool = ThreadPoolExecutor(max_workers=max_workers,
+                                        thread_name_prefix="radixlm-grammar")
+
+    def key(self, spec: GrammarSpec) -> str:
+        """Cache key of a spec on this vocabulary."""
+        text = f"{spec.cache_key()}|{self.vocab.fingerprint}"
+        return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+    def compile(self, spec: GrammarSpec) -> CompiledGrammar:
+        """Compile (or fetch from cache) in the calling thread."""
+        return self.compile_async(spec, _inline=True).result()
+
+    def compile_async(self, spec: GrammarSpec, _inline: bool = False) -> Future:
+        """A future of the compiled grammar (its exception: a :class:`GrammarError`)."""
+        key = self.key(spec)
+        with self._lock:
+            hit = self._memory.get(key)
+            if hit is not None:
+                return _done(hit)
+            pending = self._pending.get(key)
+            if pending is not None:
+                return pending
+            future: Future = Future()
+            self._pending[key] = future
+        if _inline:
+            self._run(spec, key, future)
+        else:
+            self._pool.submit(self._run, spec, key, future)
+        return future
+
+    def _run(self, spec: GrammarSpec, key: str, future: Future) -> None:
+        try:
+            result: CompiledGrammar | GrammarError = self._build(spec, key)
+        except GrammarError as exc:
+            result = exc
+        except RecursionError:
+            result = GrammarError("the grammar is nested too deeply to compile")
+        except BaseException as exc:  # never leave a waiter hanging
+            with self._lock:
+                self._pending.pop(key, None)
+            future.set_exception(exc)
+            return
+        with self._lock:
+            self._memory.put(key, result)
+            self._pending.pop(key, None)
+        _resolve(future, result)
+
+    def _build(self, spec: GrammarSpec, key: str) -> CompiledGrammar:
+        start = time.perf_counter()
+        deadline = make_deadline(self.budget.max_seconds, "compiling the grammar")
+        node, notes = spec_to_node(spec, deadline)
+        schema_seconds = time.perf_counter() - start
+        stats = GrammarStats(schema_seconds=schema_seconds, notes=notes)
+        grammar = CompiledGrammar(spec, node, self.vocab, self.budget, stats)
+        cached = self.disk.load(key) if self.disk is not None else []
+        if cached:
+            grammar.install_masks(cached)
+        warmed = grammar.warm_up(self.budget.warmup_states, deadline)
+        if self.disk is not None and not cached:
+            self.disk.store(key, [(path, grammar.mask(s).numpy()) for s, path in warmed.items()])
+        stats.compile_seconds = time.perf_counter() - start
+        return grammar
+
+    def shutdown(self) -> None:
+        """Stop the worker threads (pending compiles finish first)."""
+        self._pool.shutdown(wait=True)
+
+
+def _done(result: CompiledGrammar | GrammarError) -> Future:
+    future: Future = Future()
+    _resolve(future, result)
+    return future
+
+
+def _resolve(future: Future, result: CompiledGrammar | GrammarError) -> None:
+    if isinstance(result, GrammarError):
+        future.set_exception(result)
+    else:
+        future.set_result(result)

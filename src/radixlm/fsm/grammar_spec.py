@@ -1,0 +1,144 @@
+"""What a request asks to be constrained to, and the compile budget (frozen, validated)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import GrammarError
+from .json_schema import JsonSchemaOptions, load_schema
+from .whitespace import WhitespacePolicy
+
+KINDS = ("json_schema", "regex", "choices", "json_object", "int", "float", "bool", "str")
+
+# SGLang's dtype regexes (without their trailing-whitespace tails, which let models loop).
+DTYPE_REGEXES = {
+    "int": r"[-+]?[0-9]+",
+    "float": r"[-+]?[0-9]*\.?[0-9]+",
+    "bool": r"True|False",
+    "str": r'"[\w\d ]*"',
+}
+
+
+@dataclass(frozen=True)
+class JsonLimits:
+    """Bounds that keep JSON grammars regular and finite; all are explicit choices.
+
+    ``max_recursion_depth``: expansions of a recursive ``$ref``; ``any_value_depth``: nesting
+    inside free-form values; the ``max_*`` caps (None = unbounded) narrow strings without a
+    tighter ``maxLength``, arrays, additional properties and number digits.
+    """
+
+    max_recursion_depth: int = 3
+    any_value_depth: int = 8
+    max_string_length: int | None = None
+    max_array_items: int | None = None
+    max_object_properties: int | None = None
+    max_number_digits: int | None = None
+
+    def __post_init__(self) -> None:
+        # JsonSchemaOptions validates the same fields; build one to fail early.
+        self.schema_options(WhitespacePolicy(), lenient=False)
+
+    def schema_options(self, whitespace: WhitespacePolicy, lenient: bool) -> JsonSchemaOptions:
+        """The JSON Schema compiler options for these limits."""
+        return JsonSchemaOptions(
+            whitespace=whitespace, lenient=lenient,
+            max_recursion_depth=self.max_recursion_depth, any_value_depth=self.any_value_depth,
+            max_string_length=self.max_string_length, max_array_items=self.max_array_items,
+            max_object_properties=self.max_object_properties,
+            max_number_digits=self.max_number_digits)
+
+
+def _canonical_value(kind: str, value: Any) -> Any:
+    """A hashable, canonical form of the spec value (validated)."""
+    if kind == "json_schema":
+        schema = load_schema(value)
+        return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    if kind == "regex":
+        if not isinstance(value, str):
+            raise GrammarError(f"regex: expected a string, got {type(value).__name__}")
+        return value
+    if kind == "choices":
+        if isinstance(value, str) or not isinstance(value, Sequence) or not value or \
+                not all(isinstance(c, str) and c for c in value):
+            raise GrammarError(f"choices: expected a non-empty list of non-empty strings, got "
+                               f"{value!r}")
+        return tuple(value)
+    if value is not None:
+        raise GrammarError(f"grammar kind {kind!r} takes no value, got {value!r}")
+    return None
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    """A constraint: ``kind`` in :data:`KINDS` and its ``value``.
+
+    ``json_schema``: JSON text, a dict/bool, or a Pydantic model class; ``regex``: a pattern
+    (full match); ``choices``: strings; ``json_object``: any JSON object; ``int``, ``float``,
+    ``bool``, ``str``: SGLang's dtype regexes. ``whitespace``, ``lenient`` and ``limits``
+    apply to JSON kinds.
+    """
+
+    kind: str
+    value: Any = None
+    whitespace: WhitespacePolicy = field(default_factory=WhitespacePolicy)
+    lenient: bool = False
+    limits: JsonLimits = field(default_factory=JsonLimits)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise GrammarError(f"grammar kind must be one of {KINDS}, got {self.kind!r}")
+        if not isinstance(self.whitespace, WhitespacePolicy):
+            raise GrammarError(f"whitespace must be a WhitespacePolicy, got {self.whitespace!r}")
+        if not isinstance(self.limits, JsonLimits):
+            raise GrammarError(f"limits must be JsonLimits, got {self.limits!r}")
+        object.__setattr__(self, "value", _canonical_value(self.kind, self.value))
+
+    @classmethod
+    def json_schema(cls, schema: Any, **kwargs: Any) -> GrammarSpec:
+        """Constrain to a JSON Schema (text, dict, bool or Pydantic model class)."""
+        return cls("json_schema", schema, **kwargs)
+
+    @classmethod
+    def regex(cls, pattern: str) -> GrammarSpec:
+        """Constrain to a regex (full match)."""
+        return cls("regex", pattern)
+
+    @classmethod
+    def choices(cls, options: Sequence[str]) -> GrammarSpec:
+        """Constrain to one of the strings."""
+        return cls("choices", list(options))
+
+    def cache_key(self) -> str:
+        """Stable digest of everything that affects the compiled grammar."""
+        text = repr((self.kind, self.value, self.whitespace, self.lenient, self.limits))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class CompileBudget:
+    """Limits on one grammar: wall time to compile, automaton states, memory, warm-up.
+
+    ``max_states`` and ``max_memory_bytes`` also hold while decoding (the automaton grows
+    lazily): going past them raises :class:`GrammarBudgetError` from the matcher.
+    ``warmup_states`` token-level states get their masks at compile time (off the caller).
+    """
+
+    max_seconds: float = 10.0
+    max_states: int = 200_000
+    max_memory_bytes: int = 512 * 1024 * 1024
+    warmup_states: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.max_seconds > 0:
+            raise ValueError(f"max_seconds must be > 0, got {self.max_seconds}")
+        if self.max_states < 2:
+            raise ValueError(f"max_states must be >= 2, got {self.max_states}")
+        if self.max_memory_bytes < 1 << 16:
+            raise ValueError(f"max_memory_bytes must be >= 65536, got {self.max_memory_bytes}")
+        if self.warmup_states < 0:
+            raise ValueError(f"warmup_states must be >= 0, got {self.warmup_states}")

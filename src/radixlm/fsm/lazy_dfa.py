@@ -1,0 +1,139 @@
+"""A byte-level DFA whose states are derivative terms, built one state at a time on demand.
+
+State 0 is the dead state (every row entry 0 leads there). A state's row of 256 successors is
+computed the first time anything steps out of it; the table grows by doubling. The state
+budget is enforced here, so a grammar that explodes while decoding fails with a clear
+:class:`GrammarBudgetError` instead of eating the host's memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .derivatives import LivenessBudgetError, Term, TermBuilder
+from .errors import GrammarBudgetError, GrammarError
+
+DEAD = 0
+_ROW_BYTES = 256 * 4
+
+
+class LazyDFA:
+    """States, transitions and acceptance of the automaton of ``root`` (explored lazily)."""
+
+    def __init__(self, builder: TermBuilder, root: Term, max_states: int = 1_000_000) -> None:
+        self.builder = builder
+        self.max_states = max_states
+        cap = 64
+        self.trans = np.zeros((cap, 256), dtype=np.int32)
+        self.built = np.zeros(cap, dtype=bool)
+        self.accepting = np.zeros(cap, dtype=bool)
+        self.built[DEAD] = True
+        self._terms: list[Term] = [builder.empty]
+        self._state_ids: dict[int, int] = {}
+        self._index_cache: dict[int, np.ndarray] = {}
+        self.initial = self.state_of(root)
+
+    @property
+    def num_states(self) -> int:
+        """States discovered so far, the dead state included."""
+        return len(self._terms)
+
+    @property
+    def memory_bytes(self) -> int:
+        """Approximate memory held by the table (and the terms behind it)."""
+        return self.trans.nbytes + 160 * self.builder.num_terms
+
+    def term(self, state: int) -> Term:
+        """The derivative term a state stands for."""
+        return self._terms[state]
+
+    def state_of(self, term: Term) -> int:
+        """The state of ``term`` (registering it); dead terms map to :data:`DEAD`."""
+        sid = self._state_ids.get(term.uid)
+        if sid is not None:
+            return sid
+        try:
+            live = self.builder.is_live(term)
+        except LivenessBudgetError as exc:
+            raise GrammarBudgetError("liveness", self.builder.liveness_budget, str(exc)) from exc
+        if not live:
+            self._state_ids[term.uid] = DEAD
+            return DEAD
+        sid = len(self._terms)
+        if sid >= self.max_states:
+            raise GrammarBudgetError("states", self.max_states,
+                                     "the automaton needs more states than allowed")
+        if sid >= self.trans.shape[0]:
+            self._grow()
+        self._terms.append(term)
+        self._state_ids[term.uid] = sid
+        self.accepting[sid] = term.nullable
+        return sid
+
+    def _grow(self) -> None:
+        cap = self.trans.shape[0] * 2
+        self.trans = np.concatenate([self.trans, np.zeros_like(self.trans)])
+        self.built = np.concatenate([self.built, np.zeros(cap // 2, dtype=bool)])
+        self.accepting = np.concatenate([self.accepting, np.zeros(cap // 2, dtype=bool)])
+
+    def _byte_indices(self, mask: int) -> np.ndarray:
+        idx = self._index_cache.get(mask)
+        if idx is None:
+            bits = np.unpackbits(np.frombuffer(mask.to_bytes(32, "little"), dtype=np.uint8),
+                                 bitorder="little")
+            idx = np.flatnonzero(bits)
+            self._index_cache[mask] = idx
+        return idx
+
+    def build_row(self, state: int) -> None:
+        """Compute the successors of ``state`` (no-op when already built)."""
+        if self.built[state]:
+            return
+        term = self._terms[state]
+        builder = self.builder
+        targets = []
+        for mask in builder.classes(term):
+            nxt = builder.derivative(term, (mask & -mask).bit_length() - 1)
+            targets.append((mask, self.state_of(nxt)))
+        row = self.trans[state]  # after state_of: the table may have grown
+        for mask, target in targets:
+            if target != DEAD:
+                row[self._byte_indices(mask)] = target
+        self.built[state] = True
+
+    def ensure_rows(self, states: np.ndarray) -> None:
+        """Build the rows of every state in ``states`` that has none yet."""
+        missing = states[~self.built[states]]
+        if missing.size:
+            for s in np.unique(missing).tolist():
+                self.build_row(s)
+
+    def row(self, state: int) -> np.ndarray:
+        """The 256 successors of ``state`` (0 = dead)."""
+        self.build_row(state)
+        return self.trans[state]
+
+    def step(self, state: int, byte: int) -> int:
+        """Successor of ``state`` on one byte."""
+        self.build_row(state)
+        return int(self.trans[state, byte])
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after ``data`` from ``state`` (:data:`DEAD` when rejected)."""
+        for byte in data:
+            if not self.built[state]:
+                self.build_row(state)
+            state = self.trans[state, byte]
+            if state == DEAD:
+                return DEAD
+        return int(state)
+
+    def matches(self, data: bytes) -> bool:
+        """Whether the whole of ``data`` is in the language."""
+        return bool(self.accepting[self.walk(self.initial, data)])
+
+
+def check_satisfiable(dfa: LazyDFA) -> None:
+    """Raise :class:`GrammarError` when the grammar matches nothing at all."""
+    if dfa.initial == DEAD:
+        raise GrammarError("the grammar matches no string at all (unsatisfiable constraints)")

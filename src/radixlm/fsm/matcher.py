@@ -1,0 +1,110 @@
+"""Per-request grammar state: accept tokens, fill bitmasks, roll back, jump forward.
+
+EOS is "finish": an EOS id is accepted only where the grammar may end, and after it nothing
+else is. Every state the matcher passes through is kept, so rollback is exact for any depth
+(an int per token).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from .lazy_dfa import DEAD
+
+if TYPE_CHECKING:
+    from .compiled_grammar import CompiledGrammar
+
+_FINISHED = -1  # history marker for an accepted EOS
+
+
+class GrammarMatcher:
+    """Cursor of one request over a :class:`CompiledGrammar`."""
+
+    __slots__ = ("grammar", "_history")
+
+    def __init__(self, grammar: CompiledGrammar, history: list[int] | None = None) -> None:
+        self.grammar = grammar
+        self._history = history if history is not None else [grammar.initial_state]
+
+    @property
+    def state(self) -> int:
+        """Current automaton state (the state before EOS once finished)."""
+        h = self._history
+        return h[-2] if h[-1] == _FINISHED else h[-1]
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens accepted so far (EOS included): the maximum rollback."""
+        return len(self._history) - 1
+
+    def is_finished(self) -> bool:
+        """Whether EOS has been accepted."""
+        return self._history[-1] == _FINISHED
+
+    def can_end(self) -> bool:
+        """Whether the text so far is complete (EOS would be accepted now)."""
+        return not self.is_finished() and bool(self.grammar.dfa.accepting[self._history[-1]])
+
+    def must_end(self) -> bool:
+        """Whether only EOS can follow (the runtime may stop without sampling)."""
+        return self.can_end() and not self.grammar.has_text_continuation(self._history[-1])
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (state unchanged) when the token is not allowed."""
+        if self.is_finished():
+            return False
+        state = self._history[-1]
+        if token_id in self.grammar.eos_ids:
+            if not self.grammar.dfa.accepting[state]:
+                return False
+            self._history.append(_FINISHED)
+            return True
+        nxt = self.grammar.next_state(state, token_id)
+        if nxt == DEAD:
+            return False
+        self._history.append(nxt)
+        return True
+
+    def accept_tokens(self, token_ids: list[int]) -> bool:
+        """Accept all tokens or none (state unchanged on failure)."""
+        depth = len(self._history)
+        for t in token_ids:
+            if not self.accept_token(t):
+                del self._history[depth:]
+                return False
+        return True
+
+    def fill_bitmask(self, out: torch.Tensor) -> None:
+        """Write the allowed-token bitmask (int32 ``[ceil(V/32)]`` row) into ``out``.
+
+        Bit t set = token t allowed; EOS bits are set where the grammar may end. Once
+        finished, only EOS is set (so a runtime padding the step still gets a legal token).
+        """
+        if self.is_finished():
+            out.copy_(self.grammar.eos_mask)
+        else:
+            out.copy_(self.grammar.mask(self._history[-1]))
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (EOS counts as one)."""
+        if not 0 <= num_tokens <= self.num_tokens:
+            raise ValueError(f"rollback: expected 0 <= num_tokens <= {self.num_tokens}, got "
+                             f"{num_tokens}")
+        if num_tokens:
+            del self._history[-num_tokens:]
+
+    def copy(self) -> GrammarMatcher:
+        """An independent matcher at the same position."""
+        return GrammarMatcher(self.grammar, list(self._history))
+
+    def reset(self) -> None:
+        """Back to the start."""
+        del self._history[1:]
+
+    def jump_forward_string(self) -> str:
+        """The text every valid continuation starts with ("" if none; never in final states)."""
+        if self.is_finished():
+            return ""
+        return self.grammar.compressed.jump_string(self._history[-1])

@@ -1,0 +1,168 @@
+"""``not`` and ``oneOf`` exclusivity, for the forms that reduce to positive facts.
+
+:func:`apply_not` rewrites ``not: N`` into facts (types removed, values or patterns excluded,
+an ``anyOf`` of "property absent" branches, ranges complemented) or refuses it by name.
+:func:`provably_disjoint` proves two ``oneOf`` branches share no instance (different types,
+disjoint ranges, enum values outside the other branch, a required property with disjoint
+values); only then is ``oneOf`` compiled as an alternation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import GrammarError
+from .number_ranges import decimal_suffix_modulus
+from .schema_facts import (
+    ALL_TYPES,
+    CONSTRAINING,
+    NUMBER_KEYS,
+    Facts,
+    Sub,
+    expand_types,
+    to_decimal,
+)
+from .schema_objects import value_sub
+
+if TYPE_CHECKING:
+    from .json_schema import SchemaCompiler
+
+
+def _types_of(value: Any) -> frozenset[str]:
+    return frozenset([value] if isinstance(value, str) else value)
+
+
+def apply_not(c: SchemaCompiler, f: Facts, sub: Sub) -> None:
+    """Conjoin ``not: schema`` into ``f`` (or report it unsupported)."""
+    n, ctx = sub
+    if n is True:
+        f.unsat = True
+        return
+    if n is False:
+        return
+    if not isinstance(n, dict):
+        raise GrammarError(f"not must be a schema, got {n!r}")
+    keys = frozenset(n) & CONSTRAINING
+    if not keys:
+        f.unsat = True  # N accepts everything
+    elif keys == {"$ref"}:
+        inner = c.enter_ref(n["$ref"], ctx)
+        if inner is None:
+            c.unsupported("not", "negating a recursion-limited reference would be unsound")
+        else:
+            apply_not(c, f, (c.resolve_ref(n["$ref"]), inner))
+    elif keys == {"not"}:
+        c.absorb(f, (n["not"], ctx))
+    elif keys == {"anyOf"}:
+        f.nots.extend((s, ctx) for s in n["anyOf"])
+    elif keys == {"allOf"}:
+        f.any_of.append([c.keep({"not": s}, ctx) for s in n["allOf"]])
+    elif keys == {"type"}:
+        f.remove_types(_types_of(n["type"]))
+    elif keys <= {"enum", "const", "type"}:
+        _exclude_values(c, f, n)
+    elif keys <= {"properties", "required", "type"} and n.get("type", "object") == "object":
+        _not_object(c, f, n, ctx)
+    elif keys <= {"pattern", "type"} and n.get("type", "string") == "string":
+        if "type" not in keys:
+            f.restrict_types(frozenset({"string"}))
+        f.not_patterns.append(n["pattern"])
+    elif keys <= NUMBER_KEYS - {"multipleOf"} and "type" not in n:
+        _not_range(c, f, n, ctx)
+    elif keys == {"multipleOf"} and _suffix_divisor(n["multipleOf"]):
+        f.restrict_types(frozenset({"number"}))
+        f.not_multiples.append(to_decimal(n["multipleOf"], "multipleOf"))
+    else:
+        c.unsupported("not", f"cannot enforce not with keywords {sorted(keys)}")
+
+
+def _suffix_divisor(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        decimal_suffix_modulus(value) is not None
+
+
+def _exclude_values(c: SchemaCompiler, f: Facts, n: dict) -> None:
+    values = list(n.get("enum", []))
+    if "const" in n:
+        values = [n["const"]] if "enum" not in n else [v for v in values if v == n["const"]]
+    f.not_values.extend(v for v in values if c.valid_in(v, [n]))
+
+
+def _not_object(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+    """not {properties: P, required: R} = some p in P present with a value outside P[p], or
+    some r in R absent (or, when N says type object, not an object at all)."""
+    props = n.get("properties", {})
+    branches = [c.keep({"properties": {p: {"not": s}}, "required": [p]}, ctx)
+                for p, s in props.items()]
+    branches += [c.keep({"properties": {r: False}}, ctx) for r in n.get("required", [])]
+    if "type" in n:
+        branches.append(c.keep({"type": sorted(ALL_TYPES - {"object"})}, ctx))
+    else:
+        f.restrict_types(frozenset({"object"}))  # N accepts every non-object
+    if not branches:
+        f.unsat = True
+    else:
+        f.any_of.append(branches)
+
+
+def _not_range(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+    """not (lo <= x <= hi) = x < lo or x > hi, for numbers (N accepts every non-number)."""
+    nf = c.facts_of((n, ctx))
+    f.restrict_types(frozenset({"number"}))
+    branches = []
+    if nf.lo is not None:
+        branches.append(c.keep(c.bound_schema("max", nf.lo, inclusive=nf.lo_strict), ctx))
+    if nf.hi is not None:
+        branches.append(c.keep(c.bound_schema("min", nf.hi, inclusive=nf.hi_strict), ctx))
+    if not branches:
+        f.unsat = True
+        return
+    f.any_of.append(branches)
+
+
+# -- disjointness ----------------------------------------------------------------------------
+
+
+def provably_disjoint(c: SchemaCompiler, a: Facts, b: Facts) -> bool:
+    """True only when no instance satisfies both ``a`` and ``b``."""
+    if a.unsat or b.unsat:
+        return True
+    for x, y in ((a, b), (b, a)):
+        if x.enum is not None:
+            return not any(c.valid_in(v, x.sources) and c.valid_in(v, y.sources)
+                           for v in x.enum)
+    shared = expand_types(a.types) & expand_types(b.types)
+    if "number" in shared:
+        shared -= {"integer"}
+    for t in shared:
+        if t == "object" and _objects_disjoint(c, a, b):
+            continue
+        if t in ("number", "integer") and _ranges_disjoint(a, b):
+            continue
+        return False
+    return True
+
+
+def _ranges_disjoint(a: Facts, b: Facts) -> bool:
+    for x, y in ((a, b), (b, a)):
+        if x.hi is not None and y.lo is not None:
+            if x.hi < y.lo or (x.hi == y.lo and (x.hi_strict or y.lo_strict)):
+                return True
+    return False
+
+
+def _objects_disjoint(c: SchemaCompiler, a: Facts, b: Facts) -> bool:
+    if a.max_props is not None and b.min_props > a.max_props:
+        return True
+    if b.max_props is not None and a.min_props > b.max_props:
+        return True
+    for x, y in ((a, b), (b, a)):
+        for name in x.required:
+            y_sub = value_sub(c, y, name)
+            if y_sub[0] is False:
+                return True
+            x_sub = value_sub(c, x, name)
+            if provably_disjoint(c, c.facts_of(x_sub), c.facts_of(y_sub)):
+                return True
+    return False
+

@@ -1,0 +1,142 @@
+"""Numbers and integers of a schema: bounds, divisors, exclusions and the digit cap."""
+
+from __future__ import annotations
+
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import TYPE_CHECKING
+
+from . import number_ranges as nr
+from . import regex_ast as ra
+from .schema_facts import Facts, json_type_of
+
+if TYPE_CHECKING:
+    from .json_schema import SchemaCompiler
+
+_MAX_ENUMERATED_MULTIPLES = 2000
+
+
+def _int_bounds(f: Facts) -> tuple[int | None, int | None]:
+    lo = hi = None
+    if f.lo is not None:
+        lo = int(f.lo.to_integral_value(rounding=ROUND_FLOOR)) + 1 if f.lo_strict else \
+            int(f.lo.to_integral_value(rounding=ROUND_CEILING))
+    if f.hi is not None:
+        hi = int(f.hi.to_integral_value(rounding=ROUND_CEILING)) - 1 if f.hi_strict else \
+            int(f.hi.to_integral_value(rounding=ROUND_FLOOR))
+    return lo, hi
+
+
+def _capped_nat(digits: int | None) -> ra.Node:
+    if digits is None:
+        return nr.NAT
+    return ra.alt(ra.lit("0"), ra.seq(nr.NONZERO, ra.repeat(nr.DIGIT, 0, digits - 1)))
+
+
+def _digit_cap(digits: int, integer: bool) -> ra.Node:
+    """Numbers whose integer, fraction and exponent parts have at most ``digits`` digits."""
+    nat = _capped_nat(digits)
+    if integer:
+        return ra.seq(ra.opt(nr.MINUS), nat)
+    frac = ra.opt(ra.seq(ra.lit("."), ra.repeat(nr.DIGIT, 1, digits)))
+    exp = ra.opt(ra.seq(ra.char_set("eE"), ra.opt(ra.char_set("+-")),
+                        ra.repeat(nr.DIGIT, 1, digits)))
+    return ra.seq(ra.opt(nr.MINUS), nat, frac, exp)
+
+
+def _signed(node: ra.Node) -> ra.Node:
+    return ra.alt(node, ra.seq(nr.MINUS, node))
+
+
+def _integer_divisors(c: SchemaCompiler, f: Facts) -> int | None:
+    """lcm of integral divisors (None when none; unsupported ones are reported)."""
+    from .json_schema import lcm_of
+
+    ints = []
+    for k in f.multiples:
+        if k != k.to_integral_value():
+            c.unsupported("multipleOf", f"non-integer divisor {k} (float rounding makes it "
+                                        "inexact)")
+            continue
+        ints.append(int(k))
+    return lcm_of(ints) if ints else None
+
+
+def _multiples_node(c: SchemaCompiler, k: int, lo: int | None, hi: int | None) -> ra.Node | None:
+    mult = nr.nat_multiple_of(k)
+    if mult is not None:
+        return _signed(mult)
+    if lo is not None and hi is not None and (hi - lo) // k <= _MAX_ENUMERATED_MULTIPLES:
+        first = -(-lo // k) * k
+        return ra.alt(*(ra.lit(str(v)) for v in range(first, hi + 1, k)))
+    c.unsupported("multipleOf", f"divisor {k} needs bounded minimum/maximum with at most "
+                                f"{_MAX_ENUMERATED_MULTIPLES} multiples")
+    return None
+
+
+def _integer_node(c: SchemaCompiler, f: Facts, excluded: list) -> ra.Node:
+    if f.non_integer:
+        return ra.EMPTY
+    lo, hi = _int_bounds(f)
+    if lo is not None and hi is not None and lo > hi:
+        return ra.EMPTY
+    base = nr.int_range(lo, hi)
+    require = []
+    k = _integer_divisors(c, f)
+    if k is not None and k > 1:
+        mult = _multiples_node(c, k, lo, hi)
+        if mult is not None:
+            require.append(mult)
+    if c.options.max_number_digits is not None:
+        require.append(_digit_cap(c.options.max_number_digits, integer=True))
+    forbid = [ra.lit(str(int(v))) for v in excluded]
+    for m in f.not_multiples:
+        forbid.append(_signed(nr.nat_multiple_of(int(m))))
+    core = ra.constrained(base, require, forbid, terminator=nr.INTEGER_END)
+    if c.integer_fraction:  # 5.0 is an integer too (draft 6+)
+        return ra.seq(core, ra.opt(ra.seq(ra.lit("."), ra.repeat(ra.lit("0"), 1, None))))
+    return core
+
+
+def _value_spellings(v: float | int) -> ra.Node:
+    """Plain-decimal spellings of a number (trailing fraction zeros allowed)."""
+    d = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+    text = format(d, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    frac_zeros = ra.opt(ra.seq(ra.lit("."), ra.repeat(ra.lit("0"), 1, None)))
+    if "." in text:
+        return ra.seq(ra.lit(text), ra.star(ra.lit("0")))
+    neg_zero = ra.seq(ra.lit("-0"), frac_zeros) if text == "0" else ra.EMPTY
+    return ra.alt(ra.seq(ra.lit(text), frac_zeros), neg_zero)
+
+
+def number_node(c: SchemaCompiler, f: Facts, integer_only: bool) -> ra.Node:
+    """Regex tree of the numbers (integers when ``integer_only``) allowed by ``f``."""
+    if f.multiples and all(k == k.to_integral_value() for k in f.multiples):
+        integer_only = True  # every multiple of an integer is an integer
+    excluded = [v for v in f.not_values if json_type_of(v) in ("integer", "number")]
+    if integer_only:
+        return _integer_node(c, f, [v for v in excluded if json_type_of(v) == "integer"])
+    _integer_divisors(c, f)  # reports non-integer divisors
+    plain = f.lo is not None or f.hi is not None or excluded or f.non_integer or \
+        f.not_multiples
+    digits = c.options.max_number_digits
+    if not plain:
+        base = ra.seq(ra.opt(nr.MINUS), nr.NAT, ra.opt(nr.FRACTION), ra.opt(nr.EXPONENT))
+        require = [_digit_cap(digits, integer=False)] if digits is not None else []
+        return ra.constrained(base, require, terminator=nr.NUMBER_END)
+    require = []
+    if f.lo is not None:
+        require.append(nr.decimal_at_least(f.lo, f.lo_strict))
+    if f.hi is not None:
+        require.append(nr.decimal_at_most(f.hi, f.hi_strict))
+    if f.non_integer:
+        require.append(ra.seq(ra.opt(nr.MINUS), nr.NAT, ra.lit("."), nr.DIGITS, nr.NONZERO,
+                              nr.DIGITS))
+    if digits is not None:
+        require.append(_digit_cap(digits, integer=False))
+    forbid = [_value_spellings(v) for v in excluded]
+    for m in f.not_multiples:
+        forbid.append(ra.seq(_signed(nr.nat_multiple_of(int(m))),
+                             ra.opt(ra.seq(ra.lit("."), ra.repeat(ra.lit("0"), 1, None)))))
+    return ra.constrained(nr.PLAIN_NUMBER, require, forbid, terminator=nr.NUMBER_END)

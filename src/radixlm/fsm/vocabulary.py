@@ -1,0 +1,173 @@
+"""The model vocabulary as real bytes per token id, ready for automaton walks.
+
+Keys are the bytes a token stands for: byte-level BPE symbols (``Ġ`` → 0x20) are mapped back,
+SentencePiece ``▁`` becomes a space and byte-fallback ``<0xXX>`` tokens become that byte.
+Special tokens (BOS, pad, chat markers, EOS) never get bytes, so a grammar can never allow them
+as text; EOS ids are kept aside and mean "finish". Ids at or past the tokenizer size (the
+model's padded logits) have no bytes either, so they are never allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+_BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte → printable-character table used by byte-level BPE."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + \
+        list(range(0xAE, 0x100))
+    table = {b: chr(b) for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+_UNICODE_TO_BYTE = {c: b for b, c in bytes_to_unicode().items()}
+
+
+def _decoder_kinds(tokenizer: Any) -> set[str]:
+    """Types of the fast tokenizer's decoder pipeline (empty for slow tokenizers)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return set()
+    spec = json.loads(backend.to_str()).get("decoder") or {}
+    kinds, stack = set(), [spec]
+    while stack:
+        d = stack.pop()
+        if isinstance(d, dict):
+            kinds.add(d.get("type", ""))
+            stack.extend(d.get("decoders") or [])
+    return kinds
+
+
+def _byte_level_bytes(token: str) -> bytes | None:
+    try:
+        return bytes(_UNICODE_TO_BYTE[c] for c in token)
+    except KeyError:
+        return None
+
+
+def _sentencepiece_bytes(token: str) -> bytes:
+    m = _BYTE_FALLBACK.match(token)
+    if m:
+        return bytes([int(m.group(1), 16)])
+    return token.replace("\u2581", " ").encode("utf-8")
+
+
+def tokenizer_token_bytes(tokenizer: Any) -> list[bytes | None]:
+    """Bytes of every token id of a Hugging Face tokenizer; None for special tokens."""
+    kinds = _decoder_kinds(tokenizer)
+    byte_level = "ByteLevel" in kinds or hasattr(tokenizer, "byte_decoder")
+    size = len(tokenizer)
+    special = set(getattr(tokenizer, "all_special_ids", []))
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    special.update(i for i, tok in added.items() if getattr(tok, "special", False))
+    tokens = tokenizer.convert_ids_to_tokens(list(range(size)))
+    out: list[bytes | None] = []
+    for tid, token in enumerate(tokens):
+        if tid in special or token is None:
+            out.append(None)
+        elif tid in added:  # added tokens are matched on raw text
+            out.append(added[tid].content.encode("utf-8"))
+        elif byte_level:
+            out.append(_byte_level_bytes(token) or token.encode("utf-8"))
+        else:
+            out.append(_sentencepiece_bytes(token))
+    return out
+
+
+class TokenVocabulary:
+    """Bytes per token id plus the arrays that token walks use.
+
+    ``token_bytes[t]`` is None (never allowed) for special tokens, EOS, padding ids and tokens
+    with no text. EOS ids are allowed only where a grammar may end.
+    """
+
+    def __init__(self, token_bytes: Sequence[bytes | None], vocab_size: int,
+                 eos_token_ids: Sequence[int]) -> None:
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        eos = tuple(sorted({int(e) for e in eos_token_ids}))
+        bad = [e for e in eos if not 0 <= e < vocab_size]
+        if bad:
+            raise ValueError(f"EOS ids must lie in [0, {vocab_size}), got {bad}")
+        table: list[bytes | None] = [None] * vocab_size
+        for tid, data in enumerate(token_bytes[:vocab_size]):
+            table[tid] = data if data else None
+        for e in eos:
+            table[e] = None
+        self.vocab_size = vocab_size
+        self.eos_token_ids = eos
+        self.token_bytes = table
+        self.num_words = (vocab_size + 31) // 32
+        self._build_walk_arrays()
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any, vocab_size: int,
+                       eos_token_ids: Sequence[int]) -> TokenVocabulary:
+        """From a Hugging Face tokenizer; ``vocab_size`` is the model's logits width.
+
+        Token ids at or past ``vocab_size`` can never be sampled, so they are dropped.
+        """
+        return cls(tokenizer_token_bytes(tokenizer), vocab_size, eos_token_ids)
+
+    def _build_walk_arrays(self) -> None:
+        ids = [t for t, b in enumerate(self.token_bytes) if b]
+        ids.sort(key=lambda t: -len(self.token_bytes[t]))
+        max_len = len(self.token_bytes[ids[0]]) if ids else 1
+        mat = np.zeros((len(ids), max_len), dtype=np.int64)
+        for row, tid in enumerate(ids):
+            data = self.token_bytes[tid]
+            mat[row, : len(data)] = np.frombuffer(data, dtype=np.uint8)
+        lengths = np.array([len(self.token_bytes[t]) for t in ids], dtype=np.int64)
+        self.walk_ids = np.array(ids, dtype=np.int64)
+        self.walk_bytes = mat  # [n, max_len], rows sorted by length (longest first)
+        self.walk_lengths = lengths
+        self.walk_first = mat[:, 0].copy() if len(ids) else np.zeros(0, dtype=np.int64)
+        self.max_token_len = max_len
+
+    @cached_property
+    def eos_words(self) -> np.ndarray:
+        """int32 bitmask row with only the EOS bits set."""
+        bits = np.zeros(self.num_words * 32, dtype=bool)
+        bits[list(self.eos_token_ids)] = True
+        return np.packbits(bits, bitorder="little").view("<i4").copy()
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Stable hash of (size, EOS ids, bytes per id): the compile-cache key part."""
+        h = hashlib.sha256()
+        h.update(f"{self.vocab_size}|{self.eos_token_ids}|".encode())
+        for tid, data in enumerate(self.token_bytes):
+            if data:
+                h.update(tid.to_bytes(4, "little") + len(data).to_bytes(2, "little") + data)
+        return h.hexdigest()[:32]
+
+    @cached_property
+    def extendable(self) -> np.ndarray:
+        """bool per id: the token's bytes are a proper prefix of another token's bytes."""
+        out = np.zeros(self.vocab_size, dtype=bool)
+        entries = sorted((b, t) for t, b in enumerate(self.token_bytes) if b)
+        for i, (data, tid) in enumerate(entries):
+            j = i + 1
+            while j < len(entries) and entries[j][0] == data:
+                j += 1
+            if j < len(entries) and entries[j][0].startswith(data):
+                out[tid] = True
+        return out
+
+    def decode_bytes(self, token_ids: Sequence[int]) -> bytes:
+        """Concatenated bytes of non-special tokens (EOS and specials contribute nothing)."""
+        return b"".join(self.token_bytes[t] or b"" for t in token_ids)
