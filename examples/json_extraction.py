@@ -11,10 +11,11 @@ import radixlm as sgl
 
 
 class Person(pydantic.BaseModel):
-    name: str
-    age: int
-    city: str
-    job: str
+    model_config = pydantic.ConfigDict(extra="forbid")  # no keys beyond these four
+    name: str = pydantic.Field(max_length=24)
+    age: int = pydantic.Field(ge=0, le=130)
+    city: str = pydantic.Field(max_length=24)
+    job: str = pydantic.Field(max_length=24)
 
 
 EXAMPLE = ('Document: Heidi is 34 years old and works as a teacher in Paris.\n'
@@ -31,7 +32,7 @@ DOCUMENTS = [
 def extract(s, document):
     s += "Extract the person described in each document as JSON.\n" + EXAMPLE
     s += "Document: " + document + "\nJSON: "
-    s += sgl.gen("json", json_schema=Person, max_tokens=64)
+    s += sgl.gen("json", json_schema=Person, max_tokens=128)
 
 
 def main(backend) -> None:

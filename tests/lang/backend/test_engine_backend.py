@@ -221,7 +221,9 @@ def test_images_are_refused_on_a_text_model(engine):
 
 
 class Person(pydantic.BaseModel):
-    # Bounded fields: an untrained model must still finish the record within max_tokens.
+    # Bounded fields and no extra keys (JSON Schema allows them unless forbidden): an
+    # untrained model must still finish the record within max_tokens.
+    model_config = pydantic.ConfigDict(extra="forbid")
     name: str = pydantic.Field(max_length=8)
     age: int = pydantic.Field(ge=0, le=120)
 
