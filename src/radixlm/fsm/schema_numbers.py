@@ -93,7 +93,8 @@ def _integer_node(c: SchemaCompiler, f: Facts, excluded: list) -> ra.Node:
         forbid.append(_signed(nr.nat_multiple_of(int(m))))
     core = ra.constrained(base, require, forbid, terminator=nr.INTEGER_END)
     if c.integer_fraction:  # 5.0 is an integer too (draft 6+)
-        return ra.seq(core, ra.opt(ra.seq(ra.lit("."), ra.repeat(ra.lit("0"), 1, None))))
+        zeros = ra.repeat(ra.lit("0"), 1, c.options.max_number_digits)
+        return ra.seq(core, ra.opt(ra.seq(ra.lit("."), zeros)))
     return core
 
 

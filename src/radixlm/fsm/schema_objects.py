@@ -89,6 +89,9 @@ class _ObjectBuilder:
             forbid = forbid + nf.not_patterns
             declared = declared + [v for v in nf.not_values if isinstance(v, str)]
         decoded += [search_node(p, ANY_CHAR) for p in require]
+        cap = self.c.options.max_string_length
+        if cap is not None:
+            max_len = max(min_len, cap if max_len is None else min(max_len, cap))
         banned = [search_node(p, ANY_CHAR) for p in forbid]
         if declared:
             banned.append(ra.alt(*(ra.lit(n) for n in declared)))
