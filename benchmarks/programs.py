@@ -2,12 +2,13 @@
 
 Workloads (all greedy; generation lengths fixed with ignore_eos so every system does the same
 work): few-shot multiple choice (5-shot prefix, ``select`` over A-D), tree of thought (``fork``
-3 plans x 3 executions), multi-turn chat (roles, 4 turns), JSON extraction (3-shot prefix,
-one gen per document). Systems: radixlm (Engine backend, ``run_batch``), the same engine with
-the radix cache disabled, and a naive loop of ``transformers`` ``generate`` / forward calls
-behind the same programs (one at a time). One torch thread on every side. Reports programs/s,
-the throughput ratios, the cache hit rate (prompt tokens served from the cache) and how many
-programs produced exactly the naive loop's outputs.
+3 plans x 3 executions), multi-turn chat (roles, 4 turns), JSON extraction (3-shot prefix, one
+gen per document, unconstrained so that the transformers loop does the same work). Systems:
+radixlm (Engine backend, ``run_batch``), the same engine with the radix cache disabled, and a
+naive loop of ``transformers`` ``generate`` / forward calls behind the same programs (one at a
+time). One torch thread on every side. Reports programs/s, the throughput ratios, the cache hit
+rate (prompt tokens served from the cache) and how many programs produced exactly the naive
+loop's outputs.
 
     .venv/bin/python benchmarks/programs.py [--scale 1.0]
 """
