@@ -61,7 +61,7 @@ def _refine(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
 class TermBuilder:
     """Interns terms, lowers regex trees and computes derivatives; one per grammar."""
 
-    def __init__(self, liveness_budget: int = 20_000) -> None:
+    def __init__(self, liveness_budget: int = 50_000) -> None:
         self._intern: dict[tuple, Term] = {}
         self._lowered: dict[int, Term] = {}
         self._lowered_keep: list[ra.Node] = []
@@ -319,31 +319,44 @@ class TermBuilder:
         return live
 
     def _search_live(self, t: Term) -> bool:
-        """Breadth-first search over derivatives for a nullable term."""
+        """Depth-first search over derivatives for a nullable term.
+
+        Byte classes are tried smallest first (closing quotes and brackets tend to be
+        singleton classes, so JSON structure is closed quickly), and every term on a path
+        that reaches a nullable term is marked live, so later queries along it are free.
+        """
         seen = {t.uid}
-        frontier = [t]
-        while frontier:
-            nxt: list[Term] = []
-            for u in frontier:
-                if u.nullable:
+        path: list[tuple[Term, list[int]]] = [(t, self._ordered_reps(t))]
+        while path:
+            u, reps = path[-1]
+            if u.nullable:
+                for w, _ in path:
+                    w.live = True
+                return True
+            if not reps:
+                path.pop()
+                continue
+            v = self.derivative(u, reps.pop())
+            if v.uid in seen or v is self.empty:
+                continue
+            if not v.boolean or v.live is not None:
+                if self.is_live(v):
+                    for w, _ in path:
+                        w.live = True
                     return True
-                for mask in self.classes(u):
-                    v = self.derivative(u, (mask & -mask).bit_length() - 1)
-                    if v.uid in seen or v is self.empty:
-                        continue
-                    if not v.boolean or v.live is not None:
-                        if self.is_live(v):
-                            return True
-                        continue
-                    seen.add(v.uid)
-                    if len(seen) > self.liveness_budget:
-                        raise LivenessBudgetError(
-                            f"deciding whether a pattern intersection is satisfiable needed more "
-                            f"than {self.liveness_budget} states"
-                        )
-                    nxt.append(v)
-            frontier = nxt
+                continue
+            seen.add(v.uid)
+            if len(seen) > self.liveness_budget:
+                raise LivenessBudgetError(
+                    f"deciding whether a pattern intersection is satisfiable needed more "
+                    f"than {self.liveness_budget} states")
+            path.append((v, self._ordered_reps(v)))
         return False
+
+    def _ordered_reps(self, t: Term) -> list[int]:
+        """One byte per derivative class, the smallest class last (popped first)."""
+        classes = sorted(self.classes(t), key=lambda m: -m.bit_count())
+        return [(m & -m).bit_length() - 1 for m in classes]
 
     def matches(self, t: Term, data: bytes) -> bool:
         """Whether ``t`` matches the whole of ``data`` (for tests and checks)."""

@@ -56,7 +56,8 @@ URI = rf"{_SCHEME}:(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_ROOT
 _RELATIVE = rf"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_NOSCHEME}|){_TAIL}"
 URI_REFERENCE = rf"(?:{URI}|{_RELATIVE})"
 JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
-RELATIVE_JSON_POINTER = rf"(?:0|[1-9][0-9]*)(?:#|{JSON_POINTER})"
+# jsonschema's checker rejects any digit that follows a 0 (so 100 fails): stay inside that.
+RELATIVE_JSON_POINTER = rf"(?:0|[1-9]+0?)(?:#|{JSON_POINTER})"
 _N = r"[0-9]+"
 _DURATION_TIME = rf"T(?:{_N}H(?:{_N}M)?(?:{_N}S)?|{_N}M(?:{_N}S)?|{_N}S)"
 _DURATION_DATE = rf"(?:{_N}Y(?:{_N}M)?(?:{_N}D)?|{_N}M(?:{_N}D)?|{_N}D)"

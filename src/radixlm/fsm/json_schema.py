@@ -465,8 +465,14 @@ class SchemaCompiler:
         for t in sorted(types):
             if t in ("number", "integer"):
                 options.append(self.number_node(f, integer_only=(t == "integer")))
-            else:
-                options.append(builders[t](f))
+                continue
+            node = builders[t](f)
+            excluded = self._excluded(f, t) if t in ("object", "array") else []
+            if excluded and node is not ra.EMPTY:
+                # containers are self-delimiting: an empty terminator pins the lookahead
+                node = ra.constrained(node, forbid=[self.literal(v) for v in excluded],
+                                      terminator="")
+            options.append(node)
         return ra.alt(*options)
 
     # -- scalars ------------------------------------------------------------------------------

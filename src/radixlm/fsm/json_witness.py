@@ -1,16 +1,18 @@
 """Find a JSON spelling of a value that a grammar's automaton accepts (for tests and benchmarks).
 
 Grammars fix the property order and accept a subset of number spellings, so "the grammar
-accepts this instance" means: *some* serialisation of the value (any key order, any of the
-usual number spellings, compact or ``", "``/``": "`` separators) is accepted. The search walks
-the byte DFA and keeps, per (state, keys still to write), one witness text; it is exhaustive
-unless the frontier passes ``max_frontier`` (then ``truncated`` is set).
+accepts this instance" means: *some* serialisation of the value (any key order, the value's
+number spellings, compact or ``", "``/``": "`` separators) is accepted. The instance's own key
+order is tried first; then a depth-first search over key orders (most promising key first,
+failed (state, keys left) pairs remembered) with a per-object expansion budget; when the
+budget runs out the result says ``truncated`` (undecided rather than rejected).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .lazy_dfa import DEAD, LazyDFA
@@ -33,42 +35,45 @@ def _number_spellings(value: int | float) -> list[str]:
     plain = format(value, "f") if abs(value) >= 1e-6 else format(value, ".30f")
     if "." in plain:
         plain = plain.rstrip("0")
-        plain = plain + "0" if plain.endswith(".") else plain
-        out.append(plain)
+        out.append(plain + "0" if plain.endswith(".") else plain)
     return list(dict.fromkeys(out))
 
 
+@lru_cache(maxsize=65536)
+def _scalar_spellings(kind: type, value: Any) -> tuple[str, ...]:
+    if kind in (int, float):
+        return tuple(_number_spellings(value))
+    return (json.dumps(value, ensure_ascii=False),)
+
+
 class _Search:
-    def __init__(self, dfa: LazyDFA, comma: str, colon: str, max_frontier: int) -> None:
+    def __init__(self, dfa: LazyDFA, comma: str, colon: str, budget: int,
+                 reorder: bool) -> None:
         self.dfa = dfa
         self.comma = comma
         self.colon = colon
-        self.max_frontier = max_frontier
+        self.budget = budget
+        self.reorder = reorder
         self.truncated = False
+        self._memo: dict[tuple[int, int], dict[int, str]] = {}
+        self._keep: list[Any] = []  # values whose ids key the memo
 
     def walk(self, state: int, text: str) -> int:
         return self.dfa.walk(state, text.encode("utf-8"))
 
-    def _cap(self, frontier: dict) -> dict:
-        if len(frontier) > self.max_frontier:
-            self.truncated = True
-            return dict(list(frontier.items())[: self.max_frontier])
-        return frontier
-
     def value(self, state: int, value: Any) -> dict[int, str]:
         """End states reachable by spelling ``value`` from ``state``, with a witness each."""
-        if isinstance(value, dict):
-            return self.obj(state, value)
-        if isinstance(value, list):
-            return self.arr(state, value)
-        if isinstance(value, bool) or value is None:
-            spellings = [json.dumps(value)]
-        elif isinstance(value, (int, float)):
-            spellings = _number_spellings(value)
-        else:
-            spellings = [json.dumps(value, ensure_ascii=False)]
+        if isinstance(value, (dict, list)):
+            key = (state, id(value))
+            hit = self._memo.get(key)
+            if hit is None:
+                hit = self.obj(state, value) if isinstance(value, dict) else \
+                    self.arr(state, value)
+                self._memo[key] = hit
+                self._keep.append(value)
+            return hit
         out: dict[int, str] = {}
-        for text in spellings:
+        for text in _scalar_spellings(type(value), value):
             end = self.walk(state, text)
             if end != DEAD:
                 out.setdefault(end, text)
@@ -79,39 +84,52 @@ class _Search:
         for i, item in enumerate(items):
             nxt: dict[int, str] = {}
             for s, text in frontier.items():
-                if s == DEAD:
-                    continue
-                s1 = self.walk(s, self.comma) if i else s
+                s1 = self.walk(s, self.comma) if i and s != DEAD else s
                 if s1 == DEAD:
                     continue
                 for end, t in self.value(s1, item).items():
                     nxt.setdefault(end, text + (self.comma if i else "") + t)
-            frontier = self._cap(nxt)
+            frontier = nxt
         return self._close(frontier, "]")
 
     def obj(self, state: int, obj: dict) -> dict[int, str]:
-        keys = list(obj)
-        heads = [(k, json.dumps(k, ensure_ascii=False) + self.colon) for k in keys]
-        frontier: dict[tuple[int, frozenset], str] = {(self.walk(state, "{"), frozenset()): "{"}
-        for i in range(len(keys)):
-            nxt: dict[tuple[int, frozenset], str] = {}
-            for (s, used), text in frontier.items():
-                if s == DEAD:
-                    continue
-                s0 = self.walk(s, self.comma) if i else s
-                if s0 == DEAD:
-                    continue
-                for k, head in heads:  # instance order first: it is the likeliest
-                    if k in used:
-                        continue
-                    s1 = self.walk(s0, head)
-                    if s1 == DEAD:
-                        continue
-                    for end, t in self.value(s1, obj[k]).items():
-                        nxt.setdefault((end, used | {k}),
-                                       text + (self.comma if i else "") + head + t)
-            frontier = self._cap(nxt)
-        return self._close({s: t for (s, _), t in frontier.items()}, "}")
+        """Spell an object: instance key order, or (``reorder``) a searched order."""
+        heads = {k: json.dumps(k, ensure_ascii=False) + self.colon for k in obj}
+        failed: set[tuple[int, frozenset]] = set()
+        budget = [self.budget]
+
+        def dfs(s: int, remaining: tuple[str, ...], first: bool) -> str | None:
+            if not remaining:
+                return "" if self.walk(s, "}") != DEAD else None
+            key = (s, frozenset(remaining))
+            if key in failed:
+                return None
+            budget[0] -= 1
+            if budget[0] < 0:
+                self.truncated = True
+                return None
+            s0 = s if first else self.walk(s, self.comma)
+            options = []
+            candidates = remaining if self.reorder else remaining[:1]
+            for k in candidates if s0 != DEAD else ():
+                s1 = self.walk(s0, heads[k])
+                for end, t in (self.value(s1, obj[k]) if s1 != DEAD else {}).items():
+                    # most promising first: keeps the most remaining keys writable at once
+                    score = sum(1 for j in remaining
+                                if j != k and self.walk(end, self.comma + heads[j]) != DEAD)
+                    options.append((-score, len(options), k, end, t))
+            for _, _, k, end, t in sorted(options):
+                rest = dfs(end, tuple(j for j in remaining if j != k), False)
+                if rest is not None:
+                    return ("" if first else self.comma) + heads[k] + t + rest
+            failed.add(key)
+            return None
+
+        start = self.walk(state, "{")
+        body = dfs(start, tuple(obj), True) if start != DEAD else None
+        if body is None:
+            return {}
+        return self._close({self.walk(state, "{" + body): "{" + body}, "}")
 
     def _close(self, frontier: dict[int, str], close: str) -> dict[int, str]:
         out: dict[int, str] = {}
@@ -123,10 +141,15 @@ class _Search:
 
 
 def find_accepted_text(dfa: LazyDFA, value: Any, spaced: bool = False,
-                       max_frontier: int = 256) -> WitnessResult:
-    """An accepted spelling of ``value`` (compact separators, or ``", "``/``": "``)."""
-    search = _Search(dfa, ", " if spaced else ",", ": " if spaced else ":", max_frontier)
-    for end, text in search.value(dfa.initial, value).items():
-        if dfa.accepting[end]:
-            return WitnessResult(text, search.truncated)
-    return WitnessResult(None, search.truncated)
+                       budget: int = 1024) -> WitnessResult:
+    """An accepted spelling of ``value`` (compact separators, or ``", "``/``": "``);
+    ``budget``: object-search expansions allowed per object."""
+    comma, colon = (", ", ": ") if spaced else (",", ":")
+    truncated = False
+    for reorder in (False, True):
+        search = _Search(dfa, comma, colon, budget, reorder)
+        for end, text in search.value(dfa.initial, value).items():
+            if dfa.accepting[end]:
+                return WitnessResult(text, search.truncated)
+        truncated = search.truncated
+    return WitnessResult(None, truncated)

@@ -287,7 +287,10 @@ class _Renderer:
         if isinstance(node, Alt):
             return "|".join(self.render(o)[0] for o in node.options), 0
         if isinstance(node, Repeat):
-            return self._atom(node.item) + _quantifier(node.lo, node.hi), 2
+            inner = self._atom(node.item)
+            if isinstance(node.item, Repeat):  # "a?*" is a syntax error: group the inner one
+                inner = f"(?:{inner})"
+            return inner + _quantifier(node.lo, node.hi), 2
         if isinstance(node, Constrained):
             term = node.terminator  # regex text
             req = "".join(f"(?=(?:{self.render(r)[0]}){term})" for r in node.require)

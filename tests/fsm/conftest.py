@@ -1,0 +1,87 @@
+"""Fixtures for the fsm tests: the tiny tokenizer's vocabulary, a compiler, the corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from radixlm.fsm import GrammarCompiler, TokenVocabulary
+
+MODEL_VOCAB = 8192  # the tiny model's padded logits width
+EOS_IDS = (1, 4)  # <|end_of_text|>, <|im_end|>
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "jsonschemabench"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--jsonschemabench", default=None,
+                     help="folder of the JSONSchemaBench sample (default: ../shared/"
+                          "jsonschemabench beside the checkout)")
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_llama_path: Path):  # noqa: ANN201
+    """The tiny model's byte-level BPE tokenizer (specials 0-4, ~8.1k tokens)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_llama_path)
+
+
+@pytest.fixture(scope="session")
+def vocab(tokenizer) -> TokenVocabulary:  # noqa: ANN001
+    """Bytes per token id, padded to the model's 8192 logits, EOS ids 1 and 4."""
+    return TokenVocabulary.from_tokenizer(tokenizer, MODEL_VOCAB, EOS_IDS)
+
+
+@pytest.fixture(scope="session")
+def compiler(vocab: TokenVocabulary) -> GrammarCompiler:
+    """A shared compiler (memory cache only)."""
+    return GrammarCompiler(vocab)
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(request: pytest.FixtureRequest) -> Path:
+    """The JSONSchemaBench sample; tests using it skip when it is absent."""
+    option = request.config.getoption("--jsonschemabench", default=None)
+    path = Path(option) if option else DEFAULT_CORPUS
+    if not path.is_dir():
+        pytest.skip(f"JSONSchemaBench corpus not found at {path.resolve()} (pass "
+                    f"--jsonschemabench=DIR)")
+    return path.resolve()
+
+
+@pytest.fixture(scope="session")
+def check_schema():  # noqa: ANN201
+    """``check(schema, valid_texts, invalid_texts, **options)``: the compiled grammar accepts
+    exactly the valid texts (both in our automaton and with Python ``re`` on the printed
+    regex), and ``jsonschema`` (draft of the schema, format checker on) agrees with the
+    split, so a test's data cannot silently be wrong. Returns the printed regex."""
+    import json
+    import re
+
+    import jsonschema
+
+    from radixlm.fsm import regex_ast as ra
+    from radixlm.fsm.derivatives import TermBuilder
+    from radixlm.fsm.json_schema import JsonSchemaOptions, json_schema_to_node
+
+    def check(schema, valid, invalid, judge: bool = True, **options) -> str:  # noqa: ANN001
+        options.setdefault("any_value_depth", 2)
+        node, _ = json_schema_to_node(schema, JsonSchemaOptions(**options))
+        builder = TermBuilder()
+        term, rendered = builder.lower(node), ra.render(node)
+        cls = jsonschema.validators.validator_for(schema if isinstance(schema, dict) else {},
+                                                  default=jsonschema.Draft202012Validator)
+        validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        for text, want in [(t, True) for t in valid] + [(t, False) for t in invalid]:
+            if judge:
+                try:
+                    truth = validator.is_valid(json.loads(text))
+                except json.JSONDecodeError:
+                    truth = False
+                assert truth == want, f"test data wrong: jsonschema says {truth} for {text}"
+            assert builder.matches(term, text.encode()) == want, (schema, text)
+            assert bool(re.fullmatch(rendered, text)) == want, (schema, text, rendered[:300])
+        return rendered
+
+    return check

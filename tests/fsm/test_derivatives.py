@@ -1,0 +1,81 @@
+"""Byte terms: derivatives decide the same language as Python's re; AND/NOT and liveness."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from radixlm.fsm import regex_ast as ra
+from radixlm.fsm.derivatives import LivenessBudgetError, TermBuilder
+
+LETTERS = "abc"
+
+
+def _trees(depth: int = 3):
+    leaf = st.sampled_from(LETTERS).map(ra.lit) | st.just(ra.char_set("ab"))
+    return st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: ra.seq(*xs)),
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: ra.alt(*xs)),
+        st.tuples(inner, st.integers(0, 2), st.integers(0, 3)).map(
+            lambda t: ra.repeat(t[0], min(t[1], t[2]), max(t[1], t[2]))),
+        inner.map(ra.star),
+    ), max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tree=_trees(), probes=st.lists(st.text(LETTERS, max_size=7), max_size=30))
+def test_derivative_language_equals_python_re(tree, probes) -> None:
+    builder = TermBuilder()
+    term = builder.lower(tree)
+    rendered = ra.render(tree) if tree is not ra.EMPTY else None
+    for s in probes:
+        want = bool(re.fullmatch(rendered, s)) if rendered is not None else False
+        assert builder.matches(term, s.encode()) == want, (rendered, s)
+
+
+def test_terms_are_hash_consed() -> None:
+    builder = TermBuilder()
+    a = builder.lower(ra.seq(ra.lit("ab"), ra.star(ra.lit("c"))))
+    b = builder.lower(ra.seq(ra.lit("ab"), ra.star(ra.lit("c"))))
+    assert a is b
+    assert builder.derivative(a, ord("a")) is builder.derivative(b, ord("a"))
+
+
+def test_counted_repetition_is_lazy() -> None:
+    builder = TermBuilder()
+    term = builder.lower(ra.repeat(ra.char_set("x"), 0, 100_000))
+    before = builder.num_terms
+    assert builder.matches(term, b"x" * 50)
+    assert builder.num_terms - before < 200  # no 100k-state unrolling
+
+
+def test_intersection_and_complement() -> None:
+    builder = TermBuilder()
+    letters = builder.lower(ra.star(ra.char_set("ab")))
+    two = builder.lower(ra.repeat(ra.char_set("ab"), 2, 2))
+    aa = builder.lower(ra.lit("aa"))
+    term = builder.and_([letters, two, builder.not_(aa)])
+    assert [s for s in ["ab", "ba", "aa", "bb", "a", "abb"] if builder.matches(term, s.encode())] \
+        == ["ab", "ba", "bb"]
+    assert builder.is_live(term)
+    empty = builder.and_([two, builder.lower(ra.lit("abc"))])
+    assert not builder.is_live(empty)
+
+
+def test_liveness_budget_is_enforced() -> None:
+    builder = TermBuilder(liveness_budget=5)
+    long = builder.lower(ra.repeat(ra.char_set("a"), 50, 50))
+    term = builder.and_([long, builder.not_(builder.lower(ra.lit("b")))])
+    with pytest.raises(LivenessBudgetError, match="more than 5 states"):
+        builder.is_live(term)
+
+
+def test_long_optional_chains_do_not_recurse_deeply() -> None:
+    builder = TermBuilder()
+    chain = ra.seq(*(ra.opt(ra.lit(f"<{i}>")) for i in range(3000)), ra.lit("!"))
+    term = builder.lower(chain)
+    assert builder.matches(term, b"<2999>!")
+    assert builder.matches(term, b"<0><1><2>!")

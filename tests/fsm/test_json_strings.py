@@ -1,0 +1,53 @@
+"""JSON strings: escapes, lengths counted in decoded characters, patterns, formats."""
+
+from __future__ import annotations
+
+import pytest
+
+from radixlm.fsm import regex_ast as ra
+from radixlm.fsm.derivatives import TermBuilder
+from radixlm.fsm.json_strings import StringEncoder, json_unit
+
+CASES = {
+    "escapes are legal": ({"type": "string"}, ['"a\\"b"', '"\\\\"', '"\\n\\t\\/"',
+                                               '"\\u001f"', '"é😀"'],
+                          ['"a"b"', '"\\x"', '"\n"', '"\\u00"']),
+    "length counts decoded characters": ({"type": "string", "minLength": 2, "maxLength": 2},
+                                         ['"ab"', '"\\n\\""', '"😀é"'], ['"a"', '"abc"']),
+    "pattern sees decoded text": ({"type": "string", "pattern": '^a"b$'}, ['"a\\"b"'],
+                                  ['"ab"']),
+    "pattern with a class including quote": ({"type": "string", "pattern": '^["x]+$'},
+                                             ['"\\"x"'], ['"y"']),
+    "pattern and length intersect": ({"type": "string", "pattern": "^[a-z]+x$",
+                                      "maxLength": 3}, ['"abx"', '"ax"'],
+                                     ['"abcx"', '"ab"', '"x"']),
+    "two patterns via allOf": ({"allOf": [{"type": "string", "pattern": "a"},
+                                          {"pattern": "b"}]}, ['"ab"', '"xbya"'], ['"aa"']),
+    "format and length": ({"type": "string", "format": "date", "maxLength": 10},
+                          ['"2020-01-01"'], ['"2020-1-1"']),
+    "unicode pattern": ({"type": "string", "pattern": "^[é-ë]{2}$"}, ['"éë"'], ['"ée"']),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_string_keywords(check_schema, name: str) -> None:  # noqa: ANN001
+    schema, valid, invalid = CASES[name]
+    check_schema(schema, valid, invalid)
+
+
+@pytest.mark.parametrize("char, spellings", [
+    ('"', ['\\"']), ("\\", ["\\\\"]), ("/", ["/", "\\/"]), ("\n", ["\\n"]),
+    ("\x01", ["\\u0001"]), ("\x1f", ["\\u001f", "\\u001F"]), ("a", ["a"]),
+])
+def test_unit_spellings(char: str, spellings: list[str]) -> None:
+    builder = TermBuilder()
+    term = builder.lower(json_unit(((ord(char), ord(char)),)))
+    accepted = [s for s in ["a", '"', '\\"', "\\\\", "/", "\\/", "\\n", "\n", "\\u0001",
+                            "\\u001f", "\\u001F", "\x01"] if builder.matches(term, s.encode())]
+    assert accepted == spellings
+
+
+def test_encoder_memoises_shared_nodes() -> None:
+    encoder = StringEncoder()
+    shared = ra.lit("ab")
+    assert encoder.encode(shared) is encoder.encode(shared)

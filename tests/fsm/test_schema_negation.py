@@ -1,0 +1,73 @@
+"""not, if/then/else, and oneOf exclusivity."""
+
+from __future__ import annotations
+
+import pytest
+
+from radixlm.fsm import GrammarError
+from radixlm.fsm.json_schema import JsonSchemaOptions, SchemaCompiler
+from radixlm.fsm.schema_negation import provably_disjoint
+
+CASES = {
+    "not type": ({"not": {"type": "string"}}, ["1", "null", "{}"], ['"x"']),
+    "not integer keeps fractions": ({"type": "number", "not": {"type": "integer"}},
+                                    ["1.5", "-0.25"], ["1", "2.0"]),
+    "not enum": ({"type": "string", "not": {"enum": ["a", "b"]}}, ['"c"', '"ab"'],
+                 ['"a"', '"b"']),
+    "not const number": ({"type": "number", "not": {"const": 1}}, ["2", "1.5"],
+                         ["1", "1.0", "1.00"]),
+    "not const object": ({"type": "object", "not": {"const": {"a": 1}}},
+                         ['{"a":2}', "{}"], ['{"a":1}']),
+    "not required": ({"type": "object", "not": {"required": ["a", "b"]}},
+                     ["{}", '{"a":1}', '{"b":1}'], ['{"a":1,"b":2}']),
+    "not pattern": ({"not": {"pattern": "^x"}}, ['"ax"', '"y"'], ['"xa"', "1"]),
+    "not range": ({"type": "integer", "not": {"minimum": 3, "maximum": 5}}, ["2", "6"],
+                  ["3", "4", "5"]),
+    "not multipleOf": ({"type": "integer", "not": {"multipleOf": 2}}, ["1", "3", "-5"],
+                       ["2", "0", "10"]),
+    "not not": ({"not": {"not": {"type": "null"}}}, ["null"], ["1"]),
+    "not anyOf": ({"not": {"anyOf": [{"type": "string"}, {"type": "number"}]}},
+                  ["null", "true"], ['"a"', "1"]),
+    "not allOf": ({"type": "integer", "not": {"allOf": [{"minimum": 2}, {"maximum": 3}]}},
+                  ["1", "4"], ["2", "3"]),
+    "not false": ({"type": "integer", "not": False}, ["1"], []),
+    "if then else": ({"type": "object", "if": {"properties": {"t": {"const": "a"}},
+                                               "required": ["t"]},
+                      "then": {"required": ["x"]}, "else": {"required": ["y"]}},
+                     ['{"t":"a","x":1}', '{"t":"b","y":1}', '{"y":1}'],
+                     ['{"t":"a","y":1}', '{"t":"b","x":1}']),
+    "if without then": ({"type": "integer", "if": {"minimum": 3}}, ["1", "5"], []),
+    "oneOf with enums": ({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}, ["1", "3"], ["2"]),
+    "oneOf disjoint ranges": ({"type": "integer", "oneOf": [{"maximum": 0},
+                                                            {"minimum": 1}]},
+                              ["0", "1", "-5"], []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_negation_keywords(check_schema, name: str) -> None:  # noqa: ANN001
+    schema, valid, invalid = CASES[name]
+    check_schema(schema, valid, invalid)
+
+
+@pytest.mark.parametrize("a, b, disjoint", [
+    ({"type": "string"}, {"type": "integer"}, True),
+    ({"type": "number"}, {"type": "integer"}, False),
+    ({"type": "object", "required": ["k"], "properties": {"k": {"const": 1}}},
+     {"type": "object", "properties": {"k": {"const": 2}}}, True),
+    ({"type": "object", "required": ["k"]},
+     {"type": "object", "properties": {"k": False}}, True),
+    ({"type": "object", "required": ["k"]}, {"type": "object"}, False),
+    ({"type": "integer", "maximum": 3}, {"type": "integer", "minimum": 3}, False),
+    ({"type": "integer", "exclusiveMaximum": 3}, {"type": "integer", "minimum": 3}, True),
+])
+def test_disjointness_proofs(a, b, disjoint: bool) -> None:  # noqa: ANN001
+    compiler = SchemaCompiler(True, JsonSchemaOptions())
+    fa, fb = compiler.facts_of((a, ())), compiler.facts_of((b, ()))
+    assert provably_disjoint(compiler, fa, fb) == disjoint
+
+
+def test_overlapping_one_of_is_refused() -> None:
+    with pytest.raises(GrammarError, match="oneOf"):
+        SchemaCompiler({"oneOf": [{"type": "integer"}, {"type": "number"}]},
+                       JsonSchemaOptions()).compile()
