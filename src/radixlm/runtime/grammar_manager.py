@@ -17,12 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..fsm.errors import GrammarError
-from ..fsm.grammar_compiler import GrammarCompiler
-from ..fsm.grammar_spec import CompileBudget, GrammarSpec
-from ..fsm.vocabulary import TokenVocabulary
-from ..fsm.whitespace import WhitespacePolicy
-from .jump_forward import JumpForwardPlanner
+from ..fsm import (
+    CompileBudget,
+    GrammarCompiler,
+    GrammarError,
+    GrammarSpec,
+    TokenVocabulary,
+    WhitespacePolicy,
+    apply_jump_forward,
+    plan_jump_forward,
+)
 from .messages import ErrorOut, GrammarReq
 from .request import Req, RequestError
 
@@ -45,7 +49,6 @@ class GrammarManager:
         self.enable_jump_forward = not args.disable_jump_forward
         self._compiler: GrammarCompiler | None = None
         self._masks = torch.zeros(0, (vocab_size + 31) // 32, dtype=torch.int32)
-        self._planner: JumpForwardPlanner | None = None
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -145,32 +148,28 @@ class GrammarManager:
             req.grammar_active = True
             req.grammar_start = len(req.output_ids)
 
-    @property
-    def planner(self) -> JumpForwardPlanner:
-        if self._planner is None:
-            self._planner = JumpForwardPlanner(self.tokenizer, self.compiler.vocab.token_bytes)
-        return self._planner
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.compiler.vocab.decode_bytes(ids).decode("utf-8", errors="replace")
 
     def jump(self, scheduler: Scheduler, req: Req) -> dict | None:
-        """Append the text the grammar forces next (retokenized with the last few output
-        tokens, trailing extendable tokens held back) as tokens to prefill in one step.
+        """Append the text the grammar forces next: the fsm plans it (the last few output
+        tokens retokenized with the forced text, trailing extendable tokens held back) and
+        the scheduler prefills the new tokens in one step.
 
         Skipped for requests that asked for logprobs: forced tokens are not sampled.
         """
         forced = req.grammar.jump_forward_string()
         if not forced:
             return None
-        plan = self.planner.plan(req.output_ids, forced,
-                                 window_limit=len(req.output_ids) - req.grammar_start)
-        if plan is None:
+        extendable = self.compiler.vocab.extendable
+        plan = plan_jump_forward(req.output_ids[req.grammar_start:], forced, self._encode,
+                                 self._decode, extendable=lambda t: bool(extendable[t]))
+        if plan is None or not apply_jump_forward(req.grammar, plan):
             return None
-        old_tail = req.output_ids[len(req.output_ids) - plan.rollback:]
-        req.grammar.rollback(plan.rollback)
-        if not req.grammar.accept_tokens(plan.tokens):  # cannot happen for exact text; be safe
-            req.grammar.accept_tokens(old_tail)
-            logger.warning("jump-forward plan rejected by the grammar for %s", req.rid)
-            return None
-        return scheduler.apply_jump(req, plan.rollback, plan.tokens)
+        return scheduler.apply_jump(req, plan.rollback, list(plan.tokens))
 
     def release(self, req: Req) -> None:
         req.grammar = None
