@@ -103,3 +103,18 @@ def test_pool_accounting_survives_a_mixed_workload(make_scheduler, page_size):
     assert outs["r3"][-1].finish_reason["type"] == "abort"
     assert s.kv.audit() == []
     assert s.kv.flush() and s.kv.allocator.num_free_pages == s.kv.allocator.num_pages
+
+
+def test_a_request_larger_than_the_pool_is_refused_or_cut_not_looped(make_scheduler):
+    from radixlm.runtime.request import RequestError
+
+    s = make_scheduler(page_size=4, max_total_tokens=64, chunked_prefill_size=64)
+    with pytest.raises(RequestError, match="KV pool holds 64"):
+        s.add_request(req("huge", list(range(10, 90))))
+    s.add_request(req("grows", list(range(10, 50)), new=100))
+    outs = run_until_idle(s)
+    final = outs["grows"][-1]
+    assert final.finish_reason["type"] == "length"
+    assert final.finish_reason.get("message") == "KV pool exhausted"
+    assert final.completion_tokens < 100
+    assert s.kv.flush() and s.kv.allocator.num_free_pages == s.kv.allocator.num_pages

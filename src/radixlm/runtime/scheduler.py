@@ -53,6 +53,7 @@ class Scheduler:
         self.grammar = GrammarManager(args, tokenizer, runner.vocab_size,
                                       self._eos_ids(runner, tokenizer), runner.ops)
         self.errors: list[ErrorOut] = []  # request errors found while stepping (drained)
+        self.pending_outs: list[ReqOut] = []  # outputs produced outside _process
         self.eos_ids = set(self._eos_ids(runner, tokenizer))
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -84,6 +85,10 @@ class Scheduler:
         if n > limit:
             raise RequestError(f"the prompt has {n} tokens; the context length is "
                                f"{self.max_context} (at most {limit} prompt tokens)")
+        capacity = self.kv.allocator.num_pages * self.kv.page_size
+        if n + (msg.sampling.max_new_tokens > 0) > capacity:
+            raise RequestError(f"the prompt has {n} tokens; the KV pool holds {capacity} "
+                               f"(raise --max-total-tokens)")
         vocab = self.runner.vocab_size
         bad = [t for t in msg.input_ids if not 0 <= t < vocab]
         if bad:
@@ -131,6 +136,8 @@ class Scheduler:
         outs: list[ReqOut] = []
         self.errors.extend(self.grammar.poll_compiles(self))
         decodes = self._reserve_decodes()
+        outs.extend(self.pending_outs)
+        self.pending_outs.clear()
         chunks = self._schedule_prefills(decodes)
         if not decodes and not chunks:
             return outs
@@ -147,12 +154,17 @@ class Scheduler:
         ok: list[Req] = []
         for req in sorted(decodes, key=lambda r: r.arrival):
             while req.kv is not None and self.kv.reserve(req.kv, 1) is None:
-                victim = max((r for r in self.running if r.kv is not None),
-                             key=lambda r: r.arrival)
+                holders = [r for r in self.running if r.kv is not None]
+                if holders == [req]:  # alone and still out of room: the pool is too small
+                    self.pending_outs.append(self._finish(
+                        req, {"type": "length", "length": len(req.output_ids),
+                              "message": "KV pool exhausted"}))
+                    break
+                victim = max(holders, key=lambda r: r.arrival)
                 self._retract(victim)
                 if victim in ok:
                     ok.remove(victim)
-            if req.kv is not None:
+            if req.kv is not None and req.finish_reason is None:
                 ok.append(req)
         return ok
 
