@@ -271,3 +271,37 @@ def test_scheduler_crash_is_reported_not_hung(make_engine, tiny_llama_path):
     assert time.monotonic() - start < 10
     with pytest.raises(GenerateError, match="not running"):
         eng.generate("anything")
+
+
+def test_child_processes_die_with_the_parent(tiny_llama_path, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys, time\n"
+        "from radixlm.runtime.engine import Engine\n"
+        "if __name__ == '__main__':\n"
+        f"    e = Engine(model_path={str(tiny_llama_path)!r})\n"
+        "    print(' '.join(str(p.pid) for p in e._procs.procs.values()), flush=True)\n"
+        "    time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    children = [int(p) for p in parent.stdout.readline().split()]
+    assert len(children) == 2
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(p) for p in children), "engine children outlived their parent"
