@@ -38,10 +38,28 @@ def test_derivative_language_equals_python_re(tree, probes) -> None:
 
 def test_terms_are_hash_consed() -> None:
     builder = TermBuilder()
-    a = builder.lower(ra.seq(ra.lit("ab"), ra.star(ra.lit("c"))))
-    b = builder.lower(ra.seq(ra.lit("ab"), ra.star(ra.lit("c"))))
-    assert a is b
-    assert builder.derivative(a, ord("a")) is builder.derivative(b, ord("a"))
+
+    def build():  # noqa: ANN202
+        a, c = builder.byte_set(1 << ord("a")), builder.byte_set(1 << ord("c"))
+        return builder.cat(a, builder.rep(builder.alt([c, a]), 0, -1))
+
+    assert build() is build()
+    node = ra.seq(ra.lit("ab"), ra.star(ra.lit("c")))
+    assert builder.lower(node) is builder.lower(node)  # one node, one (lazy) term
+    once = builder.derivative(builder.lower(node), ord("a"))
+    assert builder.derivative(once, ord("b")) is builder.derivative(
+        builder.derivative(builder.lower(node), ord("a")), ord("b"))
+
+
+def test_lowering_is_lazy() -> None:
+    builder = TermBuilder()
+    deep = ra.lit("x")
+    for i in range(200):
+        deep = ra.alt(ra.seq(ra.lit(f"<{i}>"), deep), ra.lit(f"end{i}"))
+    term = builder.lower(deep)
+    before = builder.num_terms
+    assert builder.matches(term, b"end199")
+    assert builder.num_terms - before < 100  # only the entered level was expanded
 
 
 def test_counted_repetition_is_lazy() -> None:

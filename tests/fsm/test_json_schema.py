@@ -115,6 +115,7 @@ def test_outlines_core_defects_are_fixed(check_schema, name: str) -> None:  # no
     ({"$dynamicRef": "#x"}, "$dynamicRef"),
     ({"type": "object", "unevaluatedProperties": False}, "unevaluatedProperties"),
     ({"type": "array", "contains": {"type": "integer"}, "maxContains": 2}, "maxContains"),
+    ({"type": "object", "minProperties": 2}, "minProperties"),
 ])
 def test_unenforceable_keywords_are_named(schema, keyword: str) -> None:  # noqa: ANN001
     with pytest.raises(GrammarError, match=re.escape(keyword)):

@@ -45,8 +45,8 @@ CASES = {
         ['{"a":1,"b":2}', '{"a":1,"c":2}', '{"b":1,"c":2}'],
         ['{"a":1}', '{"a":1,"b":2,"c":3}', "{}"]),
     "minProperties counts extras": (
-        {"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 2},
-        ['{"a":1,"x":2}', '{"x":1,"y":2}'], ['{"a":1}', '{"x":1}']),
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+         "minProperties": 2}, ['{"a":1,"x":2}'], ['{"a":1}', '{"x":1}']),
     "dependentRequired": (
         {"type": "object", "properties": {"card": {}, "billing": {}},
          "dependentRequired": {"card": ["billing"]}},

@@ -42,7 +42,7 @@ def test_walk_arrays_are_longest_first(vocab: TokenVocabulary) -> None:
     for row in range(0, len(vocab.walk_ids), 997):
         tid = int(vocab.walk_ids[row])
         data = vocab.token_bytes[tid]
-        assert bytes(vocab.walk_bytes[row, : len(data)].astype(np.uint8)) == data
+        assert bytes(vocab.walk_cols[: len(data), row].astype(np.uint8)) == data
 
 
 def test_extendable_means_proper_prefix_of_another(vocab: TokenVocabulary) -> None:

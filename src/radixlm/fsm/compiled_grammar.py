@@ -54,6 +54,7 @@ class CompiledGrammar:
         self.dfa = LazyDFA(builder, builder.lower(node), max_states=budget.max_states)
         check_satisfiable(self.dfa)
         self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes)
+        self.cached_masks = self.index.masks  # state -> mask, read without a lock
         self.compressed = CompressedFSM(self.dfa)
         self._lock = threading.RLock()
         self._regex: str | None = None
@@ -101,19 +102,28 @@ class CompiledGrammar:
             raise GrammarBudgetError("memory", f"{self.budget.max_memory_bytes} bytes",
                                      f"the automaton and its masks use {used} bytes")
 
-    def warm_up(self, max_states: int, deadline: Callable[[], None]) -> dict[int, bytes]:
-        """Compute masks for the first ``max_states`` token-level states (breadth first);
-        returns the byte path that reaches each of them.
+    def warm_up(self, max_states: int, max_seconds: float) -> dict[int, bytes]:
+        """Compute up to ``max_states`` distinct masks (or for ``max_seconds``, whichever
+        comes first), breadth first over the clamped automaton (states that share a mask are
+        visited once); returns the byte path from the start to each warmed state. Stopping
+        early is fine: the rest is computed on first visit.
 
         Raises :class:`GrammarError` when a reachable non-final state allows no token at all
         (the vocabulary cannot spell what the grammar requires there).
         """
+        reach = self.vocab.max_token_len
         paths = {self.initial_state: b""}
         queue = deque([self.initial_state])
         done: dict[int, bytes] = {}
-        while queue and len(done) < max_states:
-            deadline()
+        keys_seen: set[int] = set()
+        end = time.perf_counter() + max_seconds
+        while queue and len(done) < max_states and (not done or time.perf_counter() < end):
             state = queue.popleft()
+            with self._lock:
+                key = self.dfa.mask_key(state, reach)
+            if key in keys_seen:
+                continue
+            keys_seen.add(key)
             mask = self.mask(state)
             done[state] = paths[state]
             if not self.dfa.accepting[state] and not bool(mask.any()):

@@ -22,17 +22,21 @@ from .utf8 import utf8_sequences
 
 FULL_MASK = (1 << 256) - 1
 
-EMPTY_K, EPS_K, BYTES_K, CAT_K, ALT_K, REP_K, AND_K, NOT_K = range(8)
+EMPTY_K, EPS_K, BYTES_K, CAT_K, ALT_K, REP_K, AND_K, NOT_K, LAZY_K = range(9)
 
 
 class Term:
     """One interned term. ``args`` by kind: BYTES mask (int), CAT (a, b), ALT/AND tuple of
-    terms sorted by uid, REP (a, lo, hi) with hi -1 for unbounded, NOT (a,)."""
+    terms sorted by uid, REP (a, lo, hi) with hi -1 for unbounded, NOT (a,), LAZY a regex
+    tree node not lowered yet (expanded one level when first needed)."""
 
-    __slots__ = ("kind", "args", "nullable", "uid", "boolean", "classes", "deriv", "live")
+    __slots__ = ("kind", "args", "nullable", "uid", "boolean", "classes", "deriv", "live",
+                 "clamped", "forced", "bigcount")
 
-    def __init__(self, kind: int, args: object, nullable: bool, uid: int, boolean: bool) -> None:
+    def __init__(self, kind: int, args: object, nullable: bool, uid: int, boolean: bool,
+                 bigcount: int = 0) -> None:
         self.kind = kind
+        self.bigcount = bigcount  # largest repetition bound inside (clamp skips small ones)
         self.args = args
         self.nullable = nullable
         self.uid = uid
@@ -40,6 +44,8 @@ class Term:
         self.classes: tuple[int, ...] | None = None
         self.deriv: dict[int, Term] = {}
         self.live: bool | None = None
+        self.clamped: tuple[int, Term] | None = None
+        self.forced: Term | None = None
 
     def __repr__(self) -> str:
         return f"Term#{self.uid}(kind={self.kind})"
@@ -63,7 +69,6 @@ class TermBuilder:
 
     def __init__(self, liveness_budget: int = 50_000) -> None:
         self._intern: dict[tuple, Term] = {}
-        self._lowered: dict[int, Term] = {}
         self._lowered_keep: list[ra.Node] = []
         self._class_cache: dict[tuple[tuple[int, int], ...], Term] = {}
         self.liveness_budget = liveness_budget
@@ -74,11 +79,11 @@ class TermBuilder:
     # -- construction ---------------------------------------------------------------------
 
     def _make(self, kind: int, args: object, nullable: bool, boolean: bool,
-              key: tuple | None = None) -> Term:
+              key: tuple | None = None, bigcount: int = 0) -> Term:
         key = key if key is not None else (kind, args)
         term = self._intern.get(key)
         if term is None:
-            term = Term(kind, args, nullable, len(self._intern), boolean)
+            term = Term(kind, args, nullable, len(self._intern), boolean, bigcount)
             self._intern[key] = term
         return term
 
@@ -102,7 +107,7 @@ class TermBuilder:
         if b is self.eps:
             return a
         return self._make(CAT_K, (a, b), a.nullable and b.nullable, a.boolean or b.boolean,
-                          (CAT_K, a.uid, b.uid))
+                          (CAT_K, a.uid, b.uid), max(a.bigcount, b.bigcount))
 
     def cat_all(self, parts: Sequence[Term]) -> Term:
         """Concatenation of many terms (right-nested)."""
@@ -136,7 +141,8 @@ class TermBuilder:
         uids = tuple(sorted(flat))
         members = tuple(flat[u] for u in uids)
         return self._make(ALT_K, members, any(m.nullable for m in members),
-                          any(m.boolean for m in members), (ALT_K, uids))
+                          any(m.boolean for m in members), (ALT_K, uids),
+                          max(m.bigcount for m in members))
 
     def rep(self, a: Term, lo: int, hi: int) -> Term:
         """``a{lo,hi}``; ``hi == -1`` is unbounded."""
@@ -151,7 +157,7 @@ class TermBuilder:
         if a.kind == REP_K and lo == 0 and hi == -1 and a.args[1] == 0 and a.args[2] == -1:
             return a
         return self._make(REP_K, (a, lo, hi), lo == 0 or a.nullable, a.boolean,
-                          (REP_K, a.uid, lo, hi))
+                          (REP_K, a.uid, lo, hi), max(lo, hi, a.bigcount))
 
     def and_(self, items: Iterable[Term]) -> Term:
         """Intersection."""
@@ -176,30 +182,44 @@ class TermBuilder:
     # -- lowering -------------------------------------------------------------------------
 
     def lower(self, node: ra.Node) -> Term:
-        """Byte term for a character-level regex tree (shared sub-trees lowered once)."""
-        hit = self._lowered.get(id(node))
-        if hit is not None:
-            return hit
-        term = self._lower(node)
-        self._lowered[id(node)] = term
-        self._lowered_keep.append(node)  # keep ids stable while memoised
-        return term
+        """Byte term for a character-level regex tree.
 
-    def _lower(self, node: ra.Node) -> Term:
+        Lowering is lazy: a composite node becomes a ``LAZY`` term, expanded one level the
+        first time a derivative reaches it, so parts of a big grammar that decoding never
+        visits (deep free-form values, unused branches) cost nothing.
+        """
+        if node is ra.EMPTY:
+            return self.empty
+        if node is ra.EPSILON:
+            return self.eps
         if isinstance(node, ra.Chars):
             return self.code_points(node.ranges)
+        key = (LAZY_K, id(node))
+        term = self._intern.get(key)
+        if term is None:
+            term = self._make(LAZY_K, node, node.nullable, node.constrained, key)
+            self._lowered_keep.append(node)  # keep ids stable while interned
+        return term
+
+    def force(self, t: Term) -> Term:
+        """The one-level expansion of a LAZY term (children stay lazy)."""
+        if t.forced is not None:
+            return t.forced
+        node = t.args
         if isinstance(node, ra.Seq):
-            return self.cat_all([self.lower(item) for item in node.items])
-        if isinstance(node, ra.Alt):
-            return self.alt(self.lower(o) for o in node.options)
-        if isinstance(node, ra.Repeat):
-            hi = -1 if node.hi is None else node.hi
-            return self.rep(self.lower(node.item), node.lo, hi)
-        if isinstance(node, ra.Constrained):
+            out = self.cat_all([self.lower(item) for item in node.items])
+        elif isinstance(node, ra.Alt):
+            out = self.alt(self.lower(o) for o in node.options)
+        elif isinstance(node, ra.Repeat):
+            out = self.rep(self.lower(node.item), node.lo, -1 if node.hi is None else node.hi)
+        elif isinstance(node, ra.Constrained):
             parts = [self.lower(node.base), *(self.lower(r) for r in node.require)]
             parts += [self.not_(self.lower(f)) for f in node.forbid]
-            return self.and_(parts)
-        raise TypeError(f"not a regex node: {node!r}")
+            out = self.and_(parts)
+        else:
+            raise TypeError(f"not a regex node: {node!r}")
+        t.forced = out
+        return out
 
     def code_points(self, ranges: tuple[tuple[int, int], ...]) -> Term:
         """One character (as UTF-8 bytes) out of the code-point ranges."""
@@ -237,6 +257,8 @@ class TermBuilder:
             out = self.and_([self.derivative(m, byte) for m in t.args])
         elif kind == NOT_K:
             out = self.not_(self.derivative(t.args[0], byte))
+        elif kind == LAZY_K:
+            out = self.derivative(self.force(t), byte)
         else:  # EMPTY, EPS
             out = self.empty
         t.deriv[byte] = out
@@ -277,6 +299,8 @@ class TermBuilder:
                 out = _refine(out, self.classes(m))
         elif kind in (REP_K, NOT_K):
             out = self.classes(t.args[0])
+        elif kind == LAZY_K:
+            out = self.classes(self.force(t))
         else:
             out = (FULL_MASK,)
         t.classes = out
@@ -291,6 +315,47 @@ class TermBuilder:
                 return _refine(out, self.classes(b))
             a, b = b.args
             out = _refine(out, self.classes(a))
+        return out
+
+    # -- canonical form for token masks -------------------------------------------------------
+
+    def clamp(self, t: Term, reach: int) -> Term:
+        """``t`` with repetition counters beyond ``reach`` bytes clamped.
+
+        Within ``reach`` bytes (the longest token) a counter larger than ``reach`` behaves
+        like ``reach + 1`` (a lower bound) or like no bound at all (an upper bound), and
+        clamping keeps every term live that was live, so a state's allowed tokens equal those
+        of its clamped term: states that differ only in far-away counters share one mask.
+        Intersections and complements are left alone (their liveness is global); around
+        them concatenation and alternation combine liveness part by part, so clamping there
+        is safe.
+        """
+        if t.bigcount <= reach:
+            return t  # no counter past the reach: nothing to clamp
+        if t.clamped is not None and t.clamped[0] == reach:
+            return t.clamped[1]
+        if t.kind in (EMPTY_K, EPS_K, BYTES_K, AND_K, NOT_K, LAZY_K) or \
+                (t.boolean and t.kind == REP_K):
+            # inside AND/NOT (and repeats of them) liveness is global: keep exact; a LAZY
+            # part is not entered yet, so it is the same object in every state anyway
+            out = t
+        elif t.kind == CAT_K:
+            spine = []
+            node = t
+            while node.kind == CAT_K:
+                spine.append(node.args[0])
+                node = node.args[1]
+            out = self.clamp(node, reach)
+            for part in reversed(spine):
+                out = self.cat(self.clamp(part, reach), out)
+        elif t.kind == ALT_K:
+            out = self.alt(self.clamp(m, reach) for m in t.args)
+        else:  # REP
+            a, lo, hi = t.args
+            lo = min(lo, reach + 1)
+            hi = -1 if hi == -1 or hi > reach else hi
+            out = self.rep(self.clamp(a, reach), lo, hi)
+        t.clamped = (reach, out)
         return out
 
     # -- liveness -------------------------------------------------------------------------
@@ -313,6 +378,8 @@ class TermBuilder:
             live = any(self.is_live(m) for m in t.args)
         elif kind == REP_K:
             live = t.args[1] == 0 or self.is_live(t.args[0])
+        elif kind == LAZY_K:
+            live = self.is_live(self.force(t))
         else:
             live = self._search_live(t)
         t.live = live

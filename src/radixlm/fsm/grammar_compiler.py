@@ -110,7 +110,7 @@ class GrammarCompiler:
         cached = self.disk.load(key) if self.disk is not None else []
         if cached:
             grammar.install_masks(cached)
-        warmed = grammar.warm_up(self.budget.warmup_states, deadline)
+        warmed = grammar.warm_up(self.budget.warmup_states, self.budget.warmup_seconds)
         if self.disk is not None and not cached:
             self.disk.store(key, [(path, grammar.mask(s).numpy()) for s, path in warmed.items()])
         stats.compile_seconds = time.perf_counter() - start

@@ -33,7 +33,7 @@ class JsonLimits:
     """
 
     max_recursion_depth: int = 3
-    any_value_depth: int = 8
+    any_value_depth: int = 16
     max_string_length: int | None = None
     max_array_items: int | None = None
     max_object_properties: int | None = None
@@ -125,13 +125,15 @@ class CompileBudget:
 
     ``max_states`` and ``max_memory_bytes`` also hold while decoding (the automaton grows
     lazily): going past them raises :class:`GrammarBudgetError` from the matcher.
-    ``warmup_states`` token-level states get their masks at compile time (off the caller).
+    At compile time (off the caller) up to ``warmup_states`` masks are computed, for at most
+    ``warmup_seconds``; the rest are computed on first visit.
     """
 
     max_seconds: float = 10.0
     max_states: int = 200_000
     max_memory_bytes: int = 512 * 1024 * 1024
     warmup_states: int = 16
+    warmup_seconds: float = 0.005
 
     def __post_init__(self) -> None:
         if not self.max_seconds > 0:
@@ -142,3 +144,5 @@ class CompileBudget:
             raise ValueError(f"max_memory_bytes must be >= 65536, got {self.max_memory_bytes}")
         if self.warmup_states < 0:
             raise ValueError(f"warmup_states must be >= 0, got {self.warmup_states}")
+        if self.warmup_seconds < 0:
+            raise ValueError(f"warmup_seconds must be >= 0, got {self.warmup_seconds}")

@@ -60,6 +60,7 @@ from .schema_numbers import number_node
 from .schema_objects import object_node
 from .whitespace import WhitespacePolicy
 
+_ANY_VALUE: dict[tuple, ra.Node] = {}  # free-form value trees, shared across compilers
 _LEGACY_REF_DRAFTS = ("Draft3Validator", "Draft4Validator", "Draft6Validator", "Draft7Validator")
 _BOOLEAN_EXCLUSIVE_DRAFTS = ("Draft3Validator", "Draft4Validator")
 
@@ -71,10 +72,10 @@ class JsonSchemaOptions:
     whitespace: WhitespacePolicy = field(default_factory=WhitespacePolicy)
     lenient: bool = False
     max_recursion_depth: int = 3
-    any_value_depth: int = 8
-    max_string_length: int | None = None
+    any_value_depth: int = 16
+    max_string_length: int | None = None  # strings without pattern/format
     max_array_items: int | None = None
-    max_object_properties: int | None = None
+    max_object_properties: int | None = None  # additional properties
     max_number_digits: int | None = None
     max_expansions: int = 4096
 
@@ -170,7 +171,6 @@ class SchemaCompiler:
         self._memo: dict[tuple[int, Ctx], ra.Node] = {}
         self._synthetic: dict[tuple, dict] = {}
         self._keep: list[Any] = []
-        self._any_value: dict[int, ra.Node] = {}
         self._expansions = 0
         self._pattern_builder = None
 
@@ -495,7 +495,7 @@ class SchemaCompiler:
         decoded += self.string_format_nodes(f.formats)
         max_len = f.max_len
         cap = self.options.max_string_length
-        if cap is not None:
+        if cap is not None and not decoded:  # patterns and formats keep their own shape
             max_len = max(f.min_len, cap if max_len is None else min(max_len, cap))
         forbid = [ra.lit(v) for v in self._excluded(f, "string")]
         forbid += [search_node(p, ANY_CHAR) for p in f.not_patterns]
@@ -534,6 +534,8 @@ class SchemaCompiler:
         if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
             return ra.alt(ra.lit(str(int(value))), ra.lit(repr(value)))
         if isinstance(value, int) and not isinstance(value, bool):
+            if not self.integer_fraction:  # draft 4: 1.0 is not an integer
+                return ra.lit(str(value))
             return ra.alt(ra.lit(str(value)), ra.lit(f"{value}.0"))
         return ra.lit(json.dumps(value))
 
@@ -551,10 +553,23 @@ class SchemaCompiler:
         return ra.seq(self.ws, ra.lit(","), self.ws)
 
     def any_value(self, depth: int) -> ra.Node:
-        """Any JSON value nested at most ``depth`` containers deep (with the length caps)."""
-        hit = self._any_value.get(depth)
+        """Any JSON value nested at most ``depth`` containers deep (with the length caps).
+
+        Shared by every compiler with the same whitespace and caps (trees are immutable).
+        """
+        o = self.options
+        key = (o.whitespace, o.max_string_length, o.max_number_digits, o.max_array_items,
+               o.max_object_properties, depth)
+        hit = _ANY_VALUE.get(key)
         if hit is not None:
             return hit
+        node = self._build_any_value(depth)
+        if len(_ANY_VALUE) > 1024:
+            _ANY_VALUE.clear()
+        _ANY_VALUE[key] = node
+        return node
+
+    def _build_any_value(self, depth: int) -> ra.Node:
         scalars = ra.alt(ra.lit("null"), ra.lit("true"), ra.lit("false"),
                          self.number_node(Facts(), integer_only=False),
                          self.string_node(Facts()))
@@ -567,7 +582,6 @@ class SchemaCompiler:
             obj = self.repeated_container("{", "}", member, 0, self.options.max_object_properties)
             arr = self.repeated_container("[", "]", inner, 0, self.options.max_array_items)
             node = ra.alt(scalars, obj, arr)
-        self._any_value[depth] = node
         return node
 
     def repeated_container(self, open_: str, close: str, item: ra.Node, lo: int,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -32,7 +33,9 @@ def _number_spellings(value: int | float) -> list[str]:
     if not isinstance(value, float):
         return [json.dumps(value)]
     out = [json.dumps(value)]
-    plain = format(value, "f") if abs(value) >= 1e-6 else format(value, ".30f")
+    if value != value or value in (float("inf"), float("-inf")):
+        return out
+    plain = format(Decimal(repr(value)), "f")  # the shortest repr, without an exponent
     if "." in plain:
         plain = plain.rstrip("0")
         out.append(plain + "0" if plain.endswith(".") else plain)

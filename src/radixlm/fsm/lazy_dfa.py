@@ -128,9 +128,40 @@ class LazyDFA:
                 return DEAD
         return int(state)
 
+    def mask_key(self, state: int, reach: int) -> int:
+        """The state of ``state``'s clamped term (see :meth:`TermBuilder.clamp`): states with
+        the same key allow the same tokens of at most ``reach`` bytes."""
+        if state == DEAD:
+            return DEAD
+        return self.state_of(self.builder.clamp(self._terms[state], reach))
+
     def matches(self, data: bytes) -> bool:
         """Whether the whole of ``data`` is in the language."""
         return bool(self.accepting[self.walk(self.initial, data)])
+
+
+def shortest_completion(dfa: LazyDFA, state: int, max_states: int = 100_000) -> bytes | None:
+    """The shortest bytes leading from ``state`` to an accepting state (None if none within
+    ``max_states``): how to close an output that must stop (e.g. at a token limit)."""
+    parents: dict[int, tuple[int, int]] = {state: (-1, -1)}
+    frontier = [state]
+    while frontier and len(parents) <= max_states:
+        nxt = []
+        for s in frontier:
+            if dfa.accepting[s]:
+                out = bytearray()
+                while parents[s][0] != -1:
+                    s, byte = parents[s]
+                    out.append(byte)
+                return bytes(reversed(out))
+            row = dfa.row(s)
+            targets, firsts = np.unique(row, return_index=True)
+            for t, b in zip(targets.tolist(), firsts.tolist(), strict=True):
+                if t != DEAD and t not in parents:
+                    parents[t] = (s, b)
+                    nxt.append(t)
+        frontier = nxt
+    return None
 
 
 def check_satisfiable(dfa: LazyDFA) -> None:

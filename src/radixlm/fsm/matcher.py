@@ -82,10 +82,12 @@ class GrammarMatcher:
         Bit t set = token t allowed; EOS bits are set where the grammar may end. Once
         finished, only EOS is set (so a runtime padding the step still gets a legal token).
         """
-        if self.is_finished():
+        state = self._history[-1]
+        if state == _FINISHED:
             out.copy_(self.grammar.eos_mask)
-        else:
-            out.copy_(self.grammar.mask(self._history[-1]))
+            return
+        mask = self.grammar.cached_masks.get(state)  # the hot path: one dict lookup
+        out.copy_(mask if mask is not None else self.grammar.mask(state))
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last ``num_tokens`` accepted tokens (EOS counts as one)."""

@@ -13,7 +13,7 @@ keep trees small (flattening, dropping neutral elements) and map every unsatisfi
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -30,6 +30,8 @@ class Chars(Node):
     """One character out of sorted, disjoint, non-adjacent inclusive code-point ranges."""
 
     ranges: tuple[tuple[int, int], ...]
+    nullable: bool = field(default=False, init=False)
+    constrained: bool = field(default=False, init=False)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -37,6 +39,11 @@ class Seq(Node):
     """Concatenation; ``Seq(())`` is the empty string."""
 
     items: tuple[Node, ...]
+    nullable: bool = field(default=False, init=False)
+    constrained: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        _set_properties(self, all(i.nullable for i in self.items), self.items)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -44,6 +51,11 @@ class Alt(Node):
     """Alternation of at least two options."""
 
     options: tuple[Node, ...]
+    nullable: bool = field(default=False, init=False)
+    constrained: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        _set_properties(self, any(o.nullable for o in self.options), self.options)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -53,6 +65,11 @@ class Repeat(Node):
     item: Node
     lo: int
     hi: int | None
+    nullable: bool = field(default=False, init=False)
+    constrained: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        _set_properties(self, self.lo == 0 or self.item.nullable, (self.item,))
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -69,6 +86,20 @@ class Constrained(Node):
     require: tuple[Node, ...]
     forbid: tuple[Node, ...]
     terminator: str
+    nullable: bool = field(default=False, init=False)
+    constrained: bool = field(default=True, init=False)
+
+    def __post_init__(self) -> None:
+        nullable = self.base.nullable and all(r.nullable for r in self.require) and \
+            not any(f.nullable for f in self.forbid)
+        object.__setattr__(self, "nullable", nullable)
+
+
+def _set_properties(node: Node, nullable: bool, parts: tuple[Node, ...]) -> None:
+    """Derived flags, computed once at construction (nodes are immutable): whether the node
+    matches the empty string, and whether it contains a :class:`Constrained` part."""
+    object.__setattr__(node, "nullable", nullable)
+    object.__setattr__(node, "constrained", any(p.constrained for p in parts))
 
 
 EMPTY = Chars(())

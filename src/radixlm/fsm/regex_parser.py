@@ -32,10 +32,12 @@ _DOT_EXCLUDES = {"python": ((0x0A, 0x0A),),
 class _Anchor(ra.Node):
     """Zero-width ``^``/``$`` marker; removed by :func:`split_anchors`."""
 
-    __slots__ = ("end",)
+    __slots__ = ("end", "nullable", "constrained")
 
     def __init__(self, end: bool) -> None:
         self.end = end
+        self.nullable = True  # zero width
+        self.constrained = False
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,12 @@ class _ObjectBuilder:
                 continue
             members.append((self.member(quoted(c.encoder.literal(name)), value), required))
         extra = self.extras(names)
+        required_count = sum(1 for _, req in members if req)
+        if extra is not ra.EMPTY and f.min_props - required_count >= 2:
+            # a repeated additional key counts once in the parsed object, and "all keys
+            # distinct" is not regular: only one additional key may be needed for the minimum
+            c.unsupported("minProperties", "a minimum that needs two or more additional "
+                                           "properties (their keys could repeat)")
         return _layout(c, members, extra, f.min_props, f.max_props,
                        c.options.max_object_properties)
 

@@ -17,6 +17,19 @@ from .lazy_dfa import DEAD, LazyDFA
 from .vocabulary import TokenVocabulary
 
 
+def _subset_of(bytesets: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """bool per token: every byte of the token is in ``allowed`` (bool[256]).
+
+    ``bytesets`` is [4, n] uint64 (column-major: one contiguous row per 64 bytes).
+    """
+    outside = ~np.packbits(allowed, bitorder="little").view(np.uint64)  # 4 x 64 bits
+    stray = bytesets[0] & outside[0]
+    for k in range(1, 4):
+        if outside[k]:
+            stray |= bytesets[k] & outside[k]
+    return stray == 0
+
+
 class TokenIndex:
     """Allowed tokens and token transitions of a DFA over a vocabulary (lazily, per state)."""
 
@@ -26,6 +39,7 @@ class TokenIndex:
         self.vocab = vocab
         self.max_mask_bytes = max_mask_bytes
         self._masks: dict[int, torch.Tensor] = {}
+        self._distinct = 0  # masks actually computed (shared ones counted once)
         self._successors: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     @property
@@ -35,38 +49,73 @@ class TokenIndex:
 
     @property
     def memory_bytes(self) -> int:
-        """Bytes held by cached masks."""
-        return len(self._masks) * self.vocab.num_words * 4
+        """Bytes held by cached masks (shared ones counted once)."""
+        return self._distinct * self.vocab.num_words * 4
 
     def walk_all(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(token ids allowed from ``state``, the state each leads to), ids in walk order."""
+        """(token ids allowed from ``state``, the state each leads to).
+
+        Tokens made only of bytes that loop on ``state`` (plain characters inside an
+        unbounded string) are accepted at once from their byte sets; the rest walk byte by
+        byte, longest first, dropping dead tokens as they go.
+        """
         vocab, dfa = self.vocab, self.dfa
-        first_row = dfa.row(state)
-        keep = np.flatnonzero(first_row[vocab.walk_first] != DEAD)
-        if keep.size == 0:
-            return keep, keep
-        cur = first_row[vocab.walk_first[keep]].astype(np.int64)
-        lengths = vocab.walk_lengths[keep]
-        mat = vocab.walk_bytes[keep]
-        neg_lengths = -lengths  # ascending, for searchsorted
-        for i in range(1, int(lengths[0])):
-            n = int(np.searchsorted(neg_lengths, -i, side="left"))  # tokens longer than i
+        row = dfa.row(state).copy()
+        first_ok = row[vocab.walk_first] != DEAD
+        looping = row == state
+        if looping.any():
+            inside = _subset_of(vocab.walk_bytesets, looping) & first_ok
+            walking = first_ok & ~inside
+        else:
+            inside, walking = None, first_ok
+        idx = np.flatnonzero(walking)
+        cur = row[vocab.walk_first[idx]]
+        neg = vocab.walk_neg_lengths[idx]
+        for i in range(1, int(-neg[0]) if idx.size else 0):
+            n = int(np.searchsorted(neg, -i, side="left"))  # tokens longer than i
+            if n == 0:
+                break
             live = cur[:n]
             if not dfa.built[live].all():
                 dfa.ensure_rows(live)
-            cur[:n] = dfa.trans[live, mat[:n, i]]
+            flat = dfa.trans.reshape(-1)
+            cur[:n] = flat[live * 256 + vocab.walk_cols[i][idx[:n]]]
+            alive = cur != DEAD
+            if 2 * int(np.count_nonzero(alive)) < cur.size:  # compact: keeps the order
+                idx, cur, neg = idx[alive], cur[alive], neg[alive]
         ok = cur != DEAD
-        return vocab.walk_ids[keep[ok]], cur[ok]
+        ids, states = vocab.walk_ids[idx[ok]], cur[ok]
+        if inside is not None:
+            looped = vocab.walk_ids[inside]
+            ids = np.concatenate([ids, looped])
+            states = np.concatenate([states, np.full(looped.size, state, dtype=states.dtype)])
+        return ids, states
+
+    @property
+    def masks(self) -> dict[int, torch.Tensor]:
+        """The mask cache itself (state -> mask); only ever grows."""
+        return self._masks
 
     def cached_mask(self, state: int) -> torch.Tensor | None:
         """The mask of ``state`` if already computed."""
         return self._masks.get(state)
 
     def mask(self, state: int) -> torch.Tensor:
-        """int32 ``[num_words]`` bitmask of the tokens allowed in ``state`` (cached)."""
+        """int32 ``[num_words]`` bitmask of the tokens allowed in ``state`` (cached; states
+        whose clamped terms coincide share one mask)."""
         cached = self._masks.get(state)
         if cached is not None:
             return cached
+        key = self.dfa.mask_key(state, self.vocab.max_token_len)
+        shared = self._masks.get(key)
+        if shared is not None:
+            self._masks[state] = shared
+            return shared
+        tensor = self._compute_mask(key)
+        self._masks[state] = tensor
+        return tensor
+
+    def _compute_mask(self, state: int) -> torch.Tensor:
         ids, nxt = self.walk_all(state)
         bits = np.zeros(self.vocab.num_words * 32, dtype=bool)
         bits[ids] = True
@@ -78,6 +127,7 @@ class TokenIndex:
                                      "cached token masks grew past the limit")
         tensor = torch.from_numpy(words)
         self._masks[state] = tensor
+        self._distinct += 1
         self._remember_successors(state, ids, nxt)
         return tensor
 
@@ -88,6 +138,7 @@ class TokenIndex:
     def install_mask(self, state: int, words: np.ndarray) -> None:
         """Use a mask computed elsewhere (the disk cache) for ``state``."""
         self._masks[state] = torch.from_numpy(np.ascontiguousarray(words, dtype=np.int32))
+        self._distinct += 1
 
     def successors(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """(distinct states reachable with one token, a token id leading to each)."""

@@ -127,15 +127,20 @@ class TokenVocabulary:
         ids = [t for t, b in enumerate(self.token_bytes) if b]
         ids.sort(key=lambda t: -len(self.token_bytes[t]))
         max_len = len(self.token_bytes[ids[0]]) if ids else 1
-        mat = np.zeros((len(ids), max_len), dtype=np.int64)
+        cols = np.zeros((max_len, len(ids)), dtype=np.int32)
+        bitsets = np.zeros((4, len(ids)), dtype=np.uint64)
         for row, tid in enumerate(ids):
-            data = self.token_bytes[tid]
-            mat[row, : len(data)] = np.frombuffer(data, dtype=np.uint8)
-        lengths = np.array([len(self.token_bytes[t]) for t in ids], dtype=np.int64)
+            data = np.frombuffer(self.token_bytes[tid], dtype=np.uint8)
+            cols[: len(data), row] = data
+            for byte in set(data.tolist()):
+                bitsets[byte >> 6, row] |= np.uint64(1 << (byte & 63))
+        lengths = np.array([len(self.token_bytes[t]) for t in ids], dtype=np.int32)
         self.walk_ids = np.array(ids, dtype=np.int64)
-        self.walk_bytes = mat  # [n, max_len], rows sorted by length (longest first)
+        self.walk_cols = cols  # [max_len, n]: byte i of each token (rows sorted longest first)
         self.walk_lengths = lengths
-        self.walk_first = mat[:, 0].copy() if len(ids) else np.zeros(0, dtype=np.int64)
+        self.walk_neg_lengths = -lengths  # ascending: searchsorted finds "longer than i"
+        self.walk_first = cols[0].copy() if len(ids) else np.zeros(0, dtype=np.int32)
+        self.walk_bytesets = bitsets  # [4, n] uint64: which bytes each token contains
         self.max_token_len = max_len
 
     @cached_property

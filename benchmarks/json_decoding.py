@@ -1,0 +1,447 @@
+"""JSON-schema constrained decoding, side by side: radixlm.fsm, xgrammar and outlines-core.
+
+Per JSONSchemaBench subset and engine, on the tiny model's 8k byte-level vocabulary:
+declared coverage (compiles within the time budget), correctness on the test instances (judged
+by ``jsonschema`` with a format checker, not by the labels), compile time p50/p90/p99, mask
+time per token p50/p99 (random-logit walks), walks that finish / parse / validate, and for
+radixlm the share of output tokens produced by jump-forward. Prints a table, writes JSON.
+
+An instance counts as accepted when some spelling of it is: its own serialisation (compact or
+with spaces) or, for radixlm, a key order found by :mod:`radixlm.fsm.json_witness`; competitors
+also get that schema-ordered spelling. xgrammar gets a ``TokenizerInfo`` built from the same
+bytes (specials other than EOS empty, so masked); outlines-core a byte-keyed vocabulary.
+
+    python benchmarks/json_decoding.py --per-subset 20 --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import re
+import tempfile
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import torch
+
+from radixlm.fsm import (
+    CompileBudget,
+    GrammarCompiler,
+    GrammarError,
+    GrammarSpec,
+    JsonLimits,
+    TokenVocabulary,
+    apply_jump_forward,
+    plan_jump_forward,
+)
+from radixlm.fsm.json_witness import find_accepted_text
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "jsonschemabench"
+DEFAULT_SUBSETS = ("Glaiveai2K", "Github_easy", "Github_medium", "Github_hard",
+                   "JsonSchemaStore", "Github_trivial", "JME", "MCPspec", "BFCL_multiple",
+                   "Synthesized", "Handwritten")
+EOS_IDS = (1, 4)
+MODEL_VOCAB = 8192
+
+
+# -- shared pieces ----------------------------------------------------------------------------
+
+
+def load_tokenizer(cache: Path):  # noqa: ANN201
+    """The tiny model's tokenizer (built offline, cached)."""
+    from transformers import AutoTokenizer
+
+    from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
+
+    path = ensure_tiny_model(TinyModelSpec(arch="llama", size="test"), cache)
+    return AutoTokenizer.from_pretrained(path)
+
+
+def judge(schema: Any) -> jsonschema.protocols.Validator:
+    """``jsonschema`` validator of the schema's draft, format checker on."""
+    cls = jsonschema.validators.validator_for(schema if isinstance(schema, dict) else {},
+                                              default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """q-th percentile (None when empty)."""
+    return float(np.percentile(values, q)) if values else None
+
+
+def spellings(value: Any) -> list[str]:
+    """The instance's own serialisations (compact, and with the usual spaces)."""
+    return [json.dumps(value, ensure_ascii=False, separators=(",", ":")),
+            json.dumps(value, ensure_ascii=False)]
+
+
+def run_with_timeout(fn: Callable[..., Any], args: tuple, timeout: float) -> Any:
+    """Run ``fn(*args)`` in a forked process; TimeoutError past ``timeout`` (process killed)."""
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+
+    def target() -> None:
+        try:
+            child.send(("ok", fn(*args)))
+        except Exception as exc:  # reported to the parent
+            child.send(("error", f"{type(exc).__name__}: {exc}"))
+
+    proc = ctx.Process(target=target, daemon=True)
+    proc.start()
+    if not parent.poll(timeout):
+        proc.kill()
+        proc.join()
+        raise TimeoutError(f"over {timeout} s")
+    status, payload = parent.recv()
+    proc.join()
+    if status == "error":
+        raise RuntimeError(payload)
+    return payload
+
+
+# -- engines ----------------------------------------------------------------------------------
+
+
+class RadixEngine:
+    """radixlm.fsm: our JSON Schema compiler and lazy automaton."""
+
+    name = "radixlm"
+
+    def __init__(self, vocab: TokenVocabulary, tokenizer: Any, timeout: float,
+                 limits: JsonLimits) -> None:
+        self.vocab = vocab
+        self.tokenizer = tokenizer
+        self.compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=timeout))
+        self.limits = limits
+        self.cold_steps = 0  # steps whose mask was computed on the spot
+
+    def compile(self, schema: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return self.compiler.compile(GrammarSpec.json_schema(schema))
+
+    def walk_grammar(self, schema: Any) -> Any:
+        """The same schema with bounded lengths, for random walks that must end."""
+        return self.compiler.compile(GrammarSpec.json_schema(schema, limits=self.limits))
+
+    def witness(self, grammar: Any, value: Any) -> str | None:
+        found = find_accepted_text(grammar.dfa, value)
+        return found.text
+
+    def accepts(self, grammar: Any, texts: list[str]) -> bool:
+        return any(grammar.dfa.matches(t.encode()) for t in texts)
+
+    def walk(self, grammar: Any, gen: torch.Generator, max_steps: int,
+             jump: bool) -> tuple[list[int], int, list[float], bool]:
+        matcher, out, forced, times = grammar.new_matcher(), [], 0, []
+        masks = torch.zeros(4, self.vocab.num_words, dtype=torch.int32)  # a batch's rows
+        encode = lambda s: self.tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+        for _ in range(max_steps):
+            if jump and matcher.jump_forward_string():
+                plan = plan_jump_forward(out, matcher.jump_forward_string(), encode,
+                                         self.tokenizer.decode,
+                                         extendable=lambda t: bool(self.vocab.extendable[t]))
+                if plan is not None and apply_jump_forward(matcher, plan):
+                    out = out[: len(out) - plan.rollback] + list(plan.tokens)
+                    forced += len(plan.tokens)
+                    continue
+            cold = grammar.index.cached_mask(matcher.state) is None
+            start = time.perf_counter()
+            matcher.fill_bitmask(masks[1])
+            times.append(time.perf_counter() - start)
+            self.cold_steps += cold
+            token = sample(masks[1], self.vocab.vocab_size, gen)
+            if not matcher.accept_token(token):
+                raise AssertionError("sampled token refused")
+            if matcher.is_finished():
+                return out, forced, times, True
+            out.append(token)
+        return out, forced, times, False
+
+
+class XGrammarEngine:
+    """xgrammar 0.2.9 with default JSON settings (any_whitespace, strict_mode)."""
+
+    name = "xgrammar"
+
+    def __init__(self, vocab: TokenVocabulary) -> None:
+        import xgrammar as xgr
+
+        self.xgr = xgr
+        encoded = [b or b"" for b in vocab.token_bytes]  # specials/EOS empty: masked
+        info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=vocab.vocab_size,
+                                 stop_token_ids=list(EOS_IDS))
+        self.compiler = xgr.GrammarCompiler(info, max_threads=1)
+        self.vocab = vocab
+
+    def compile(self, schema: Any) -> Any:
+        return self.compiler.compile_json_schema(json.dumps(schema))
+
+    def accepts(self, grammar: Any, texts: list[str]) -> bool:
+        for text in texts:
+            matcher = self.xgr.GrammarMatcher(grammar)
+            if matcher.accept_string(text) and matcher.accept_token(EOS_IDS[0]) and \
+                    matcher.is_terminated():
+                return True
+        return False
+
+    def walk(self, grammar: Any, gen: torch.Generator, max_steps: int,
+             jump: bool) -> tuple[list[int], int, list[float], bool]:
+        matcher = self.xgr.GrammarMatcher(grammar)
+        bitmask = self.xgr.allocate_token_bitmask(1, self.vocab.vocab_size)
+        out, times = [], []
+        for _ in range(max_steps):
+            start = time.perf_counter()
+            matcher.fill_next_token_bitmask(bitmask)
+            times.append(time.perf_counter() - start)
+            token = sample(bitmask[0], self.vocab.vocab_size, gen)
+            if not matcher.accept_token(token):
+                raise AssertionError("sampled token refused")
+            if matcher.is_terminated():
+                return out, 0, times, True
+            out.append(token)
+        return out, 0, times, False
+
+
+def _outlines_build(regex: str, mapping: dict[bytes, list[int]]) -> tuple[Any, float]:
+    import outlines_core
+
+    start = time.perf_counter()
+    index = outlines_core.Index(regex, outlines_core.Vocabulary(EOS_IDS[0], mapping))
+    return index, time.perf_counter() - start
+
+
+class OutlinesEngine:
+    """outlines-core 0.2.14: its own schema → regex, Index over a byte-keyed vocabulary."""
+
+    name = "outlines-core"
+
+    def __init__(self, vocab: TokenVocabulary, timeout: float) -> None:
+        self.vocab = vocab
+        self.timeout = timeout
+        self.mapping: dict[bytes, list[int]] = {}
+        for tid, data in enumerate(vocab.token_bytes):
+            if data:
+                self.mapping.setdefault(data, []).append(tid)
+
+    def compile(self, schema: Any) -> Any:
+        from outlines_core.json_schema import build_regex_from_schema
+
+        start = time.perf_counter()
+        regex = build_regex_from_schema(json.dumps(schema))
+        regex_seconds = time.perf_counter() - start
+        # the Index build runs in a child process so a runaway build can be killed
+        index, index_seconds = run_with_timeout(_outlines_build, (regex, self.mapping),
+                                                max(self.timeout - regex_seconds, 0.1))
+        return (regex, index, regex_seconds + index_seconds)
+
+    def accepts(self, grammar: Any, texts: list[str]) -> bool:
+        regex = grammar[0]
+        try:
+            return any(re.fullmatch(regex, t) for t in texts)
+        except re.error:
+            return False
+
+    def walk(self, grammar: Any, gen: torch.Generator, max_steps: int,
+             jump: bool) -> tuple[list[int], int, list[float], bool]:
+        import outlines_core
+
+        guide = outlines_core.Guide(grammar[1])
+        mask = torch.zeros(self.vocab.num_words, dtype=torch.int32)
+        out, times = [], []
+        for _ in range(max_steps):
+            start = time.perf_counter()
+            guide.write_mask_into(mask.data_ptr(), mask.numel(), 4)
+            times.append(time.perf_counter() - start)
+            token = sample(mask, self.vocab.vocab_size, gen)
+            if token in EOS_IDS:
+                return out, 0, times, True
+            guide.advance(token)
+            out.append(token)
+        return out, 0, times, False
+
+
+def sample(mask_row: torch.Tensor, vocab_size: int, gen: torch.Generator) -> int:
+    """argmax of random logits over the allowed tokens (uniform over them)."""
+    shifts = torch.arange(32, dtype=torch.int32)
+    allowed = ((mask_row.unsqueeze(-1) >> shifts) & 1).reshape(-1)[:vocab_size].bool()
+    logits = torch.randn(vocab_size, generator=gen).masked_fill(~allowed, float("-inf"))
+    return int(logits.argmax())
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+def measure_schema(engines: list[Any], schema: Any, tests: list[dict], args: argparse.Namespace,
+                   tokenizer: Any, seed: int, results: dict) -> None:
+    """Compile with every engine, check instances, run walks; append to ``results``."""
+    validator = judge(schema)
+    truths = []
+    for test in tests:
+        try:
+            truths.append(validator.is_valid(test["data"]))
+        except Exception:  # unjudgeable instance
+            truths.append(None)
+    witness_texts: list[str | None] = [None] * len(tests)
+    for engine in engines:
+        rec = results[engine.name]
+        rec["schemas"] += 1
+        start = time.perf_counter()
+        try:
+            grammar = engine.compile(schema)
+        except (GrammarError, TimeoutError, RuntimeError, ValueError, TypeError) as exc:
+            rec["errors"][type(exc).__name__] += 1
+            continue
+        seconds = grammar[2] if engine.name == "outlines-core" else time.perf_counter() - start
+        rec["compiled"] += 1
+        rec["compile_s"].append(seconds)
+        for i, (test, truth) in enumerate(zip(tests, truths, strict=True)):
+            if truth is None:
+                continue
+            texts = spellings(test["data"])
+            if engine.name == "radixlm":
+                witness_texts[i] = engine.witness(grammar, test["data"])
+                accepted = witness_texts[i] is not None
+            else:
+                accepted = engine.accepts(grammar, texts + [t for t in [witness_texts[i]]
+                                                            if t is not None])
+            key = ("valid" if truth else "invalid") + ("_accepted" if accepted else "_rejected")
+            rec[key] += 1
+        cold_before = getattr(engine, "cold_steps", 0)
+        walk_engine(engine, grammar, schema, validator, args, tokenizer, seed, rec)
+        rec["cold_steps"] += getattr(engine, "cold_steps", 0) - cold_before
+
+
+def walk_engine(engine: Any, grammar: Any, schema: Any, validator: Any,
+                args: argparse.Namespace, tokenizer: Any, seed: int, rec: dict) -> None:
+    """Random-logit walks: mask times, finished/parsed/valid outputs, forced share."""
+    if engine.name == "radixlm" and args.walk_limits:
+        try:
+            grammar = engine.walk_grammar(schema)
+        except GrammarError:
+            return
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(args.walks):
+        out, forced, times, finished = engine.walk(grammar, gen, args.max_steps,
+                                                   jump=args.jump_forward)
+        rec["mask_s"].extend(times)
+        rec["walks"] += 1
+        rec["tokens"] += len(out)
+        rec["forced"] += forced
+        if not finished:
+            continue
+        rec["finished"] += 1
+        try:
+            value = json.loads(tokenizer.decode(out))
+        except json.JSONDecodeError:
+            continue
+        rec["parsed"] += 1
+        rec["valid_out"] += bool(validator.is_valid(value))
+
+
+def new_record() -> dict:
+    rec: dict = defaultdict(int)
+    rec["errors"] = defaultdict(int)
+    rec["compile_s"], rec["mask_s"] = [], []
+    return rec
+
+
+def summarize(rec: dict) -> dict:
+    """Aggregate figures of one (subset, engine)."""
+    n = rec["schemas"]
+    valid = rec["valid_accepted"] + rec["valid_rejected"]
+    invalid = rec["invalid_accepted"] + rec["invalid_rejected"]
+    ms = [s * 1e3 for s in rec["compile_s"]]
+    us = [s * 1e6 for s in rec["mask_s"]]
+    return {
+        "schemas": n, "compiled": rec["compiled"],
+        "coverage": rec["compiled"] / n if n else None,
+        "errors": dict(rec["errors"]),
+        "valid_instances": valid, "valid_rejected": rec["valid_rejected"],
+        "invalid_instances": invalid, "invalid_accepted": rec["invalid_accepted"],
+        "compile_ms_p50": percentile(ms, 50), "compile_ms_p90": percentile(ms, 90),
+        "compile_ms_p99": percentile(ms, 99),
+        "mask_us_p50": percentile(us, 50), "mask_us_p99": percentile(us, 99),
+        "mask_steps": len(us), "cold_mask_steps": rec["cold_steps"],
+        "walks": rec["walks"], "finished": rec["finished"], "parsed": rec["parsed"],
+        "valid_outputs": rec["valid_out"],
+        "forced_share": rec["forced"] / rec["tokens"] if rec["tokens"] else None,
+    }
+
+
+def print_table(summary: dict) -> None:
+    cols = ("subset", "engine", "cov", "rej-valid", "acc-invalid", "comp p50/p90/p99 ms",
+            "mask p50/p99 us (cold)", "walks fin/parse/valid", "forced")
+    print(" | ".join(cols))
+    for subset, engines in summary.items():
+        for name, s in engines.items():
+            f = lambda v, d=1: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
+            print(" | ".join([
+                subset, name, f"{s['compiled']}/{s['schemas']}",
+                f"{s['valid_rejected']}/{s['valid_instances']}",
+                f"{s['invalid_accepted']}/{s['invalid_instances']}",
+                f"{f(s['compile_ms_p50'])}/{f(s['compile_ms_p90'])}/{f(s['compile_ms_p99'])}",
+                f"{f(s['mask_us_p50'])}/{f(s['mask_us_p99'])} "
+                f"({s['cold_mask_steps']}/{s['mask_steps']})",
+                f"{s['finished']}/{s['parsed']}/{s['valid_outputs']} of {s['walks']}",
+                f(s["forced_share"], 3) if s["forced_share"] is not None else "-"]))
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONSchemaBench folder")
+    p.add_argument("--subsets", nargs="*", default=list(DEFAULT_SUBSETS))
+    p.add_argument("--per-subset", type=int, default=20, help="schemas per subset (sorted)")
+    p.add_argument("--engines", default="radixlm,xgrammar,outlines-core")
+    p.add_argument("--timeout", type=float, default=20.0, help="compile budget per schema (s)")
+    p.add_argument("--walks", type=int, default=2, help="random-logit walks per schema")
+    p.add_argument("--max-steps", type=int, default=400, help="tokens per walk at most")
+    p.add_argument("--no-jump-forward", dest="jump_forward", action="store_false",
+                   help="radixlm walks without jump-forward")
+    p.add_argument("--walk-limits", action="store_true",
+                   help="radixlm walks on the schema with bounded lengths (JsonLimits), so "
+                        "every walk ends; by default all engines walk the same grammar")
+    p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
+    p.add_argument("--out", type=Path, default=Path("json_decoding_results.json"))
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(1)
+    tokenizer = load_tokenizer(args.cache)
+    vocab = TokenVocabulary.from_tokenizer(tokenizer, MODEL_VOCAB, EOS_IDS)
+    limits = JsonLimits(max_string_length=16, max_array_items=4, max_object_properties=3,
+                        max_number_digits=6, any_value_depth=3, max_recursion_depth=2)
+    makers = {"radixlm": lambda: RadixEngine(vocab, tokenizer, args.timeout, limits),
+              "xgrammar": lambda: XGrammarEngine(vocab),
+              "outlines-core": lambda: OutlinesEngine(vocab, args.timeout)}
+    engines = [makers[n]() for n in args.engines.split(",")]
+    summary: dict = {}
+    for subset in args.subsets:
+        files = sorted((args.corpus / subset).glob("*.json"))[: args.per_subset]
+        if not files:
+            continue
+        results = {e.name: new_record() for e in engines}
+        for seed, path in enumerate(files):
+            doc = json.loads(path.read_text())
+            measure_schema(engines, doc["schema"], doc["tests"], args, tokenizer, seed, results)
+        summary[subset] = {name: summarize(rec) for name, rec in results.items()}
+        print(f"done {subset}", flush=True)
+    print_table(summary)
+    args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                    "summary": summary}, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

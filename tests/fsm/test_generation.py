@@ -1,0 +1,165 @@
+"""Random logits masked by our bitmasks always produce JSON that parses and validates.
+
+The adversary samples from ``torch.randn`` logits after the bitmask is applied (the kernel the
+runtime uses), with and without jump-forward; lengths are bounded by explicit limits so every
+walk ends. Corpus schemas come from the JSONSchemaBench sample (a deterministic few per subset
+by default; every compiled schema with ``-m slow``).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+
+from radixlm.fsm import (
+    GrammarCompiler,
+    GrammarError,
+    GrammarSpec,
+    JsonLimits,
+    apply_jump_forward,
+    plan_jump_forward,
+)
+from radixlm.fsm.lazy_dfa import shortest_completion
+from radixlm.kernels import apply_token_bitmask_ref
+
+LIMITS = JsonLimits(max_recursion_depth=2, any_value_depth=2, max_string_length=8,
+                    max_array_items=3, max_object_properties=2, max_number_digits=4)
+MAX_STEPS = 3000
+CLOSE_AFTER = 400  # then the sampler heads for the nearest end (patterns can be unbounded)
+
+HANDWRITTEN = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer",
+     "minimum": 0, "maximum": 120}, "email": {"type": "string", "format": "email"}},
+     "required": ["name", "age"]},
+    {"type": "array", "items": {"oneOf": [{"type": "string", "pattern": "^[a-z]+$"},
+                                          {"type": "number", "exclusiveMinimum": 0}]},
+     "minItems": 1},
+    {"type": "object", "properties": {"when": {"type": "string", "format": "date-time"},
+                                      "id": {"type": "string", "format": "uuid"},
+                                      "ip": {"type": "string", "format": "ipv6"}},
+     "required": ["when", "id", "ip"], "additionalProperties": False},
+    {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                         "kids": {"type": "array", "items": {
+                                                             "$ref": "#/$defs/node"}}},
+                        "required": ["v"]}}, "$ref": "#/$defs/node"},
+    {"type": "object", "patternProperties": {"^x-": {"type": "boolean"}},
+     "propertyNames": {"maxLength": 5}, "minProperties": 1},
+    {"type": "object", "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+     "then": {"required": ["alpha"]}, "else": {"required": ["beta"]},
+     "properties": {"kind": {"enum": ["a", "b"]}, "alpha": {"type": "integer", "multipleOf": 5},
+                    "beta": {"type": "number", "not": {"const": 0}}}},
+    {"type": "string", "pattern": "^(?:[A-Z]{2}-)?[0-9]{3}$"},
+    {"enum": ["red", 1, None, {"deep": [True, "x"]}]},
+]
+
+
+def _corpus_schemas(corpus: Path, per_subset: int | None) -> list[tuple[str, dict]]:
+    out = []
+    for subset in sorted(p for p in corpus.iterdir() if p.is_dir()):
+        files = sorted(subset.glob("*.json"))
+        for f in files[:per_subset] if per_subset else files:
+            out.append((f"{subset.name}/{f.stem}", json.loads(f.read_text())["schema"]))
+    return out
+
+
+def _validator(schema):  # noqa: ANN001, ANN202
+    cls = jsonschema.validators.validator_for(schema if isinstance(schema, dict) else {},
+                                              default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _walk(grammar, tokenizer, vocab, gen: torch.Generator, jump: bool) -> tuple[str, int]:  # noqa: ANN001
+    """One sampled output (decoded), and how many of its tokens were forced."""
+    matcher, out, forced = grammar.new_matcher(), [], 0
+    mask = torch.zeros(1, vocab.num_words, dtype=torch.int32)
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    for _ in range(MAX_STEPS):
+        if jump and matcher.jump_forward_string():
+            plan = plan_jump_forward(out, matcher.jump_forward_string(), encode,
+                                     tokenizer.decode,
+                                     extendable=lambda t: bool(vocab.extendable[t]))
+            if plan is not None and apply_jump_forward(matcher, plan):
+                out = out[: len(out) - plan.rollback] + list(plan.tokens)
+                forced += len(plan.tokens)
+                continue
+        matcher.fill_bitmask(mask[0])
+        logits = torch.randn(1, vocab.vocab_size, generator=gen)
+        if len(out) > CLOSE_AFTER:
+            logits[0, _closing_tokens(grammar, matcher, vocab)] += 50.0
+        apply_token_bitmask_ref(logits, mask)
+        token = int(logits.argmax())  # random logits: every allowed token equally likely
+        assert matcher.accept_token(token), f"sampled a masked-out token {token}"
+        if matcher.is_finished():
+            return tokenizer.decode(out), forced
+        out.append(token)
+    raise AssertionError(f"no end after {MAX_STEPS} steps: {tokenizer.decode(out)[:300]!r}")
+
+
+def _closing_tokens(grammar, matcher, vocab) -> list[int]:  # noqa: ANN001
+    """EOS and the tokens that spell a prefix of the shortest way to an end."""
+    ids = getattr(vocab, "_test_ids_by_bytes", None)
+    if ids is None:
+        ids = {}
+        for tid, data in enumerate(vocab.token_bytes):
+            if data:
+                ids.setdefault(data, []).append(tid)
+        vocab._test_ids_by_bytes = ids
+    rest = shortest_completion(grammar.dfa, matcher.state) or b""
+    out = list(vocab.eos_token_ids)
+    for n in range(1, min(len(rest), vocab.max_token_len) + 1):
+        out += ids.get(rest[:n], [])
+    return out
+
+
+def _check_walks(compiler, tokenizer, vocab, schema, jump: bool, walks: int, seed: int) -> int:  # noqa: ANN001
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            grammar = compiler.compile(GrammarSpec.json_schema(schema, limits=LIMITS))
+    except GrammarError:
+        return 0  # refused by name: not claimed
+    shortest = shortest_completion(grammar.dfa, grammar.initial_state)
+    if shortest is None or len(shortest) > MAX_STEPS // 2:
+        return 0  # no output short enough for a bounded walk (e.g. minLength 10000)
+    validator = _validator(schema)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(walks):
+        text, _ = _walk(grammar, tokenizer, vocab, gen, jump)
+        value = json.loads(text)
+        errors = [e.message for e in validator.iter_errors(value)]
+        assert not errors, (text, errors[:3])
+    return walks
+
+
+@pytest.fixture(scope="module")
+def bounded_compiler(vocab) -> GrammarCompiler:  # noqa: ANN001
+    return GrammarCompiler(vocab)
+
+
+@pytest.mark.parametrize("jump", [False, True], ids=["plain", "jump-forward"])
+@pytest.mark.parametrize("index", range(len(HANDWRITTEN)))
+def test_handwritten_schemas(bounded_compiler, tokenizer, vocab, index: int, jump: bool) -> None:  # noqa: ANN001
+    assert _check_walks(bounded_compiler, tokenizer, vocab, HANDWRITTEN[index], jump,
+                        walks=4, seed=index) == 4
+
+
+@pytest.mark.parametrize("jump", [False, True], ids=["plain", "jump-forward"])
+def test_corpus_sample(bounded_compiler, tokenizer, vocab, corpus_dir, jump: bool) -> None:  # noqa: ANN001
+    checked = sum(_check_walks(bounded_compiler, tokenizer, vocab, schema, jump, walks=1,
+                               seed=i)
+                  for i, (_, schema) in enumerate(_corpus_schemas(corpus_dir, 2)))
+    assert checked >= 25
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jump", [False, True], ids=["plain", "jump-forward"])
+def test_corpus_full(bounded_compiler, tokenizer, vocab, corpus_dir, jump: bool) -> None:  # noqa: ANN001
+    checked = sum(_check_walks(bounded_compiler, tokenizer, vocab, schema, jump, walks=2,
+                               seed=i)
+                  for i, (_, schema) in enumerate(_corpus_schemas(corpus_dir, None)))
+    assert checked >= 2000

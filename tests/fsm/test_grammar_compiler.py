@@ -1,0 +1,118 @@
+"""Compiler: caching by (spec, vocabulary), async compiles, budgets, errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from radixlm.fsm import (
+    CompileBudget,
+    GrammarBudgetError,
+    GrammarCompiler,
+    GrammarError,
+    GrammarSpec,
+    WhitespacePolicy,
+)
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+def test_memory_cache_returns_the_same_grammar(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab)
+    a = compiler.compile(GrammarSpec.json_schema(SCHEMA))
+    b = compiler.compile(GrammarSpec.json_schema(dict(SCHEMA)))
+    c = compiler.compile(GrammarSpec.json_schema(SCHEMA, whitespace=WhitespacePolicy("compact")))
+    assert a is b and a is not c
+
+
+def test_errors_are_cached_and_clear(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab)
+    for _ in range(2):
+        with pytest.raises(GrammarError, match="uniqueItems"):
+            compiler.compile(GrammarSpec.json_schema({"type": "array", "uniqueItems": True}))
+
+
+def test_async_compile_runs_off_the_caller(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, max_workers=2)
+    caller = threading.get_ident()
+    seen = []
+    original = compiler._build
+
+    def spy(spec, key):  # noqa: ANN001, ANN202
+        seen.append(threading.get_ident())
+        return original(spec, key)
+
+    compiler._build = spy
+    futures = [compiler.compile_async(GrammarSpec.regex(f"[a-z]{{{i}}}")) for i in range(1, 4)]
+    grammars = [f.result(timeout=30) for f in futures]
+    assert all(t != caller for t in seen)
+    assert compiler.compile_async(GrammarSpec.regex("[a-z]{2}")).result() is grammars[1]
+    compiler.shutdown()
+
+
+def test_time_budget_fails_without_stalling(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=1e-4))
+    schema = {"type": "object", "properties": {
+        f"k{i}": {"type": "object", "properties": {"x": {"type": "string", "maxLength": i}}}
+        for i in range(400)}}
+    start = time.perf_counter()
+    future = compiler.compile_async(GrammarSpec.json_schema(schema))
+    assert time.perf_counter() - start < 0.5  # the caller is not held up
+    with pytest.raises(GrammarBudgetError, match="time"):
+        future.result(timeout=60)
+
+
+def test_state_budget_holds_while_decoding(vocab, tokenizer) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, CompileBudget(max_states=40, warmup_states=0))
+    matcher = compiler.compile(GrammarSpec.regex("[a-z]{200}")).new_matcher()
+    out = torch.zeros(vocab.num_words, dtype=torch.int32)
+    with pytest.raises(GrammarBudgetError, match="states"):
+        for _ in range(100):
+            matcher.fill_bitmask(out)
+            assert matcher.accept_token(tokenizer.encode("a", add_special_tokens=False)[0])
+
+
+def test_warm_up_stops_quietly_at_its_limits(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, CompileBudget(warmup_states=10_000, warmup_seconds=0.001))
+    grammar = compiler.compile(GrammarSpec.json_schema({"type": "object"}))
+    assert 1 <= grammar.stats.warmup_states < 10_000
+
+
+def test_memory_budget(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, CompileBudget(max_memory_bytes=1 << 16, warmup_states=64,
+                                                    warmup_seconds=10))
+    with pytest.raises(GrammarBudgetError, match="memory"):
+        compiler.compile(GrammarSpec.regex("[a-z]{1,60}"))
+
+
+def test_disk_cache_round_trip(vocab, tmp_path) -> None:  # noqa: ANN001
+    spec = GrammarSpec.json_schema(SCHEMA)
+    first = GrammarCompiler(vocab, cache_dir=tmp_path).compile(spec)
+    files = list(tmp_path.glob("grammar-*.npz"))
+    assert len(files) == 1
+    second = GrammarCompiler(vocab, cache_dir=tmp_path).compile(spec)
+    assert second is not first
+    state = second.initial_state
+    assert second.index.cached_mask(state) is not None  # installed from disk
+    assert torch.equal(second.mask(state), first.mask(first.initial_state))
+
+
+def test_unreadable_disk_cache_is_ignored(vocab, tmp_path) -> None:  # noqa: ANN001
+    spec = GrammarSpec.regex("[0-9]+")
+    compiler = GrammarCompiler(vocab, cache_dir=tmp_path)
+    (tmp_path / f"grammar-{compiler.key(spec)}.npz").write_bytes(b"not a zip")
+    grammar = compiler.compile(spec)
+    assert grammar.new_matcher().jump_forward_string() == ""
+
+
+def test_unspellable_grammar_is_refused(tokenizer) -> None:  # noqa: ANN001
+    from radixlm.fsm import TokenVocabulary
+
+    letters_only = [b if b and b.isalpha() else None for b in
+                    TokenVocabulary.from_tokenizer(tokenizer, 8192, [1]).token_bytes]
+    compiler = GrammarCompiler(TokenVocabulary(letters_only, 8192, [1]))
+    with pytest.raises(GrammarError, match="no token of the vocabulary"):
+        compiler.compile(GrammarSpec.regex("ab7"))
