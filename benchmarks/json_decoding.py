@@ -139,6 +139,30 @@ class RadixEngine:
     def accepts(self, grammar: Any, texts: list[str]) -> bool:
         return any(grammar.dfa.matches(t.encode()) for t in texts)
 
+    def model_steps(self, grammar: Any, text: str, jump: bool) -> int | None:
+        """Sampling steps a model needs to write ``text`` (its tokenizer's own split of
+        what is left at each step), with or without jump-forward."""
+        encode = lambda s: self.tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+        matcher, out, steps = grammar.new_matcher(), [], 0
+        goal = text.encode()
+        while self.tokenizer.decode(out).encode() != goal:
+            if jump and matcher.jump_forward_string():
+                plan = plan_jump_forward(out, matcher.jump_forward_string(), encode,
+                                         self.tokenizer.decode,
+                                         extendable=lambda t: bool(self.vocab.extendable[t]))
+                if plan is not None and apply_jump_forward(matcher, plan):
+                    out = out[: len(out) - plan.rollback] + list(plan.tokens)
+                    continue
+            rest = goal[len(self.tokenizer.decode(out).encode()):]
+            token = encode(rest.decode("utf-8", "ignore"))[:1]
+            if not token or not matcher.accept_token(token[0]):
+                return None
+            out.append(token[0])
+            steps += 1
+            if steps > 4 * len(goal) + 16:
+                return None
+        return steps + 1  # EOS
+
     def walk(self, grammar: Any, gen: torch.Generator, max_steps: int,
              jump: bool) -> tuple[list[int], int, list[float], bool]:
         matcher, out, forced, times = grammar.new_matcher(), [], 0, []
@@ -310,6 +334,12 @@ def measure_schema(engines: list[Any], schema: Any, tests: list[dict], args: arg
             if engine.name == "radixlm":
                 witness_texts[i] = engine.witness(grammar, test["data"])
                 accepted = witness_texts[i] is not None
+                if accepted and truth:
+                    plain = engine.model_steps(grammar, witness_texts[i], jump=False)
+                    jumped = engine.model_steps(grammar, witness_texts[i], jump=True)
+                    if plain and jumped:
+                        rec["steps_plain"] += plain
+                        rec["steps_jump"] += jumped
             else:
                 accepted = engine.accepts(grammar, texts + [t for t in [witness_texts[i]]
                                                             if t is not None])
@@ -374,12 +404,14 @@ def summarize(rec: dict) -> dict:
         "walks": rec["walks"], "finished": rec["finished"], "parsed": rec["parsed"],
         "valid_outputs": rec["valid_out"],
         "forced_share": rec["forced"] / rec["tokens"] if rec["tokens"] else None,
+        "jf_steps_saved": 1 - rec["steps_jump"] / rec["steps_plain"] if rec["steps_plain"]
+        else None,
     }
 
 
 def print_table(summary: dict) -> None:
     cols = ("subset", "engine", "cov", "rej-valid", "acc-invalid", "comp p50/p90/p99 ms",
-            "mask p50/p99 us (cold)", "walks fin/parse/valid", "forced")
+            "mask p50/p99 us (cold)", "walks fin/parse/valid", "forced", "JF saves")
     print(" | ".join(cols))
     for subset, engines in summary.items():
         for name, s in engines.items():
@@ -392,7 +424,7 @@ def print_table(summary: dict) -> None:
                 f"{f(s['mask_us_p50'])}/{f(s['mask_us_p99'])} "
                 f"({s['cold_mask_steps']}/{s['mask_steps']})",
                 f"{s['finished']}/{s['parsed']}/{s['valid_outputs']} of {s['walks']}",
-                f(s["forced_share"], 3) if s["forced_share"] is not None else "-"]))
+                f(s["forced_share"], 3), f(s["jf_steps_saved"], 3)]))
 
 
 def parse_args() -> argparse.Namespace:

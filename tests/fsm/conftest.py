@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from radixlm.fsm import GrammarCompiler, TokenVocabulary
+from radixlm.fsm import CompileBudget, GrammarCompiler, TokenVocabulary
 
 MODEL_VOCAB = 8192  # the tiny model's padded logits width
 EOS_IDS = (1, 4)  # <|end_of_text|>, <|im_end|>
@@ -33,10 +33,14 @@ def vocab(tokenizer) -> TokenVocabulary:  # noqa: ANN001
     return TokenVocabulary.from_tokenizer(tokenizer, MODEL_VOCAB, EOS_IDS)
 
 
+# Tests compile many grammars: background warm-up would only compete with them for the CPU.
+QUIET = CompileBudget(background_warmup_states=0)
+
+
 @pytest.fixture(scope="session")
 def compiler(vocab: TokenVocabulary) -> GrammarCompiler:
-    """A shared compiler (memory cache only)."""
-    return GrammarCompiler(vocab)
+    """A shared compiler (memory cache only, no background warm-up)."""
+    return GrammarCompiler(vocab, QUIET)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,8 @@ import pytest
 import torch
 
 from radixlm.fsm import (
+    CompileBudget,
+    GrammarBudgetError,
     GrammarCompiler,
     GrammarError,
     GrammarSpec,
@@ -29,8 +31,11 @@ from radixlm.kernels import apply_token_bitmask_ref
 
 LIMITS = JsonLimits(max_recursion_depth=2, any_value_depth=2, max_string_length=8,
                     max_array_items=3, max_object_properties=2, max_number_digits=4)
-MAX_STEPS = 3000
+MAX_STEPS = 2000
+MAX_SHORTEST = 200  # schemas whose shortest output is longer are not walked
 CLOSE_AFTER = 400  # then the sampler heads for the nearest end (patterns can be unbounded)
+# Tests refuse what a server would find too costly sooner than the default budget does.
+BUDGET = CompileBudget(max_mask_seconds=0.05)
 
 HANDWRITTEN = [
     {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer",
@@ -124,12 +129,15 @@ def _check_walks(compiler, tokenizer, vocab, schema, jump: bool, walks: int, see
     except GrammarError:
         return 0  # refused by name: not claimed
     shortest = shortest_completion(grammar.dfa, grammar.initial_state)
-    if shortest is None or len(shortest) > MAX_STEPS // 2:
+    if shortest is None or len(shortest) > MAX_SHORTEST:
         return 0  # no output short enough for a bounded walk (e.g. minLength 10000)
     validator = _validator(schema)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(walks):
-        text, _ = _walk(grammar, tokenizer, vocab, gen, jump)
+        try:
+            text, _ = _walk(grammar, tokenizer, vocab, gen, jump)
+        except GrammarBudgetError:
+            return 0  # the runtime fails such a request by name; never an invalid output
         value = json.loads(text)
         errors = [e.message for e in validator.iter_errors(value)]
         assert not errors, (text, errors[:3])
@@ -138,7 +146,7 @@ def _check_walks(compiler, tokenizer, vocab, schema, jump: bool, walks: int, see
 
 @pytest.fixture(scope="module")
 def bounded_compiler(vocab) -> GrammarCompiler:  # noqa: ANN001
-    return GrammarCompiler(vocab)
+    return GrammarCompiler(vocab, BUDGET)
 
 
 @pytest.mark.parametrize("jump", [False, True], ids=["plain", "jump-forward"])

@@ -18,10 +18,11 @@ from radixlm.fsm import (
 )
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+QUIET = CompileBudget(background_warmup_states=0)
 
 
 def test_memory_cache_returns_the_same_grammar(vocab) -> None:  # noqa: ANN001
-    compiler = GrammarCompiler(vocab)
+    compiler = GrammarCompiler(vocab, QUIET)
     a = compiler.compile(GrammarSpec.json_schema(SCHEMA))
     b = compiler.compile(GrammarSpec.json_schema(dict(SCHEMA)))
     c = compiler.compile(GrammarSpec.json_schema(SCHEMA, whitespace=WhitespacePolicy("compact")))
@@ -29,14 +30,14 @@ def test_memory_cache_returns_the_same_grammar(vocab) -> None:  # noqa: ANN001
 
 
 def test_errors_are_cached_and_clear(vocab) -> None:  # noqa: ANN001
-    compiler = GrammarCompiler(vocab)
+    compiler = GrammarCompiler(vocab, QUIET)
     for _ in range(2):
         with pytest.raises(GrammarError, match="uniqueItems"):
             compiler.compile(GrammarSpec.json_schema({"type": "array", "uniqueItems": True}))
 
 
 def test_async_compile_runs_off_the_caller(vocab) -> None:  # noqa: ANN001
-    compiler = GrammarCompiler(vocab, max_workers=2)
+    compiler = GrammarCompiler(vocab, QUIET, max_workers=2)
     caller = threading.get_ident()
     seen = []
     original = compiler._build
@@ -54,7 +55,7 @@ def test_async_compile_runs_off_the_caller(vocab) -> None:  # noqa: ANN001
 
 
 def test_time_budget_fails_without_stalling(vocab) -> None:  # noqa: ANN001
-    compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=1e-4))
+    compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=1e-4, background_warmup_states=0))
     schema = {"type": "object", "properties": {
         f"k{i}": {"type": "object", "properties": {"x": {"type": "string", "maxLength": i}}}
         for i in range(400)}}
@@ -66,7 +67,8 @@ def test_time_budget_fails_without_stalling(vocab) -> None:  # noqa: ANN001
 
 
 def test_state_budget_holds_while_decoding(vocab, tokenizer) -> None:  # noqa: ANN001
-    compiler = GrammarCompiler(vocab, CompileBudget(max_states=40, warmup_states=0))
+    compiler = GrammarCompiler(vocab, CompileBudget(max_states=40, warmup_states=0,
+                                                    background_warmup_states=0))
     matcher = compiler.compile(GrammarSpec.regex("[a-z]{200}")).new_matcher()
     out = torch.zeros(vocab.num_words, dtype=torch.int32)
     with pytest.raises(GrammarBudgetError, match="states"):
@@ -76,24 +78,42 @@ def test_state_budget_holds_while_decoding(vocab, tokenizer) -> None:  # noqa: A
 
 
 def test_warm_up_stops_quietly_at_its_limits(vocab) -> None:  # noqa: ANN001
-    compiler = GrammarCompiler(vocab, CompileBudget(warmup_states=10_000, warmup_seconds=0.001))
+    compiler = GrammarCompiler(vocab, CompileBudget(warmup_states=10_000, warmup_seconds=0.001,
+                                                    background_warmup_states=0))
     grammar = compiler.compile(GrammarSpec.json_schema({"type": "object"}))
     assert 1 <= grammar.stats.warmup_states < 10_000
 
 
 def test_memory_budget(vocab) -> None:  # noqa: ANN001
     compiler = GrammarCompiler(vocab, CompileBudget(max_memory_bytes=1 << 16, warmup_states=64,
-                                                    warmup_seconds=10))
+                                                    warmup_seconds=10,
+                                                    background_warmup_states=0))
     with pytest.raises(GrammarBudgetError, match="memory"):
         compiler.compile(GrammarSpec.regex("[a-z]{1,60}"))
 
 
+def test_mask_time_budget(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, CompileBudget(max_mask_seconds=1e-9,
+                                                    background_warmup_states=0))
+    with pytest.raises(GrammarBudgetError, match="mask time"):
+        compiler.compile(GrammarSpec.regex("(ab|cd)[a-z]{3,9}"))
+
+
+def test_background_warm_up_continues_after_the_compile(vocab) -> None:  # noqa: ANN001
+    budget = CompileBudget(warmup_states=1, background_warmup_states=40)
+    compiler = GrammarCompiler(vocab, budget)
+    grammar = compiler.compile(GrammarSpec.json_schema({"type": "object", "properties": {
+        k: {"type": "string", "maxLength": 30} for k in "abcdef"}}))
+    compiler.shutdown()  # waits for the slice queued by the compile
+    assert 1 < grammar.stats.warmup_states <= 41
+
+
 def test_disk_cache_round_trip(vocab, tmp_path) -> None:  # noqa: ANN001
     spec = GrammarSpec.json_schema(SCHEMA)
-    first = GrammarCompiler(vocab, cache_dir=tmp_path).compile(spec)
+    first = GrammarCompiler(vocab, QUIET, cache_dir=tmp_path).compile(spec)
     files = list(tmp_path.glob("grammar-*.npz"))
     assert len(files) == 1
-    second = GrammarCompiler(vocab, cache_dir=tmp_path).compile(spec)
+    second = GrammarCompiler(vocab, QUIET, cache_dir=tmp_path).compile(spec)
     assert second is not first
     state = second.initial_state
     assert second.index.cached_mask(state) is not None  # installed from disk
@@ -102,7 +122,7 @@ def test_disk_cache_round_trip(vocab, tmp_path) -> None:  # noqa: ANN001
 
 def test_unreadable_disk_cache_is_ignored(vocab, tmp_path) -> None:  # noqa: ANN001
     spec = GrammarSpec.regex("[0-9]+")
-    compiler = GrammarCompiler(vocab, cache_dir=tmp_path)
+    compiler = GrammarCompiler(vocab, QUIET, cache_dir=tmp_path)
     (tmp_path / f"grammar-{compiler.key(spec)}.npz").write_bytes(b"not a zip")
     grammar = compiler.compile(spec)
     assert grammar.new_matcher().jump_forward_string() == ""
@@ -113,6 +133,6 @@ def test_unspellable_grammar_is_refused(tokenizer) -> None:  # noqa: ANN001
 
     letters_only = [b if b and b.isalpha() else None for b in
                     TokenVocabulary.from_tokenizer(tokenizer, 8192, [1]).token_bytes]
-    compiler = GrammarCompiler(TokenVocabulary(letters_only, 8192, [1]))
+    compiler = GrammarCompiler(TokenVocabulary(letters_only, 8192, [1]), QUIET)
     with pytest.raises(GrammarError, match="no token of the vocabulary"):
         compiler.compile(GrammarSpec.regex("ab7"))

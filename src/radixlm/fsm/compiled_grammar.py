@@ -8,7 +8,6 @@ lock.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -53,11 +52,15 @@ class CompiledGrammar:
         builder = TermBuilder()
         self.dfa = LazyDFA(builder, builder.lower(node), max_states=budget.max_states)
         check_satisfiable(self.dfa)
-        self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes)
+        self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes,
+                                max_mask_seconds=budget.max_mask_seconds)
         self.cached_masks = self.index.masks  # state -> mask, read without a lock
         self.compressed = CompressedFSM(self.dfa)
-        self._lock = threading.RLock()
+        self._lock = self.dfa.lock  # one lock for the automaton, its terms and masks
         self._regex: str | None = None
+        self._warm_queue = deque([self.dfa.initial])  # breadth-first warm-up, resumable
+        self._warm_paths: dict[int, bytes] = {self.dfa.initial: b""}
+        self._warm_keys: set[int] = set()
 
     @property
     def initial_state(self) -> int:
@@ -76,13 +79,21 @@ class CompiledGrammar:
         return GrammarMatcher(self)
 
     def mask(self, state: int) -> torch.Tensor:
-        """Cached int32 bitmask of ``state`` (computed on first visit)."""
+        """Cached int32 bitmask of ``state`` (computed on first visit).
+
+        Raises :class:`GrammarError` for a non-final state no token can continue (the
+        vocabulary cannot spell what the grammar requires there) rather than returning an
+        empty mask.
+        """
         cached = self.index.cached_mask(state)
         if cached is not None:
             return cached
         with self._lock:
             mask = self.index.mask(state)
         self._check_memory()
+        if not self.dfa.accepting[state] and not bool(mask.any()):
+            raise GrammarError("no token of the vocabulary can continue the grammar at a "
+                               "reachable point (the required bytes are not spellable)")
         return mask
 
     def next_state(self, state: int, token_id: int) -> int:
@@ -103,39 +114,39 @@ class CompiledGrammar:
                                      f"the automaton and its masks use {used} bytes")
 
     def warm_up(self, max_states: int, max_seconds: float) -> dict[int, bytes]:
-        """Compute up to ``max_states`` distinct masks (or for ``max_seconds``, whichever
+        """Compute up to ``max_states`` more distinct masks (or for ``max_seconds``, whichever
         comes first), breadth first over the clamped automaton (states that share a mask are
-        visited once); returns the byte path from the start to each warmed state. Stopping
-        early is fine: the rest is computed on first visit.
+        visited once), resuming where the previous call stopped; returns the byte path from
+        the start to each state warmed by this call. The rest is computed on first visit.
 
         Raises :class:`GrammarError` when a reachable non-final state allows no token at all
         (the vocabulary cannot spell what the grammar requires there).
         """
         reach = self.vocab.max_token_len
-        paths = {self.initial_state: b""}
-        queue = deque([self.initial_state])
+        queue, paths, keys = self._warm_queue, self._warm_paths, self._warm_keys
         done: dict[int, bytes] = {}
-        keys_seen: set[int] = set()
         end = time.perf_counter() + max_seconds
         while queue and len(done) < max_states and (not done or time.perf_counter() < end):
             state = queue.popleft()
             with self._lock:
                 key = self.dfa.mask_key(state, reach)
-            if key in keys_seen:
-                continue
-            keys_seen.add(key)
-            mask = self.mask(state)
+                if key in keys:
+                    continue
+                keys.add(key)
+                self.mask(state)
+                states, tokens = self.index.successors(state)
             done[state] = paths[state]
-            if not self.dfa.accepting[state] and not bool(mask.any()):
-                raise GrammarError("no token of the vocabulary can continue the grammar at "
-                                   "a reachable point (the required bytes are not spellable)")
-            states, tokens = self.index.successors(state)
             for nxt, tok in zip(states.tolist(), tokens.tolist(), strict=True):
                 if nxt not in paths and nxt != DEAD:
                     paths[nxt] = paths[state] + (self.vocab.token_bytes[tok] or b"")
                     queue.append(nxt)
-        self.stats.warmup_states = len(done)
+        self.stats.warmup_states += len(done)
         return done
+
+    @property
+    def warm_up_pending(self) -> bool:
+        """Whether :meth:`warm_up` has states left to visit."""
+        return bool(self._warm_queue)
 
     def install_masks(self, entries: list[tuple[bytes, np.ndarray]]) -> None:
         """Install cached masks (byte path from the start, mask words)."""

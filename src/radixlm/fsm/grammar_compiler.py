@@ -55,6 +55,7 @@ class GrammarCompiler:
         self._pending: dict[str, Future] = {}
         self._pool = ThreadPoolExecutor(max_workers=max_workers,
                                         thread_name_prefix="radixlm-grammar")
+        self._closed = False
 
     def key(self, spec: GrammarSpec) -> str:
         """Cache key of a spec on this vocabulary."""
@@ -99,6 +100,19 @@ class GrammarCompiler:
             self._memory.put(key, result)
             self._pending.pop(key, None)
         _resolve(future, result)
+        if isinstance(result, CompiledGrammar) and self.budget.background_warmup_states:
+            self._pool.submit(self._warm_in_background, result,
+                              self.budget.background_warmup_states)
+
+    def _warm_in_background(self, grammar: CompiledGrammar, left: int) -> None:
+        """Keep computing masks after the compile returned, in short slices so compiles
+        queued meanwhile go first (the pool is first in, first out)."""
+        try:
+            done = len(grammar.warm_up(min(left, 16), 0.002))
+        except GrammarError:
+            return  # the matcher reports it if decoding ever gets there
+        if grammar.warm_up_pending and left - done > 0 and not self._closed:
+            self._pool.submit(self._warm_in_background, grammar, left - done)
 
     def _build(self, spec: GrammarSpec, key: str) -> CompiledGrammar:
         start = time.perf_counter()
@@ -118,6 +132,7 @@ class GrammarCompiler:
 
     def shutdown(self) -> None:
         """Stop the worker threads (pending compiles finish first)."""
+        self._closed = True
         self._pool.shutdown(wait=True)
 
 

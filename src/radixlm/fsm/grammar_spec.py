@@ -123,10 +123,13 @@ class GrammarSpec:
 class CompileBudget:
     """Limits on one grammar: wall time to compile, automaton states, memory, warm-up.
 
-    ``max_states`` and ``max_memory_bytes`` also hold while decoding (the automaton grows
-    lazily): going past them raises :class:`GrammarBudgetError` from the matcher.
+    ``max_states``, ``max_memory_bytes`` and ``max_mask_seconds`` (one state's allowed
+    tokens) also hold while decoding (the automaton grows lazily): going past them raises
+    :class:`GrammarBudgetError` from the matcher, which should fail that request.
     At compile time (off the caller) up to ``warmup_states`` masks are computed, for at most
-    ``warmup_seconds``; the rest are computed on first visit.
+    ``warmup_seconds``; after the compile returns, up to ``background_warmup_states`` more
+    are computed in the compiler's worker thread in short slices (0 turns that off); the
+    rest are computed on first visit.
     """
 
     max_seconds: float = 10.0
@@ -134,6 +137,8 @@ class CompileBudget:
     max_memory_bytes: int = 512 * 1024 * 1024
     warmup_states: int = 16
     warmup_seconds: float = 0.005
+    background_warmup_states: int = 256
+    max_mask_seconds: float = 0.5
 
     def __post_init__(self) -> None:
         if not self.max_seconds > 0:
@@ -144,5 +149,10 @@ class CompileBudget:
             raise ValueError(f"max_memory_bytes must be >= 65536, got {self.max_memory_bytes}")
         if self.warmup_states < 0:
             raise ValueError(f"warmup_states must be >= 0, got {self.warmup_states}")
+        if not self.max_mask_seconds > 0:
+            raise ValueError(f"max_mask_seconds must be > 0, got {self.max_mask_seconds}")
+        if self.background_warmup_states < 0:
+            raise ValueError(f"background_warmup_states must be >= 0, got "
+                             f"{self.background_warmup_states}")
         if self.warmup_seconds < 0:
             raise ValueError(f"warmup_seconds must be >= 0, got {self.warmup_seconds}")

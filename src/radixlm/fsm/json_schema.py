@@ -25,7 +25,6 @@ additional properties and number digits (``JsonSchemaOptions``).
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -172,6 +171,7 @@ class SchemaCompiler:
         self._synthetic: dict[tuple, dict] = {}
         self._keep: list[Any] = []
         self._expansions = 0
+        self._strict = 0  # > 0: refuse even under lenient (an exact rewrite is being tried)
         self._pattern_builder = None
 
     # -- entry ------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ class SchemaCompiler:
     def unsupported(self, keyword: str, detail: str) -> None:
         """Refuse (strict) or note and skip (lenient) a keyword we cannot enforce."""
         msg = f"unsupported JSON Schema keyword {keyword!r}: {detail}"
-        if not self.options.lenient:
+        if not self.options.lenient or self._strict:
             raise GrammarError(msg)
         warnings.warn(f"{msg} (ignored: lenient=True)", stacklevel=2)
         self.notes.append(msg)
@@ -423,25 +423,45 @@ class SchemaCompiler:
         return self.compile_types(f)
 
     def _distribute(self, f: Facts, group: list[Sub], attr: str, exclusive: bool) -> ra.Node:
+        """anyOf/oneOf: one alternative per branch, each with the surrounding facts.
+
+        For oneOf, a branch that may overlap another also gets ``not`` of that other branch
+        (exactly one must hold); when such a ``not`` cannot be enforced, oneOf is refused.
+        """
         rest = f.copy()
         getattr(rest, attr).pop(0)
-        branches = []
+        branches: list[tuple[Sub, Facts]] = []
         for sub in group:
             g = rest.copy()
             self.absorb(g, sub)
             if not g.unsat:
-                branches.append(g)
+                branches.append((sub, g))
         if exclusive and len(branches) > 1:
-            for i, a in enumerate(branches):
-                for b in branches[i + 1:]:
-                    if not provably_disjoint(self, a, b):
-                        self.unsupported("oneOf", "branches may overlap, so exclusivity "
-                                                  "cannot be enforced (treated as anyOf)")
-                        break
-                else:
-                    continue
-                break
-        return ra.alt(*(self.compile_facts(g) for g in branches))
+            try:
+                return ra.alt(*self._exclusive_branches(branches))
+            except GrammarError as exc:
+                self.unsupported("oneOf", f"branches may overlap and exclusivity cannot be "
+                                          f"enforced ({exc}); treated as anyOf")
+        return ra.alt(*(self.compile_facts(g) for _, g in branches))
+
+    def _exclusive_branches(self, branches: list[tuple[Sub, Facts]]) -> list[ra.Node]:
+        overlaps = [[j for j, (_, b) in enumerate(branches)
+                     if j != i and not provably_disjoint(self, a, b)]
+                    for i, (_, a) in enumerate(branches)]
+        nodes = []
+        for (_, g), others in zip(branches, overlaps, strict=True):
+            exact = g.copy()
+            exact.nots.extend(branches[j][0] for j in others)
+            nodes.append(self._compile_strict(exact))
+        return nodes
+
+    def _compile_strict(self, f: Facts) -> ra.Node:
+        """compile_facts with unsupported keywords raised even under ``lenient``."""
+        self._strict += 1
+        try:
+            return self.compile_facts(f)
+        finally:
+            self._strict -= 1
 
     def valid_in(self, value: Any, sources: list[Any]) -> bool:
         """Whether ``value`` satisfies every source schema (exact, via ``jsonschema``)."""
@@ -834,12 +854,4 @@ def json_schema_to_regex(schema: Any, whitespace: WhitespacePolicy | None = None
         return ra.render(node, max_chars=max_chars)
     except ra.RenderTooLargeError as exc:
         raise GrammarError(str(exc)) from exc
-
-
-def lcm_of(values: list[int]) -> int:
-    """Least common multiple."""
-    out = 1
-    for v in values:
-        out = out * v // math.gcd(out, v)
-    return out
 

@@ -8,6 +8,8 @@ budget is enforced here, so a grammar that explodes while decoding fails with a 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .derivatives import LivenessBudgetError, Term, TermBuilder
@@ -23,6 +25,9 @@ class LazyDFA:
     def __init__(self, builder: TermBuilder, root: Term, max_states: int = 1_000_000) -> None:
         self.builder = builder
         self.max_states = max_states
+        # Growing the automaton (and the term builder behind it) is serialised; reading
+        # built rows needs no lock (rows are written before their "built" flag).
+        self.lock = threading.RLock()
         cap = 64
         self.trans = np.zeros((cap, 256), dtype=np.int32)
         self.built = np.zeros(cap, dtype=bool)
@@ -49,6 +54,13 @@ class LazyDFA:
 
     def state_of(self, term: Term) -> int:
         """The state of ``term`` (registering it); dead terms map to :data:`DEAD`."""
+        sid = self._state_ids.get(term.uid)
+        if sid is not None:
+            return sid
+        with self.lock:
+            return self._register(term)
+
+    def _register(self, term: Term) -> int:
         sid = self._state_ids.get(term.uid)
         if sid is not None:
             return sid
@@ -89,6 +101,11 @@ class LazyDFA:
         """Compute the successors of ``state`` (no-op when already built)."""
         if self.built[state]:
             return
+        with self.lock:
+            if not self.built[state]:
+                self._build_row(state)
+
+    def _build_row(self, state: int) -> None:
         term = self._terms[state]
         builder = self.builder
         targets = []
@@ -133,7 +150,8 @@ class LazyDFA:
         the same key allow the same tokens of at most ``reach`` bytes."""
         if state == DEAD:
             return DEAD
-        return self.state_of(self.builder.clamp(self._terms[state], reach))
+        with self.lock:
+            return self.state_of(self.builder.clamp(self._terms[state], reach))
 
     def matches(self, data: bytes) -> bool:
         """Whether the whole of ``data`` is in the language."""

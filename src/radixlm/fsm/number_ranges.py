@@ -9,6 +9,7 @@ number has a plain decimal spelling.
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 
 from . import regex_ast as ra
@@ -221,6 +222,14 @@ def decimal_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None,
 
 # ---------------------------------------------------------------------------------------------
 # divisibility
+
+def lcm_of(values: list[int]) -> int:
+    """Least common multiple."""
+    out = 1
+    for v in values:
+        out = out * v // math.gcd(out, v)
+    return out
+
 
 def decimal_suffix_modulus(k: int) -> int | None:
     """Digits L such that divisibility by ``k`` depends only on the last L digits, if any."""

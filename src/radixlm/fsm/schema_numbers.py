@@ -49,8 +49,6 @@ def _signed(node: ra.Node) -> ra.Node:
 
 def _integer_divisors(c: SchemaCompiler, f: Facts) -> int | None:
     """lcm of integral divisors (None when none; unsupported ones are reported)."""
-    from .json_schema import lcm_of
-
     ints = []
     for k in f.multiples:
         if k != k.to_integral_value():
@@ -58,7 +56,7 @@ def _integer_divisors(c: SchemaCompiler, f: Facts) -> int | None:
                                         "inexact)")
             continue
         ints.append(int(k))
-    return lcm_of(ints) if ints else None
+    return nr.lcm_of(ints) if ints else None
 
 
 def _multiples_node(c: SchemaCompiler, k: int, lo: int | None, hi: int | None) -> ra.Node | None:

@@ -9,6 +9,8 @@ cached as a tensor, so repeated visits cost one copy.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -34,10 +36,11 @@ class TokenIndex:
     """Allowed tokens and token transitions of a DFA over a vocabulary (lazily, per state)."""
 
     def __init__(self, dfa: LazyDFA, vocab: TokenVocabulary,
-                 max_mask_bytes: int = 1 << 30) -> None:
+                 max_mask_bytes: int = 1 << 30, max_mask_seconds: float = float("inf")) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.max_mask_bytes = max_mask_bytes
+        self.max_mask_seconds = max_mask_seconds
         self._masks: dict[int, torch.Tensor] = {}
         self._distinct = 0  # masks actually computed (shared ones counted once)
         self._successors: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -52,7 +55,8 @@ class TokenIndex:
         """Bytes held by cached masks (shared ones counted once)."""
         return self._distinct * self.vocab.num_words * 4
 
-    def walk_all(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+    def walk_all(self, state: int, deadline: float = float("inf")
+                 ) -> tuple[np.ndarray, np.ndarray]:
         """(token ids allowed from ``state``, the state each leads to).
 
         Tokens made only of bytes that loop on ``state`` (plain characters inside an
@@ -78,6 +82,10 @@ class TokenIndex:
             live = cur[:n]
             if not dfa.built[live].all():
                 dfa.ensure_rows(live)
+                if time.perf_counter() > deadline:
+                    raise GrammarBudgetError(
+                        "mask time", f"{self.max_mask_seconds} s",
+                        "computing the allowed tokens of one state took too long")
             flat = dfa.trans.reshape(-1)
             cur[:n] = flat[live * 256 + vocab.walk_cols[i][idx[:n]]]
             alive = cur != DEAD
@@ -116,7 +124,7 @@ class TokenIndex:
         return tensor
 
     def _compute_mask(self, state: int) -> torch.Tensor:
-        ids, nxt = self.walk_all(state)
+        ids, nxt = self.walk_all(state, time.perf_counter() + self.max_mask_seconds)
         bits = np.zeros(self.vocab.num_words * 32, dtype=bool)
         bits[ids] = True
         words = np.packbits(bits, bitorder="little").view("<i4").copy()
