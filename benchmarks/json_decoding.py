@@ -39,8 +39,7 @@ from radixlm.fsm import (
     GrammarSpec,
     JsonLimits,
     TokenVocabulary,
-    apply_jump_forward,
-    plan_jump_forward,
+    jump_forward,
 )
 from radixlm.fsm.json_witness import find_accepted_text
 
@@ -132,6 +131,14 @@ class RadixEngine:
         """The same schema with bounded lengths, for random walks that must end."""
         return self.compiler.compile(GrammarSpec.json_schema(schema, limits=self.limits))
 
+    def jump(self, matcher: Any, out: list[int]) -> Any:
+        """Jump-forward from the matcher's position (the plan, or None)."""
+        return jump_forward(matcher, out, self.encode, self.tokenizer.decode,
+                            extendable=lambda t: bool(self.vocab.extendable[t]))
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
     def witness(self, grammar: Any, value: Any) -> str | None:
         found = find_accepted_text(grammar.dfa, value)
         return found.text
@@ -142,19 +149,15 @@ class RadixEngine:
     def model_steps(self, grammar: Any, text: str, jump: bool) -> int | None:
         """Sampling steps a model needs to write ``text`` (its tokenizer's own split of
         what is left at each step), with or without jump-forward."""
-        encode = lambda s: self.tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
         matcher, out, steps = grammar.new_matcher(), [], 0
         goal = text.encode()
         while self.tokenizer.decode(out).encode() != goal:
-            if jump and matcher.jump_forward_string():
-                plan = plan_jump_forward(out, matcher.jump_forward_string(), encode,
-                                         self.tokenizer.decode,
-                                         extendable=lambda t: bool(self.vocab.extendable[t]))
-                if plan is not None and apply_jump_forward(matcher, plan):
-                    out = out[: len(out) - plan.rollback] + list(plan.tokens)
-                    continue
+            plan = self.jump(matcher, out) if jump else None
+            if plan is not None:
+                out = out[: len(out) - plan.rollback] + list(plan.tokens)
+                continue
             rest = goal[len(self.tokenizer.decode(out).encode()):]
-            token = encode(rest.decode("utf-8", "ignore"))[:1]
+            token = self.encode(rest.decode("utf-8", "ignore"))[:1]
             if not token or not matcher.accept_token(token[0]):
                 return None
             out.append(token[0])
@@ -167,16 +170,12 @@ class RadixEngine:
              jump: bool) -> tuple[list[int], int, list[float], bool]:
         matcher, out, forced, times = grammar.new_matcher(), [], 0, []
         masks = torch.zeros(4, self.vocab.num_words, dtype=torch.int32)  # a batch's rows
-        encode = lambda s: self.tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
         for _ in range(max_steps):
-            if jump and matcher.jump_forward_string():
-                plan = plan_jump_forward(out, matcher.jump_forward_string(), encode,
-                                         self.tokenizer.decode,
-                                         extendable=lambda t: bool(self.vocab.extendable[t]))
-                if plan is not None and apply_jump_forward(matcher, plan):
-                    out = out[: len(out) - plan.rollback] + list(plan.tokens)
-                    forced += len(plan.tokens)
-                    continue
+            plan = self.jump(matcher, out) if jump else None
+            if plan is not None:
+                out = out[: len(out) - plan.rollback] + list(plan.tokens)
+                forced += len(plan.tokens)
+                continue
             cold = grammar.index.cached_mask(matcher.state) is None
             start = time.perf_counter()
             matcher.fill_bitmask(masks[1])

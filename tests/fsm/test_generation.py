@@ -23,8 +23,7 @@ from radixlm.fsm import (
     GrammarError,
     GrammarSpec,
     JsonLimits,
-    apply_jump_forward,
-    plan_jump_forward,
+    jump_forward,
 )
 from radixlm.fsm.lazy_dfa import shortest_completion
 from radixlm.kernels import apply_token_bitmask_ref
@@ -84,14 +83,12 @@ def _walk(grammar, tokenizer, vocab, gen: torch.Generator, jump: bool) -> tuple[
     mask = torch.zeros(1, vocab.num_words, dtype=torch.int32)
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     for _ in range(MAX_STEPS):
-        if jump and matcher.jump_forward_string():
-            plan = plan_jump_forward(out, matcher.jump_forward_string(), encode,
-                                     tokenizer.decode,
-                                     extendable=lambda t: bool(vocab.extendable[t]))
-            if plan is not None and apply_jump_forward(matcher, plan):
-                out = out[: len(out) - plan.rollback] + list(plan.tokens)
-                forced += len(plan.tokens)
-                continue
+        plan = jump_forward(matcher, out, encode, tokenizer.decode,
+                            extendable=lambda t: bool(vocab.extendable[t])) if jump else None
+        if plan is not None:
+            out = out[: len(out) - plan.rollback] + list(plan.tokens)
+            forced += len(plan.tokens)
+            continue
         matcher.fill_bitmask(mask[0])
         logits = torch.randn(1, vocab.vocab_size, generator=gen)
         if len(out) > CLOSE_AFTER:

@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radixlm.fsm import GrammarSpec, WhitespacePolicy, apply_jump_forward, plan_jump_forward
+from radixlm.fsm import (
+    GrammarSpec,
+    WhitespacePolicy,
+    apply_jump_forward,
+    jump_forward,
+    plan_jump_forward,
+)
 
 
 def _codec(tokenizer):  # noqa: ANN001, ANN202
@@ -44,6 +50,17 @@ def test_no_plan_for_empty_jump(tokenizer) -> None:  # noqa: ANN001
     assert plan_jump_forward(encode("ab"), "", encode, decode) is None
 
 
+def test_refused_plans_leave_the_matcher_alone(compiler, tokenizer) -> None:  # noqa: ANN001
+    encode, decode = _codec(tokenizer)
+    matcher = compiler.compile(GrammarSpec.regex('\\{"key": [0-9]\\}')).new_matcher()
+    bad = plan_jump_forward([], '{"kex": ', encode, decode, holdback_tokens=0)
+    assert bad is not None and not apply_jump_forward(matcher, bad)
+    assert matcher.num_tokens == 0
+    good = jump_forward(matcher, [], encode, decode, holdback_tokens=0)
+    assert good is not None and decode(list(good.tokens)) == '{"key": '
+    assert matcher.num_tokens == len(good.tokens)
+
+
 def test_holdback_keeps_the_tail_for_the_model(tokenizer) -> None:  # noqa: ANN001
     encode, decode = _codec(tokenizer)
     plan = plan_jump_forward([], '{"name": "', encode, decode, holdback_tokens=2)
@@ -71,15 +88,14 @@ def _drive(grammar, tokenizer, vocab, target: str, seed: int, jump: bool) -> tup
     matcher, out, forced = grammar.new_matcher(), [], 0
     goal = target.encode()
     while decode(out) != target:
-        if jump and matcher.jump_forward_string():
-            plan = plan_jump_forward(out, matcher.jump_forward_string(), encode, decode,
-                                     extendable=lambda t: bool(vocab.extendable[t]))
-            if plan is not None and apply_jump_forward(matcher, plan):
-                before = decode(out)
-                out = out[: len(out) - plan.rollback] + list(plan.tokens)
-                assert decode(out).startswith(before)
-                forced += len(plan.tokens)
-                continue
+        plan = jump_forward(matcher, out, encode, decode,
+                            extendable=lambda t: bool(vocab.extendable[t])) if jump else None
+        if plan is not None:
+            before = decode(out)
+            out = out[: len(out) - plan.rollback] + list(plan.tokens)
+            assert decode(out).startswith(before)
+            forced += len(plan.tokens)
+            continue
         done = decode(out).encode()
         rest = goal[len(done):]
         options = [t for t in range(5, len(tokenizer)) if vocab.token_bytes[t]

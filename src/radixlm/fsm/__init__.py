@@ -14,7 +14,7 @@ from .errors import GrammarBudgetError, GrammarError
 from .grammar_compiler import GrammarCompiler
 from .grammar_spec import CompileBudget, GrammarSpec, JsonLimits
 from .json_schema import JsonSchemaOptions, json_schema_to_regex
-from .jump_forward import JumpForwardPlan, apply_jump_forward, plan_jump_forward
+from .jump_forward import JumpForwardPlan, apply_jump_forward, jump_forward, plan_jump_forward
 from .matcher import GrammarMatcher
 from .vocabulary import TokenVocabulary
 from .whitespace import WhitespacePolicy
@@ -35,5 +35,6 @@ __all__ = [
     "WhitespacePolicy",
     "apply_jump_forward",
     "json_schema_to_regex",
+    "jump_forward",
     "plan_jump_forward",
 ]

@@ -109,3 +109,22 @@ def apply_jump_forward(matcher: GrammarMatcher, plan: JumpForwardPlan) -> bool:
         return False
     matcher.rollback(plan.rollback)
     return matcher.accept_tokens(list(plan.tokens))
+
+
+def jump_forward(matcher: GrammarMatcher, output_ids: Sequence[int],
+                 encode: Callable[[str], list[int]],
+                 decode: Callable[[Sequence[int]], str],
+                 **plan_options: object) -> JumpForwardPlan | None:
+    """Plan the jump from the matcher's position and apply it to the matcher.
+
+    On success the caller replaces the last ``plan.rollback`` output tokens with
+    ``plan.tokens`` (and prefills them); None leaves everything as it was.
+    ``plan_options`` are passed to :func:`plan_jump_forward`.
+    """
+    forced = matcher.jump_forward_string()
+    if not forced:
+        return None
+    plan = plan_jump_forward(output_ids, forced, encode, decode, **plan_options)  # type: ignore[arg-type]
+    if plan is None or not apply_jump_forward(matcher, plan):
+        return None
+    return plan
