@@ -24,8 +24,7 @@ from ..fsm import (
     GrammarSpec,
     TokenVocabulary,
     WhitespacePolicy,
-    apply_jump_forward,
-    plan_jump_forward,
+    jump_forward,
 )
 from .messages import ErrorOut, GrammarReq
 from .request import Req, RequestError
@@ -161,13 +160,10 @@ class GrammarManager:
 
         Skipped for requests that asked for logprobs: forced tokens are not sampled.
         """
-        forced = req.grammar.jump_forward_string()
-        if not forced:
-            return None
         extendable = self.compiler.vocab.extendable
-        plan = plan_jump_forward(req.output_ids[req.grammar_start:], forced, self._encode,
-                                 self._decode, extendable=lambda t: bool(extendable[t]))
-        if plan is None or not apply_jump_forward(req.grammar, plan):
+        plan = jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
+                            self._decode, extendable=lambda t: bool(extendable[t]))
+        if plan is None:
             return None
         return scheduler.apply_jump(req, plan.rollback, list(plan.tokens))
 
