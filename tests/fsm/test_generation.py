@@ -3,7 +3,7 @@
 The adversary samples from ``torch.randn`` logits after the bitmask is applied (the kernel the
 runtime uses), with and without jump-forward; lengths are bounded by explicit limits so every
 walk ends. Corpus schemas come from the JSONSchemaBench sample (a deterministic few per subset
-by default; every compiled schema with ``-m slow``).
+by default, more with ``-m slow``; the benchmark script walks every schema).
 """
 
 from __future__ import annotations
@@ -163,8 +163,9 @@ def test_corpus_sample(bounded_compiler, tokenizer, vocab, corpus_dir, jump: boo
 
 @pytest.mark.slow
 @pytest.mark.parametrize("jump", [False, True], ids=["plain", "jump-forward"])
-def test_corpus_full(bounded_compiler, tokenizer, vocab, corpus_dir, jump: bool) -> None:  # noqa: ANN001
-    checked = sum(_check_walks(bounded_compiler, tokenizer, vocab, schema, jump, walks=2,
+def test_corpus_wide(bounded_compiler, tokenizer, vocab, corpus_dir, jump: bool) -> None:  # noqa: ANN001
+    """A wider deterministic sample (every schema: ``benchmarks/json_decoding.py``)."""
+    checked = sum(_check_walks(bounded_compiler, tokenizer, vocab, schema, jump, walks=1,
                                seed=i)
-                  for i, (_, schema) in enumerate(_corpus_schemas(corpus_dir, None)))
-    assert checked >= 2000
+                  for i, (_, schema) in enumerate(_corpus_schemas(corpus_dir, 8)))
+    assert checked >= 100
