@@ -66,3 +66,26 @@ def test_random_accepted_strings_conform(name: str) -> None:
         if dfa.accepting[state]:
             text = out.decode("utf-8")
             assert CHECKER.conforms(text, name), (name, text)
+
+
+def test_draft_format_table_matches_jsonschema() -> None:
+    """Our fixed per-draft table names exactly the formats jsonschema checks (with its format
+    extras installed, as the package requires), draft by draft."""
+    from radixlm.fsm.formats import DRAFT_FORMATS
+
+    for name, formats in DRAFT_FORMATS.items():
+        checker = getattr(jsonschema, name).FORMAT_CHECKER
+        assert formats == frozenset(checker.checkers), name
+
+
+def test_unsupported_format_is_named_without_its_checker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A format the draft defines stays enforced-or-refused even where jsonschema lacks the
+    optional package that checks it (it must not become a silent annotation)."""
+    from radixlm.fsm import GrammarError
+    from radixlm.fsm.json_schema import json_schema_to_node
+
+    checkers = dict(CHECKER.checkers)
+    checkers.pop("uri-template")
+    monkeypatch.setattr(CHECKER, "checkers", checkers)
+    with pytest.raises(GrammarError, match="uri-template"):
+        json_schema_to_node({"type": "string", "format": "uri-template"})

@@ -95,6 +95,24 @@ _CACHE: dict[str, ra.Node] = {}
 SUPPORTED_FORMATS = frozenset(_PLAIN) | frozenset(_BUILDERS)
 
 
+# Formats each draft defines (as ``jsonschema`` checks them with all its optional format
+# dependencies installed). Fixed here so a schema means the same on every machine: jsonschema
+# registers a checker only when its optional dependency imports, which would otherwise turn an
+# unsupported format into a silent annotation on a machine that lacks, say, ``uri-template``.
+_DRAFT4 = frozenset({"date-time", "email", "hostname", "idn-email", "ipv4", "ipv6", "regex", "uri"})
+_DRAFT6 = _DRAFT4 | {"json-pointer", "uri-reference", "uri-template"}
+_DRAFT7 = _DRAFT6 | {"date", "idn-hostname", "iri", "iri-reference", "relative-json-pointer",
+                     "time"}
+_DRAFT2019 = _DRAFT7 | {"duration", "uuid"}
+DRAFT_FORMATS: dict[str, frozenset[str]] = {
+    "Draft4Validator": _DRAFT4,
+    "Draft6Validator": _DRAFT6,
+    "Draft7Validator": _DRAFT7,
+    "Draft201909Validator": _DRAFT2019,
+    "Draft202012Validator": _DRAFT2019,
+}
+
+
 def format_node(name: str) -> ra.Node:
     """Decoded-string regex of a supported format (KeyError for others)."""
     node = _CACHE.get(name)

@@ -36,7 +36,7 @@ import jsonschema
 
 from . import regex_ast as ra
 from .errors import GrammarBudgetError, GrammarError
-from .formats import SUPPORTED_FORMATS, format_node
+from .formats import DRAFT_FORMATS, SUPPORTED_FORMATS, format_node
 from .json_strings import ANY_CHAR, StringEncoder, quoted, string_content
 from .regex_parser import search_node
 from .schema_arrays import array_node
@@ -159,7 +159,8 @@ class SchemaCompiler:
         self.validator = cls(self.root, format_checker=cls.FORMAT_CHECKER)
         # keywords and formats the document's draft defines; others are annotations there
         self.keywords = frozenset(cls.VALIDATORS)
-        self.checked_formats = frozenset(cls.FORMAT_CHECKER.checkers)
+        self.checked_formats = DRAFT_FORMATS.get(cls.__name__,
+                                                 DRAFT_FORMATS["Draft202012Validator"])
         # draft 6+ counts 1.0 as an integer; draft 4 does not
         self.integer_fraction = cls.__name__ not in ("Draft4Validator",)
         self.ws = options.whitespace.node()
