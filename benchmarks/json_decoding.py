@@ -170,6 +170,7 @@ class RadixEngine:
              jump: bool) -> tuple[list[int], int, list[float], bool]:
         matcher, out, forced, times = grammar.new_matcher(), [], 0, []
         masks = torch.zeros(4, self.vocab.num_words, dtype=torch.int32)  # a batch's rows
+        row = masks.numpy()[1]  # the runtime fills numpy views of its batch bitmask
         for _ in range(max_steps):
             plan = self.jump(matcher, out) if jump else None
             if plan is not None:
@@ -178,7 +179,7 @@ class RadixEngine:
                 continue
             cold = grammar.index.cached_mask(matcher.state) is None
             start = time.perf_counter()
-            matcher.fill_bitmask(masks[1])
+            matcher.fill_bitmask(row)
             times.append(time.perf_counter() - start)
             self.cold_steps += cold
             token = sample(masks[1], self.vocab.vocab_size, gen)

@@ -87,3 +87,21 @@ def test_jump_forward_string(compiler, tokenizer) -> None:  # noqa: ANN001
     assert m.jump_forward_string() == "rue}"
     m.accept_tokens(_ids(tokenizer, "rue}"))
     assert m.jump_forward_string() == ""  # final
+
+
+def test_numpy_and_torch_rows_get_the_same_mask(compiler, tokenizer, vocab) -> None:  # noqa: ANN001
+    """The numpy fast path writes what the torch path writes: on a fresh state (mask computed
+    on the spot), a cached one, and after EOS."""
+    grammar = compiler.compile(GrammarSpec.regex(r"[a-z]{2,40}!"))
+    by_torch, by_numpy = grammar.new_matcher(), grammar.new_matcher()
+    batch = torch.full((2, vocab.num_words), -7, dtype=torch.int32)
+    rows = batch.numpy()
+    for t in [*_ids(tokenizer, "hellothere!"), 1]:
+        by_numpy.fill_bitmask(rows[1])  # the numpy row first: it may compute the mask
+        by_torch.fill_bitmask(batch[0])
+        assert torch.equal(batch[0], batch[1])
+        assert by_torch.accept_token(t) and by_numpy.accept_token(t)
+    assert by_numpy.is_finished()
+    by_numpy.fill_bitmask(rows[1])
+    by_torch.fill_bitmask(batch[0])
+    assert torch.equal(batch[1], grammar.eos_mask) and torch.equal(batch[0], batch[1])

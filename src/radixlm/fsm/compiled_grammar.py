@@ -55,6 +55,7 @@ class CompiledGrammar:
         self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes,
                                 max_mask_seconds=budget.max_mask_seconds)
         self.cached_masks = self.index.masks  # state -> mask, read without a lock
+        self.cached_np_masks = self.index.np_masks  # the same masks as numpy arrays
         self.compressed = CompressedFSM(self.dfa)
         self._lock = self.dfa.lock  # one lock for the automaton, its terms and masks
         self._regex: str | None = None

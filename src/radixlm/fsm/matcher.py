@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from .lazy_dfa import DEAD
@@ -76,17 +77,26 @@ class GrammarMatcher:
                 return False
         return True
 
-    def fill_bitmask(self, out: torch.Tensor) -> None:
+    def fill_bitmask(self, out: torch.Tensor | np.ndarray) -> None:
         """Write the allowed-token bitmask (int32 ``[ceil(V/32)]`` row) into ``out``.
 
         Bit t set = token t allowed; EOS bits are set where the grammar may end. Once
         finished, only EOS is set (so a runtime padding the step still gets a legal token).
+        ``out`` may be a CPU numpy row (a view of the batch's bitmask tensor): the fastest
+        path, a dict lookup and a 1 KB copy without torch's dispatch.
         """
         state = self._history[-1]
+        if isinstance(out, np.ndarray):
+            words = self.grammar.cached_np_masks.get(state)  # the hot path
+            if words is None:
+                words = (self.grammar.eos_mask if state == _FINISHED
+                         else self.grammar.mask(state)).numpy()
+            np.copyto(out, words)
+            return
         if state == _FINISHED:
             out.copy_(self.grammar.eos_mask)
             return
-        mask = self.grammar.cached_masks.get(state)  # the hot path: one dict lookup
+        mask = self.grammar.cached_masks.get(state)  # one dict lookup
         out.copy_(mask if mask is not None else self.grammar.mask(state))
 
     def rollback(self, num_tokens: int) -> None:

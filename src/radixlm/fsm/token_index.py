@@ -42,6 +42,7 @@ class TokenIndex:
         self.max_mask_bytes = max_mask_bytes
         self.max_mask_seconds = max_mask_seconds
         self._masks: dict[int, torch.Tensor] = {}
+        self._np_masks: dict[int, np.ndarray] = {}  # the same buffers as numpy (faster copies)
         self._distinct = 0  # masks actually computed (shared ones counted once)
         self._successors: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -104,6 +105,16 @@ class TokenIndex:
         """The mask cache itself (state -> mask); only ever grows."""
         return self._masks
 
+    @property
+    def np_masks(self) -> dict[int, np.ndarray]:
+        """state -> the same masks as numpy arrays sharing memory (read without a lock)."""
+        return self._np_masks
+
+    def _store(self, state: int, tensor: torch.Tensor) -> None:
+        # numpy entry first: a reader that finds the tensor also finds the array
+        self._np_masks[state] = tensor.numpy()
+        self._masks[state] = tensor
+
     def cached_mask(self, state: int) -> torch.Tensor | None:
         """The mask of ``state`` if already computed."""
         return self._masks.get(state)
@@ -117,10 +128,10 @@ class TokenIndex:
         key = self.dfa.mask_key(state, self.vocab.max_token_len)
         shared = self._masks.get(key)
         if shared is not None:
-            self._masks[state] = shared
+            self._store(state, shared)
             return shared
         tensor = self._compute_mask(key)
-        self._masks[state] = tensor
+        self._store(state, tensor)
         return tensor
 
     def _compute_mask(self, state: int) -> torch.Tensor:
@@ -134,7 +145,7 @@ class TokenIndex:
             raise GrammarBudgetError("memory", f"{self.max_mask_bytes} bytes",
                                      "cached token masks grew past the limit")
         tensor = torch.from_numpy(words)
-        self._masks[state] = tensor
+        self._store(state, tensor)
         self._distinct += 1
         self._remember_successors(state, ids, nxt)
         return tensor
@@ -145,7 +156,7 @@ class TokenIndex:
 
     def install_mask(self, state: int, words: np.ndarray) -> None:
         """Use a mask computed elsewhere (the disk cache) for ``state``."""
-        self._masks[state] = torch.from_numpy(np.ascontiguousarray(words, dtype=np.int32))
+        self._store(state, torch.from_numpy(np.ascontiguousarray(words, dtype=np.int32)))
         self._distinct += 1
 
     def successors(self, state: int) -> tuple[np.ndarray, np.ndarray]:

@@ -118,8 +118,9 @@ class GrammarManager:
             self._masks = torch.zeros(max(len(rows), 2 * self._masks.shape[0]),
                                       self._masks.shape[1], dtype=torch.int32)
         masks = self._masks[: len(rows)]
+        rows_np = masks.numpy()  # numpy rows: the matchers' fastest fill path
         for k, i in enumerate(rows):
-            reqs[i].grammar.fill_bitmask(masks[k])
+            reqs[i].grammar.fill_bitmask(rows_np[k])
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
 
