@@ -107,11 +107,12 @@ def test_outlines_core_defects_are_fixed(check_schema, name: str) -> None:  # no
 
 @pytest.mark.parametrize("schema, keyword", [
     ({"type": "array", "uniqueItems": True}, "uniqueItems"),
-    ({"oneOf": [{"type": "string", "minLength": 2}, {"maxLength": 5}]}, "oneOf"),
+    ({"oneOf": [{"type": "object", "propertyNames": {"pattern": "^a"}},
+                {"type": "object", "minProperties": 1}]}, "oneOf"),
     ({"type": "string", "format": "uri-template"}, "format"),
     ({"type": "number", "multipleOf": 0.1}, "multipleOf"),
     ({"type": "integer", "multipleOf": 7}, "multipleOf"),
-    ({"not": {"minLength": 3}}, "not"),
+    ({"not": {"propertyNames": {"pattern": "^a"}}}, "not"),
     ({"$dynamicRef": "#x"}, "$dynamicRef"),
     ({"type": "object", "unevaluatedProperties": False}, "unevaluatedProperties"),
     ({"type": "array", "contains": {"type": "integer"}, "maxContains": 2}, "maxContains"),

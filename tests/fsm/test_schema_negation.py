@@ -46,6 +46,25 @@ CASES = {
     "oneOf overlapping patterns": ({"type": "string", "oneOf": [{"pattern": "^a"},
                                                                 {"pattern": "b$"}]},
                                    ['"ax"', '"xb"'], ['"ab"', '"x"']),
+    "not items": ({"type": "array", "not": {"items": {"type": "integer"}}},
+                  ['["a"]', '[1,"a"]'], ["[]", "[1,2]"]),
+    "not items, draft 4": ({"$schema": "http://json-schema.org/draft-04/schema#",
+                            "type": "array", "not": {"items": {"type": "string"}}},
+                           ["[1]", '["a",null]'], ["[]", '["a"]']),
+    "not type and items (De Morgan)": ({"not": {"type": "array", "items": {"type": "integer"}}},
+                                       ["1", '"x"', '[1,"a"]'], ["[]", "[1]"]),
+    "not minItems": ({"not": {"minItems": 2}}, ["[]", "[1]"], ["[1,2]", "1"]),
+    "not maxLength with type": ({"not": {"type": "string", "maxLength": 2}},
+                                ['"abc"', "1"], ['"ab"', '""']),
+    "not format": ({"type": "string", "not": {"format": "date"}},
+                   ['"x"', '"2024-13-01"'], ['"2024-01-01"']),
+    "not minProperties": ({"not": {"minProperties": 1}}, ["{}"], ['{"a":1}', "1"]),
+    "not required and not": ({"type": "object",
+                              "not": {"required": ["a"], "not": {"required": ["b"]}}},
+                             ["{}", '{"b":1}', '{"b":1,"a":2}'], ['{"a":1}']),
+    "oneOf by negated lengths": ({"oneOf": [{"type": "string", "minLength": 2},
+                                            {"maxLength": 5}]},
+                                 ['"abcdef"', '"a"', "1"], ['"ab"', '"abcde"']),
     "oneOf disjoint ranges": ({"type": "integer", "oneOf": [{"maximum": 0},
                                                             {"minimum": 1}]},
                               ["0", "1", "-5"], []),
@@ -77,5 +96,6 @@ def test_disjointness_proofs(a, b, disjoint: bool) -> None:  # noqa: ANN001
 
 def test_overlapping_one_of_without_enforceable_negation_is_refused() -> None:
     with pytest.raises(GrammarError, match="oneOf.*not"):
-        SchemaCompiler({"oneOf": [{"type": "string", "minLength": 2}, {"maxLength": 5}]},
+        SchemaCompiler({"oneOf": [{"type": "object", "propertyNames": {"pattern": "^a"}},
+                                  {"type": "object", "minProperties": 1}]},
                        JsonSchemaOptions()).compile()

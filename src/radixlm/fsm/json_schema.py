@@ -520,6 +520,7 @@ class SchemaCompiler:
             max_len = max(f.min_len, cap if max_len is None else min(max_len, cap))
         forbid = [ra.lit(v) for v in self._excluded(f, "string")]
         forbid += [search_node(p, ANY_CHAR) for p in f.not_patterns]
+        forbid += self.string_format_nodes(f.not_formats)
         content = string_content(self.encoder, f.min_len, max_len, decoded, forbid)
         return quoted(content) if content is not ra.EMPTY else ra.EMPTY
 

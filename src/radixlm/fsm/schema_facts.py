@@ -121,6 +121,7 @@ class Facts:
     patterns: list[str] = field(default_factory=list)
     formats: list[str] = field(default_factory=list)
     not_patterns: list[str] = field(default_factory=list)
+    not_formats: list[str] = field(default_factory=list)  # checked formats the string fails
     not_values: list[Any] = field(default_factory=list)
     # numbers
     lo: Decimal | None = None

@@ -9,6 +9,7 @@ values); only then is ``oneOf`` compiled as an alternation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import GrammarError
@@ -72,8 +73,100 @@ def apply_not(c: SchemaCompiler, f: Facts, sub: Sub) -> None:
     elif keys == {"multipleOf"} and _suffix_divisor(n["multipleOf"]):
         f.restrict_types(frozenset({"number"}))
         f.not_multiples.append(to_decimal(n["multipleOf"], "multipleOf"))
+    elif len(keys) == 1 and next(iter(keys)) in _SINGLE:
+        _SINGLE[next(iter(keys))](c, f, n, ctx)
+    elif len(groups := _independent_groups(c, n, keys)) > 1:
+        # De Morgan: not (A and B) = not A or not B, for keyword groups that are read
+        # independently of each other
+        f.any_of.append([c.keep({"not": g}, ctx) for g in groups])
     else:
         c.unsupported("not", f"cannot enforce not with keywords {sorted(keys)}")
+
+
+# keywords whose meaning depends on siblings: negated together, never split apart
+_COUPLED = (
+    frozenset({"properties", "patternProperties", "additionalProperties"}),
+    frozenset({"items", "prefixItems", "additionalItems"}),
+    frozenset({"contains", "minContains", "maxContains"}),
+    frozenset({"unevaluatedProperties", "unevaluatedItems"}),
+)
+_CARRIED = {"if": ("then", "else")}  # read with their keyword, not constraining on their own
+
+
+def _independent_groups(c: SchemaCompiler, n: dict, keys: frozenset[str]) -> list[dict]:
+    """Split N's keywords into groups that constrain independently (their conjunction is N)."""
+    if "$ref" in keys and c.legacy_ref:
+        return []  # drafts <= 7: $ref overrides its siblings (handled as a plain $ref)
+    coupled = list(_COUPLED)
+    if c.boolean_exclusive:  # draft 4: exclusive* are flags on minimum/maximum
+        coupled += [frozenset({"minimum", "exclusiveMinimum"}),
+                    frozenset({"maximum", "exclusiveMaximum"})]
+    groups: list[set[str]] = []
+    for key in sorted(keys):
+        group = next((g for g in coupled if key in g), frozenset({key}))
+        found = next((g for g in groups if g & group), None)
+        if found is None:
+            groups.append(set(group & keys))
+        else:
+            found |= group & keys
+    out = []
+    for group in groups:
+        picked = {k: n[k] for k in sorted(group)}
+        for k in group:
+            picked.update({extra: n[extra] for extra in _CARRIED.get(k, ()) if extra in n})
+        out.append(picked)
+    return out
+
+
+def _not_items(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+    """not {items: S} = an array with some item outside S (``contains: {not: S}``)."""
+    items = n["items"]
+    if isinstance(items, list):
+        c.unsupported("not", "negating the array form of items")
+        return
+    f.restrict_types(frozenset({"array"}))
+    f.contains.append(c.keep({"not": items}, ctx))
+
+
+def _not_count(kind: str, low: str, high: str) -> Callable[..., None]:
+    """not {low: k} = kind with high k-1; not {high: k} = kind with low k+1 (counts of
+    characters, items or properties; every other type satisfies N)."""
+
+    def negate(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+        (key, value), = n.items()
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise GrammarError(f"{key} must be a non-negative integer, got {value!r}")
+        f.restrict_types(frozenset({kind}))
+        if key == low and value == 0:
+            f.unsat = True
+            return
+        bound = {high: value - 1} if key == low else {low: value + 1}
+        c.absorb(f, c.keep({"type": kind, **bound}, ctx))
+
+    return negate
+
+
+def _not_format(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+    """not {format: F} = a string F's checker rejects (formats the draft does not check are
+    annotations: N then accepts everything)."""
+    name = n["format"]
+    if name not in c.checked_formats:
+        f.unsat = True
+        return
+    f.restrict_types(frozenset({"string"}))
+    f.not_formats.append(name)
+
+
+_SINGLE: dict[str, Callable[..., None]] = {
+    "items": _not_items,
+    "minItems": _not_count("array", "minItems", "maxItems"),
+    "maxItems": _not_count("array", "minItems", "maxItems"),
+    "minLength": _not_count("string", "minLength", "maxLength"),
+    "maxLength": _not_count("string", "minLength", "maxLength"),
+    "minProperties": _not_count("object", "minProperties", "maxProperties"),
+    "maxProperties": _not_count("object", "minProperties", "maxProperties"),
+    "format": _not_format,
+}
 
 
 def _suffix_divisor(value: Any) -> bool:

@@ -78,7 +78,7 @@ class _ObjectBuilder:
         if nf is not None:
             if nf.unsat or "string" not in nf.effective_types():
                 return ra.EMPTY
-            if nf.any_of or nf.one_of:
+            if nf.any_of or nf.one_of or nf.not_formats:
                 self.c.unsupported("propertyNames", "combinators inside propertyNames")
             if nf.enum is not None:
                 names = [v for v in nf.enum if isinstance(v, str) and self.name_allowed(v)]
