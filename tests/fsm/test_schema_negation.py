@@ -99,3 +99,9 @@ def test_overlapping_one_of_without_enforceable_negation_is_refused() -> None:
         SchemaCompiler({"oneOf": [{"type": "object", "propertyNames": {"pattern": "^a"}},
                                   {"type": "object", "minProperties": 1}]},
                        JsonSchemaOptions()).compile()
+
+
+def test_negated_container_items_are_refused() -> None:
+    with pytest.raises(GrammarError, match="not.*objects or arrays"):
+        SchemaCompiler({"not": {"items": {"type": "object", "required": ["a"]}}},
+                       JsonSchemaOptions()).compile()

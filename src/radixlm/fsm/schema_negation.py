@@ -124,6 +124,12 @@ def _not_items(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
     if isinstance(items, list):
         c.unsupported("not", "negating the array form of items")
         return
+    if not isinstance(items, bool) and \
+            c.facts_of((items, ctx)).effective_types() & {"object", "array"}:
+        # "some item is not an S" over containers intersects two container grammars inside
+        # one array; deciding such products blew past the liveness budget on real schemas
+        c.unsupported("not", "negating items that may be objects or arrays")
+        return
     f.restrict_types(frozenset({"array"}))
     f.contains.append(c.keep({"not": items}, ctx))
 
