@@ -360,8 +360,12 @@ def walk_engine(engine: Any, grammar: Any, schema: Any, validator: Any,
             return
     gen = torch.Generator().manual_seed(seed)
     for _ in range(args.walks):
-        out, forced, times, finished = engine.walk(grammar, gen, args.max_steps,
-                                                   jump=args.jump_forward)
+        try:
+            out, forced, times, finished = engine.walk(grammar, gen, args.max_steps,
+                                                       jump=args.jump_forward)
+        except GrammarError:  # a budget hit while decoding: the runtime fails the request
+            rec["walk_errors"] += 1
+            continue
         rec["mask_s"].extend(times)
         rec["walks"] += 1
         rec["tokens"] += len(out)
@@ -401,7 +405,8 @@ def summarize(rec: dict) -> dict:
         "compile_ms_p99": percentile(ms, 99),
         "mask_us_p50": percentile(us, 50), "mask_us_p99": percentile(us, 99),
         "mask_steps": len(us), "cold_mask_steps": rec["cold_steps"],
-        "walks": rec["walks"], "finished": rec["finished"], "parsed": rec["parsed"],
+        "walks": rec["walks"], "walk_errors": rec["walk_errors"],
+        "finished": rec["finished"], "parsed": rec["parsed"],
         "valid_outputs": rec["valid_out"],
         "forced_share": rec["forced"] / rec["tokens"] if rec["tokens"] else None,
         "jf_steps_saved": 1 - rec["steps_jump"] / rec["steps_plain"] if rec["steps_plain"]
@@ -423,7 +428,8 @@ def print_table(summary: dict) -> None:
                 f"{f(s['compile_ms_p50'])}/{f(s['compile_ms_p90'])}/{f(s['compile_ms_p99'])}",
                 f"{f(s['mask_us_p50'])}/{f(s['mask_us_p99'])} "
                 f"({s['cold_mask_steps']}/{s['mask_steps']})",
-                f"{s['finished']}/{s['parsed']}/{s['valid_outputs']} of {s['walks']}",
+                f"{s['finished']}/{s['parsed']}/{s['valid_outputs']} of {s['walks']}"
+                + (f" ({s['walk_errors']} budget errors)" if s["walk_errors"] else ""),
                 f(s["forced_share"], 3), f(s["jf_steps_saved"], 3)]))
 
 
