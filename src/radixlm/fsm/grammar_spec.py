@@ -135,7 +135,7 @@ class CompileBudget:
     max_seconds: float = 10.0
     max_states: int = 200_000
     max_memory_bytes: int = 512 * 1024 * 1024
-    warmup_states: int = 16
+    warmup_states: int = 4  # more only slowed compiles (benchmarks/json_decoding.py)
     warmup_seconds: float = 0.005
     background_warmup_states: int = 256
     max_mask_seconds: float = 0.5
