@@ -10,8 +10,9 @@ tokens and feeds them in the next forward as an extend. Reported per engine (med
 of ``--repeats`` runs, 1 torch thread): wall time, model forwards, output tokens, mask time per
 request-step, the share of wall time spent outside the model (masks, sampling, jump-forward,
 bookkeeping), and how many outputs finished, parse and validate. The unconstrained baseline
-stops wherever the model samples EOS, so compare per-token time and the non-model share rather
-than wall time.
+stops wherever the model samples EOS; "none, no EOS" runs every request to the token limit
+(the occupancy of constrained runs whose outputs do not finish), so compare per-token time and
+the non-model share rather than wall time alone.
 
     python benchmarks/json_e2e.py --schemas 16 --max-new-tokens 160 --out results.json
 """
@@ -44,15 +45,18 @@ from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model  # noqa: E402
 class Unconstrained:
     """No grammar: the baseline every constrained engine is compared with."""
 
-    name = "none"
     masked = False  # no bitmask is filled or applied: unconstrained requests pay nothing
+
+    def __init__(self, ignore_eos: bool = False) -> None:
+        self.ignore_eos = ignore_eos  # run every request to the token limit (full batches)
+        self.name = "none, no EOS" if ignore_eos else "none"
 
     def start(self, grammar: Any, masks: torch.Tensor, row: int) -> Any:
         return None
 
     def accept(self, state: Any, token: int) -> bool:
         """True when the request is finished after ``token``."""
-        return token in jd.EOS_IDS
+        return token in jd.EOS_IDS and not self.ignore_eos
 
     def jump(self, state: Any, out: list[int]) -> Any:
         return None
@@ -291,6 +295,7 @@ def main() -> None:
     schemas = [s for _, s, _ in picked]
     prompts = [prompt_for(tokenizer, s) for s in schemas]
     runs = [(Unconstrained(), [None] * len(picked)),
+            (Unconstrained(ignore_eos=True), [None] * len(picked)),
             (RadixDecoder(radix, jump=False), [g[0] for _, _, g in picked]),
             (RadixDecoder(radix, jump=True), [g[0] for _, _, g in picked]),
             (XGrammarDecoder(xgr), [g[1] for _, _, g in picked]),
