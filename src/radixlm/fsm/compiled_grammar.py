@@ -92,7 +92,7 @@ class CompiledGrammar:
         with self._lock:
             mask = self.index.mask(state)
         self._check_memory()
-        if not self.dfa.accepting[state] and not bool(mask.any()):
+        if not self.dfa.accepting[state] and not mask.numpy().any():
             raise GrammarError("no token of the vocabulary can continue the grammar at a "
                                "reachable point (the required bytes are not spellable)")
         return mask
