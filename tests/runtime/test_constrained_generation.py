@@ -99,3 +99,19 @@ def test_bad_constraints_are_refused_and_the_engine_carries_on(engine):
         engine.generate("x", {"regex": "(unclosed"})
     out = engine.generate("x", {"max_new_tokens": 2, "temperature": 0.0})
     assert out["meta_info"]["completion_tokens"] == 2
+
+
+def test_budget_hit_while_decoding_ends_only_that_request(make_engine, tiny_llama_path):
+    """The automaton grows lazily; past its state budget mid-generation the request ends with
+    an error naming the budget, its batch-mates finish normally and the engine keeps serving."""
+    engine = make_engine(tiny_llama_path, grammar_max_states=60, page_size=4)
+    outs = engine.generate([PROMPT, PROMPT], [
+        {"temperature": 1.0, "seed": 1, "max_new_tokens": 120, "regex": "[a-z]{300}"},
+        {"temperature": 0.0, "max_new_tokens": 8}])
+    failed, plain = outs
+    assert failed["meta_info"]["finish_reason"]["type"] == "abort", failed["meta_info"]
+    assert "states budget" in failed["meta_info"]["finish_reason"]["message"]
+    assert re.fullmatch("[a-z]*", failed["text"]), failed["text"]
+    assert plain["meta_info"]["finish_reason"]["type"] == "length"
+    again = engine.generate(PROMPT, {"temperature": 0.0, "max_new_tokens": 8})
+    assert again["text"] == plain["text"]

@@ -120,7 +120,11 @@ class GrammarManager:
         masks = self._masks[: len(rows)]
         rows_np = masks.numpy()  # numpy rows: the matchers' fastest fill path
         for k, i in enumerate(rows):
-            reqs[i].grammar.fill_bitmask(rows_np[k])
+            try:
+                reqs[i].grammar.fill_bitmask(rows_np[k])
+            except GrammarError as exc:  # over budget: end this request, not the batch
+                reqs[i].grammar_error = str(exc)
+                rows_np[k] = -1  # the scheduler ends it without using its sampled token
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
 
@@ -131,6 +135,19 @@ class GrammarManager:
         if not req.grammar_active:
             self._maybe_activate(req)
             return None
+        try:
+            return self._advance(scheduler, req, token)
+        except GrammarError as exc:  # the lazy automaton grew past a budget
+            req.grammar_error = str(exc)
+        return self.error_reason(req)
+
+    @staticmethod
+    def error_reason(req: Req) -> dict:
+        """The finish reason of a request whose constraint failed while decoding."""
+        return {"type": "abort", "message": f"constraint failed while decoding: "
+                                            f"{req.grammar_error}"}
+
+    def _advance(self, scheduler: Scheduler, req: Req, token: int) -> dict | None:
         if not req.grammar.accept_token(token):
             return {"type": "abort", "message": f"token {token} is not allowed by the "
                                                 f"constraint (grammar state lost)"}

@@ -49,6 +49,7 @@ class Req:
     grammar_future: Any = None  # pending compile
     grammar_active: bool = True  # False until the reasoning end marker (when configured)
     grammar_start: int = 0  # output index where the constraint began
+    grammar_error: str | None = None  # a budget hit while decoding: the request ends with it
     pending_rollback: int = 0
     first_token_time: float = 0.0
 

@@ -334,6 +334,11 @@ class Scheduler:
         result = sample(rows, sample_rows, self.generator, want_lp, top_n)
         outs: list[ReqOut] = []
         for i, req in enumerate(reqs):
+            if req.grammar_error is not None:  # no mask: its sampled token is not kept
+                out = self._finish(req, self.grammar.error_reason(req))
+                if out is not None:
+                    outs.append(out)
+                continue
             token = result.next_ids[i]
             if not req.output_ids:
                 req.first_token_time = time.time()
