@@ -114,11 +114,16 @@ class CompiledGrammar:
             raise GrammarBudgetError("memory", f"{self.budget.max_memory_bytes} bytes",
                                      f"the automaton and its masks use {used} bytes")
 
-    def warm_up(self, max_states: int, max_seconds: float) -> dict[int, bytes]:
+    def warm_up(self, max_states: int, max_seconds: float,
+                polite: bool = False) -> dict[int, bytes]:
         """Compute up to ``max_states`` more distinct masks (or for ``max_seconds``, whichever
         comes first), breadth first over the clamped automaton (states that share a mask are
         visited once), resuming where the previous call stopped; returns the byte path from
         the start to each state warmed by this call. The rest is computed on first visit.
+
+        ``polite`` (background warm-up): release the GIL once a millisecond, so a thread that
+        waits for it (the scheduler, a compile) waits about that long, not the interpreter's
+        5 ms switch interval.
 
         Raises :class:`GrammarError` when a reachable non-final state allows no token at all
         (the vocabulary cannot spell what the grammar requires there).
@@ -127,6 +132,7 @@ class CompiledGrammar:
         queue, paths, keys = self._warm_queue, self._warm_paths, self._warm_keys
         done: dict[int, bytes] = {}
         end = time.perf_counter() + max_seconds
+        next_yield = time.perf_counter() + _POLITE_SLICE
         while queue and len(done) < max_states and (not done or time.perf_counter() < end):
             state = queue.popleft()
             with self._lock:
@@ -141,6 +147,9 @@ class CompiledGrammar:
                 if nxt not in paths and nxt != DEAD:
                     paths[nxt] = paths[state] + (self.vocab.token_bytes[tok] or b"")
                     queue.append(nxt)
+            if polite and time.perf_counter() > next_yield:
+                time.sleep(0)
+                next_yield = time.perf_counter() + _POLITE_SLICE
         self.stats.warmup_states += len(done)
         return done
 
@@ -156,6 +165,9 @@ class CompiledGrammar:
                 state = self.dfa.walk(self.initial_state, path)
                 if state != DEAD and words.shape == (self.vocab.num_words,):
                     self.index.install_mask(state, words)
+
+
+_POLITE_SLICE = 0.001  # seconds a background warm-up holds the GIL before offering it
 
 
 def make_deadline(seconds: float, what: str) -> Callable[[], None]:

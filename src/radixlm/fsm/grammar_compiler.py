@@ -108,7 +108,7 @@ class GrammarCompiler:
         """Keep computing masks after the compile returned, in short slices so compiles
         queued meanwhile go first (the pool is first in, first out)."""
         try:
-            done = len(grammar.warm_up(min(left, 16), 0.002))
+            done = len(grammar.warm_up(min(left, 16), 0.002, polite=True))
         except GrammarError:
             return  # the matcher reports it if decoding ever gets there
         if grammar.warm_up_pending and left - done > 0 and not self._closed:
