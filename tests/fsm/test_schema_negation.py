@@ -54,6 +54,8 @@ CASES = {
     "not type and items (De Morgan)": ({"not": {"type": "array", "items": {"type": "integer"}}},
                                        ["1", '"x"', '[1,"a"]'], ["[]", "[1]"]),
     "not minItems": ({"not": {"minItems": 2}}, ["[]", "[1]"], ["[1,2]", "1"]),
+    "not maxLength with annotations": ({"not": {"maxLength": 1, "description": "short"}},
+                                       ['"ab"'], ['"a"', "1"]),
     "not maxLength with type": ({"not": {"type": "string", "maxLength": 2}},
                                 ['"abc"', "1"], ['"ab"', '""']),
     "not format": ({"type": "string", "not": {"format": "date"}},

@@ -139,7 +139,8 @@ def _not_count(kind: str, low: str, high: str) -> Callable[..., None]:
     characters, items or properties; every other type satisfies N)."""
 
     def negate(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
-        (key, value), = n.items()
+        key = low if low in n else high  # N's only constraining keyword (others annotate)
+        value = n[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise GrammarError(f"{key} must be a non-negative integer, got {value!r}")
         f.restrict_types(frozenset({kind}))
