@@ -84,6 +84,15 @@ def test_warm_up_stops_quietly_at_its_limits(vocab) -> None:  # noqa: ANN001
     assert 1 <= grammar.stats.warmup_states < 10_000
 
 
+def test_warm_up_stop_ends_a_slice_after_one_mask(vocab) -> None:  # noqa: ANN001
+    """Background warm-up gives way (``stop``) as soon as a compile starts elsewhere."""
+    compiler = GrammarCompiler(vocab, CompileBudget(warmup_states=0,
+                                                    background_warmup_states=0))
+    grammar = compiler.compile(GrammarSpec.json_schema({"type": "object"}))
+    assert len(grammar.warm_up(50, 10.0, polite=True, stop=lambda: True)) == 1
+    assert len(grammar.warm_up(3, 10.0, polite=True, stop=lambda: False)) == 3
+
+
 def test_memory_budget(vocab) -> None:  # noqa: ANN001
     compiler = GrammarCompiler(vocab, CompileBudget(max_memory_bytes=1 << 16, warmup_states=64,
                                                     warmup_seconds=10,

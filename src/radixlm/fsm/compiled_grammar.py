@@ -114,8 +114,8 @@ class CompiledGrammar:
             raise GrammarBudgetError("memory", f"{self.budget.max_memory_bytes} bytes",
                                      f"the automaton and its masks use {used} bytes")
 
-    def warm_up(self, max_states: int, max_seconds: float,
-                polite: bool = False) -> dict[int, bytes]:
+    def warm_up(self, max_states: int, max_seconds: float, polite: bool = False,
+                stop: Callable[[], bool] | None = None) -> dict[int, bytes]:
         """Compute up to ``max_states`` more distinct masks (or for ``max_seconds``, whichever
         comes first), breadth first over the clamped automaton (states that share a mask are
         visited once), resuming where the previous call stopped; returns the byte path from
@@ -123,7 +123,7 @@ class CompiledGrammar:
 
         ``polite`` (background warm-up): release the GIL once a millisecond, so a thread that
         waits for it (the scheduler, a compile) waits about that long, not the interpreter's
-        5 ms switch interval.
+        5 ms switch interval. ``stop``: checked after each mask; True ends the call early.
 
         Raises :class:`GrammarError` when a reachable non-final state allows no token at all
         (the vocabulary cannot spell what the grammar requires there).
@@ -150,6 +150,8 @@ class CompiledGrammar:
             if polite and time.perf_counter() > next_yield:
                 time.sleep(0)
                 next_yield = time.perf_counter() + _POLITE_SLICE
+            if stop is not None and stop():
+                break
         self.stats.warmup_states += len(done)
         return done
 

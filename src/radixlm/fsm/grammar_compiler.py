@@ -56,6 +56,9 @@ class GrammarCompiler:
         self._pool = ThreadPoolExecutor(max_workers=max_workers,
                                         thread_name_prefix="radixlm-grammar")
         self._closed = False
+        self._compiling = 0  # compiles in progress (any thread)
+        self._idle = threading.Event()  # set while none is: background warm-up waits for it
+        self._idle.set()
 
     def key(self, spec: GrammarSpec) -> str:
         """Cache key of a spec on this vocabulary."""
@@ -85,6 +88,9 @@ class GrammarCompiler:
         return future
 
     def _run(self, spec: GrammarSpec, key: str, future: Future) -> None:
+        with self._lock:
+            self._compiling += 1
+            self._idle.clear()
         try:
             result: CompiledGrammar | GrammarError = self._build(spec, key)
         except GrammarError as exc:
@@ -96,6 +102,11 @@ class GrammarCompiler:
                 self._pending.pop(key, None)
             future.set_exception(exc)
             return
+        finally:
+            with self._lock:
+                self._compiling -= 1
+                if not self._compiling:
+                    self._idle.set()
         with self._lock:
             self._memory.put(key, result)
             self._pending.pop(key, None)
@@ -107,8 +118,10 @@ class GrammarCompiler:
     def _warm_in_background(self, grammar: CompiledGrammar, left: int) -> None:
         """Keep computing masks after the compile returned, in short slices so compiles
         queued meanwhile go first (the pool is first in, first out)."""
+        self._idle.wait(0.05)  # a compile in another thread goes first (bounded: no stall)
         try:
-            done = len(grammar.warm_up(min(left, 16), 0.002, polite=True))
+            done = len(grammar.warm_up(min(left, 16), 0.002, polite=True,
+                                       stop=lambda: not self._idle.is_set()))
         except GrammarError:
             return  # the matcher reports it if decoding ever gets there
         if grammar.warm_up_pending and left - done > 0 and not self._closed:
