@@ -82,18 +82,22 @@ def spellings(value: Any) -> list[str]:
             json.dumps(value, ensure_ascii=False)]
 
 
+def _child(fn: Callable[..., Any], args: tuple, conn: Any) -> None:
+    try:
+        conn.send(("ok", fn(*args)))
+    except Exception as exc:  # reported to the parent
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
 def run_with_timeout(fn: Callable[..., Any], args: tuple, timeout: float) -> Any:
-    """Run ``fn(*args)`` in a forked process; TimeoutError past ``timeout`` (process killed)."""
-    ctx = mp.get_context("fork")
+    """Run ``fn(*args)`` in a child process; TimeoutError past ``timeout`` (process killed).
+
+    Children come from a fork server, not from this (large) process: forking it would mark
+    all its memory copy-on-write, and the page faults that follow would be billed to whichever
+    engine compiles next."""
+    ctx = mp.get_context("forkserver")
     parent, child = ctx.Pipe(duplex=False)
-
-    def target() -> None:
-        try:
-            child.send(("ok", fn(*args)))
-        except Exception as exc:  # reported to the parent
-            child.send(("error", f"{type(exc).__name__}: {exc}"))
-
-    proc = ctx.Process(target=target, daemon=True)
+    proc = ctx.Process(target=_child, args=(fn, args, child), daemon=True)
     proc.start()
     if not parent.poll(timeout):
         proc.kill()
