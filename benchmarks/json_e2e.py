@@ -35,7 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import json_decoding as jd  # noqa: E402  (the engines and the corpus reader are shared)
 
 from radixlm import env  # noqa: E402
-from radixlm.fsm import GrammarError, TokenVocabulary  # noqa: E402
+from radixlm.fsm import (  # noqa: E402
+    CompileBudget,
+    GrammarCompiler,
+    GrammarError,
+    TokenVocabulary,
+)
 from radixlm.kernels.token_bitmask import apply_token_bitmask_ref  # noqa: E402
 from radixlm.runtime.forward_batch import ForwardBatch  # noqa: E402
 from radixlm.runtime.model_runner import ModelRunner, RunnerConfig  # noqa: E402
@@ -332,6 +337,10 @@ def main() -> None:
     runner = ModelRunner(path, RunnerConfig(page_size=16, max_total_tokens=65536, num_threads=1))
     vocab = TokenVocabulary.from_tokenizer(tokenizer, runner.vocab_size, jd.EOS_IDS)
     radix = jd.RadixEngine(vocab, tokenizer, args.timeout, None)
+    # no background warm-up: it would still be running (and sharing the GIL) during the timed
+    # runs; the first run computes the masks it needs, the median run is warm
+    radix.compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=args.timeout,
+                                                          background_warmup_states=0))
     xgr, outl = jd.XGrammarEngine(vocab), jd.OutlinesEngine(vocab, args.timeout)
     picked = pick_schemas([radix, xgr, outl], args)
     schemas = [s for _, s, _ in picked]
