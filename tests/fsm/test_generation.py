@@ -155,17 +155,17 @@ def test_handwritten_schemas(bounded_compiler, tokenizer, vocab, index: int, jum
 
 @pytest.mark.parametrize("jump", [False, True], ids=["plain", "jump-forward"])
 def test_corpus_sample(bounded_compiler, tokenizer, vocab, corpus_dir, jump: bool) -> None:  # noqa: ANN001
-    checked = sum(_check_walks(bounded_compiler, tokenizer, vocab, schema, jump, walks=1,
-                               seed=i)
-                  for i, (_, schema) in enumerate(_corpus_schemas(corpus_dir, 2)))
-    assert checked >= 25
+    assert _walk_corpus(bounded_compiler, tokenizer, vocab, corpus_dir, jump, 2) >= 25
+
+
+def _walk_corpus(compiler, tokenizer, vocab, corpus_dir, jump: bool, per_subset: int) -> int:  # noqa: ANN001
+    """One walk per schema of the first ``per_subset`` schemas of each subset; walks checked."""
+    return sum(_check_walks(compiler, tokenizer, vocab, schema, jump, walks=1, seed=i)
+               for i, (_, schema) in enumerate(_corpus_schemas(corpus_dir, per_subset)))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("jump", [False, True], ids=["plain", "jump-forward"])
 def test_corpus_wide(bounded_compiler, tokenizer, vocab, corpus_dir, jump: bool) -> None:  # noqa: ANN001
     """A wider deterministic sample (every schema: ``benchmarks/json_decoding.py``)."""
-    checked = sum(_check_walks(bounded_compiler, tokenizer, vocab, schema, jump, walks=1,
-                               seed=i)
-                  for i, (_, schema) in enumerate(_corpus_schemas(corpus_dir, 8)))
-    assert checked >= 100
+    assert _walk_corpus(bounded_compiler, tokenizer, vocab, corpus_dir, jump, 8) >= 100

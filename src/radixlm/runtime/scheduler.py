@@ -335,9 +335,7 @@ class Scheduler:
         outs: list[ReqOut] = []
         for i, req in enumerate(reqs):
             if req.grammar_error is not None:  # no mask: its sampled token is not kept
-                out = self._finish(req, self.grammar.error_reason(req))
-                if out is not None:
-                    outs.append(out)
+                outs.append(self._finish(req, self.grammar.error_reason(req)))
                 continue
             token = result.next_ids[i]
             if not req.output_ids:
