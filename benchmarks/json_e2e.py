@@ -42,9 +42,9 @@ from radixlm.fsm import (  # noqa: E402
     TokenVocabulary,
 )
 from radixlm.kernels.token_bitmask import apply_token_bitmask_ref  # noqa: E402
-from radixlm.runtime.forward_batch import ForwardBatch  # noqa: E402
-from radixlm.runtime.model_runner import ModelRunner, RunnerConfig  # noqa: E402
-from radixlm.runtime.page_allocator import pages_of  # noqa: E402
+from radixlm.runtime.memory.page_allocator import pages_of  # noqa: E402
+from radixlm.runtime.model.forward_batch import ForwardBatch  # noqa: E402
+from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig  # noqa: E402
 from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model  # noqa: E402
 
 

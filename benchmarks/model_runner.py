@@ -19,10 +19,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from radixlm import env
-from radixlm.runtime.batch_generate import greedy_generate
-from radixlm.runtime.forward_batch import SeqSpec
-from radixlm.runtime.model_runner import ModelRunner, RunnerConfig
-from radixlm.runtime.page_allocator import pages_of
+from radixlm.runtime.memory.page_allocator import pages_of
+from radixlm.runtime.model.forward_batch import SeqSpec
+from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
+from radixlm.testing import greedy_generate
 from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from radixlm import env
-from radixlm.runtime.engine import Engine
+from radixlm.runtime.api.engine import Engine
 from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
 from radixlm.tiny_model.corpus import generate_corpus
 

@@ -34,7 +34,7 @@ from radixlm.lang.backend.base import BaseBackend
 from radixlm.lang.backend.select_scoring import choice_start
 from radixlm.lang.chat_template import resolve_chat_template
 from radixlm.lang.choices import mean_logprob
-from radixlm.runtime.engine import Engine
+from radixlm.runtime.api.engine import Engine
 from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
 from radixlm.tiny_model.corpus import CITIES, JOBS, NAMES, generate_corpus
 

@@ -42,7 +42,7 @@ from .lang.global_config import global_config
 from .version import __version__
 
 _LAZY = {
-    "Engine": ("radixlm.runtime.engine", "Engine"),
+    "Engine": ("radixlm.runtime.api.engine", "Engine"),
     "Runtime": ("radixlm.lang.backend.runtime", "Runtime"),
     "RuntimeEndpoint": ("radixlm.lang.backend.runtime_endpoint", "RuntimeEndpoint"),
     "EngineBackend": ("radixlm.lang.backend.engine_backend", "EngineBackend"),

@@ -96,7 +96,7 @@ def _counters(engine: Any) -> tuple[int, int]:
 def run_demo(args: argparse.Namespace) -> int:
     import torch
 
-    from .runtime.engine import Engine
+    from .runtime.api.engine import Engine
 
     torch.set_num_threads(env.num_threads_default())
     path = demo_model_path(args)

@@ -11,7 +11,7 @@ from . import env
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .runtime.http_server import launch_server
+    from .runtime.api.http_server import launch_server
     from .runtime.server_args import ServerArgs
 
     parser = argparse.ArgumentParser(prog="radixlm serve", description="Serve a model over "

@@ -63,9 +63,9 @@ def test_model_on_triton_kernels_matches_torch_kernels(
     tiny_model_path: Path, page_size: int, device: torch.device
 ) -> None:
     """Prefill logits and a greedy continuation agree between the two backends."""
-    from radixlm.runtime.batch_generate import greedy_generate
-    from radixlm.runtime.forward_batch import SeqSpec
-    from radixlm.runtime.model_runner import ModelRunner, RunnerConfig
+    from radixlm.runtime.model.forward_batch import SeqSpec
+    from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
+    from radixlm.testing import greedy_generate
 
     prompts = [[5, 17, 93, 4, 250, 31, 8, 77, 12], [44, 3], [9] * 21]
     logits, tokens = {}, {}

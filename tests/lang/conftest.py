@@ -61,7 +61,7 @@ def scripted() -> ScriptedBackend:
 @pytest.fixture(scope="module")
 def engine(tiny_llama_path):
     """One engine per test module (startup takes a few seconds)."""
-    from radixlm.runtime.engine import Engine
+    from radixlm.runtime.api.engine import Engine
 
     eng = Engine(model_path=str(tiny_llama_path))
     yield eng

@@ -19,7 +19,7 @@ def test_sglang_names_are_exported():
                  "token_length_normalized", "greedy_token_selection",
                  "unconditional_likelihood_normalized", "global_config", "__version__"):
         assert getattr(sgl, name) is not None, name
-    from radixlm.runtime.engine import Engine
+    from radixlm.runtime.api.engine import Engine
 
     assert sgl.Engine is Engine
 

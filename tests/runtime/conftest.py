@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from radixlm.runtime.engine import Engine
+from radixlm.runtime.api.engine import Engine
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,154 @@
+"""A generate call (SGLang's native ``/generate`` body or ``Engine.generate`` arguments),
+validated and expanded into one item per sequence.
+
+``text`` or ``input_ids`` (exactly one), each single or a batch; ``sampling_params`` one dict
+for all or one per item; ``n > 1`` expands each item into ``n`` sequences. Errors name the
+field and what was wrong.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ..wire.messages import GrammarReq
+from ..wire.sampling_params import SamplingParams, SamplingParamsError, parse_sampling_params
+
+KNOWN_FIELDS = {
+    "text", "input_ids", "sampling_params", "rid", "return_logprob", "logprob_start_len",
+    "top_logprobs_num", "return_text_in_logprobs", "stream", "cache_salt", "image_data",
+    "lora_path", "custom_logit_processor", "return_hidden_states", "modalities",
+    "session_params", "priority", "token_ids_logprob", "bootstrap_host", "bootstrap_room",
+    "data_parallel_rank", "log_metrics",
+}
+UNSUPPORTED = {"image_data": "images (this runtime serves text-only models)",
+               "lora_path": "LoRA adapters", "input_embeds": "input_embeds",
+               "custom_logit_processor": "custom logit processors",
+               "return_hidden_states": "hidden states", "session_params": "sessions",
+               "token_ids_logprob": "token_ids_logprob"}
+
+
+class RequestValidationError(ValueError):
+    """The request body is malformed; the message names the field."""
+
+
+@dataclass(frozen=True)
+class GenerateItem:
+    """One sequence to generate."""
+
+    rid: str
+    index: int  # position in the flattened output list
+    text: str | None
+    input_ids: list[int] | None
+    sampling: SamplingParams
+    return_logprob: bool
+    logprob_start_len: int
+    top_logprobs_num: int
+    return_text_in_logprobs: bool
+    cache_salt: str
+
+    @property
+    def grammar(self) -> GrammarReq | None:
+        p = self.sampling
+        if not p.has_grammar:
+            return None
+        return GrammarReq(json_schema=p.json_schema, regex=p.regex, choices=p.choices,
+                          json_object=p.json_object)
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    items: list[GenerateItem]
+    is_batch: bool  # the caller expects a list back
+    stream: bool
+
+
+def _per_item(value: Any, n: int, name: str) -> list[Any]:
+    if isinstance(value, list):
+        if len(value) != n:
+            raise RequestValidationError(f"{name}: expected {n} values (one per prompt), "
+                                         f"got {len(value)}")
+        return value
+    return [value] * n
+
+
+def _check_type(name: str, value: Any, types: tuple[type, ...]) -> None:
+    if value is not None and not isinstance(value, types):
+        raise RequestValidationError(
+            f"{name}: expected {' or '.join(t.__name__ for t in types)}, "
+            f"got {type(value).__name__}")
+
+
+def _prompts(body: dict[str, Any]) -> tuple[list[str | None], list[list[int] | None], bool]:
+    text, ids = body.get("text"), body.get("input_ids")
+    if (text is None) == (ids is None):
+        raise RequestValidationError("exactly one of 'text' or 'input_ids' must be given")
+    if text is not None:
+        if isinstance(text, str):
+            return [text], [None], False
+        if isinstance(text, list) and text and all(isinstance(t, str) for t in text):
+            return list(text), [None] * len(text), True
+        raise RequestValidationError("text: expected a string or a non-empty list of strings")
+    if isinstance(ids, list) and ids and all(isinstance(t, int) for t in ids):
+        return [None], [list(ids)], False
+    if isinstance(ids, list) and ids and all(
+            isinstance(s, list) and all(isinstance(t, int) for t in s) for s in ids):
+        return [None] * len(ids), [list(s) for s in ids], True
+    raise RequestValidationError(
+        "input_ids: expected a list of ints or a non-empty list of lists of ints")
+
+
+def parse_generate_request(body: dict[str, Any]) -> GenerateRequest:
+    """Validate a native ``/generate`` body (or Engine.generate arguments)."""
+    if not isinstance(body, dict):
+        raise RequestValidationError(f"request body must be a JSON object, got "
+                                     f"{type(body).__name__}")
+    unknown = sorted(set(body) - KNOWN_FIELDS)
+    if unknown:
+        raise RequestValidationError(f"unknown field(s) {unknown}")
+    for name, what in UNSUPPORTED.items():
+        if body.get(name):
+            raise RequestValidationError(f"{name}: {what} are not supported")
+    texts, ids, is_batch = _prompts(body)
+    n_prompts = len(texts)
+    _check_type("stream", body.get("stream"), (bool,))
+    try:
+        params = [parse_sampling_params(p) for p in
+                  _per_item(body.get("sampling_params"), n_prompts, "sampling_params")]
+    except SamplingParamsError as exc:
+        raise RequestValidationError(str(exc)) from None
+    fields = {}
+    for name, types, default in (("return_logprob", (bool,), False),
+                                 ("logprob_start_len", (int,), -1),
+                                 ("top_logprobs_num", (int,), 0),
+                                 ("return_text_in_logprobs", (bool,), False),
+                                 ("cache_salt", (str,), ""),
+                                 ("rid", (str,), None)):
+        values = _per_item(body.get(name), n_prompts, name)
+        for v in values:
+            _check_type(name, v, types)
+        fields[name] = [default if v is None else v for v in values]
+    for v in fields["top_logprobs_num"]:
+        if v < 0:
+            raise RequestValidationError(f"top_logprobs_num must be >= 0, got {v}")
+    items: list[GenerateItem] = []
+    for i in range(n_prompts):
+        n = params[i].n
+        base = fields["rid"][i] or uuid.uuid4().hex
+        for j in range(n):
+            items.append(GenerateItem(
+                rid=base if n == 1 else f"{base}-{j}",
+                index=len(items),
+                text=texts[i], input_ids=ids[i], sampling=params[i],
+                return_logprob=fields["return_logprob"][i],
+                logprob_start_len=fields["logprob_start_len"][i],
+                top_logprobs_num=fields["top_logprobs_num"][i],
+                return_text_in_logprobs=fields["return_text_in_logprobs"][i],
+                cache_salt=fields["cache_salt"][i],
+            ))
+    rids = [it.rid for it in items]
+    if len(set(rids)) != len(rids):
+        raise RequestValidationError("rid: request ids must be unique")
+    return GenerateRequest(items=items, is_batch=is_batch or len(items) > 1,
+                           stream=bool(body.get("stream", False)))

@@ -1,0 +1,308 @@
+"""The API side of the engine: tokenizes requests, tracks them, and assembles their results.
+
+Lives in the caller's process on one asyncio loop (the Engine's private loop thread, or the
+HTTP server's loop). It sends tokenized requests to the scheduler and receives text from the
+detokenizer; each in-flight sequence has a :class:`ReqState` that collects text, ids, meta info
+and logprobs. A cancelled caller (a client that went away) aborts its requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from ..server_args import ServerArgs
+from ..wire import ipc
+from ..wire.messages import (
+    AbortReq,
+    ControlOut,
+    ControlReq,
+    ErrorOut,
+    GenerateReq,
+    TextBatchOut,
+    TextOut,
+)
+from .generate_request import GenerateItem, GenerateRequest, parse_generate_request
+
+logger = logging.getLogger(__name__)
+
+
+class GenerateError(RuntimeError):
+    """The engine refused or failed a request; the message says why.
+
+    ``code``: ``invalid_request`` (the request's fault: HTTP 400), ``overloaded`` (retry
+    later: 503) or ``internal`` (500).
+    """
+
+    def __init__(self, message: str, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class EngineDeadError(GenerateError):
+    """The engine's scheduler is gone; no request can be served."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "internal")
+
+
+@dataclass
+class ReqState:
+    item: GenerateItem
+    prompt_ids: list[int]
+    text: str = ""
+    output_ids: list[int] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    finished: bool = False
+    error: str | None = None
+    error_code: str = "invalid_request"
+    created_wall: float = field(default_factory=time.time)
+    updated: asyncio.Event = field(default_factory=asyncio.Event)
+    created: float = field(default_factory=time.monotonic)
+    out_logprobs: list[list[Any]] = field(default_factory=list)
+    out_top: list[Any] = field(default_factory=list)
+    in_logprobs: list[list[Any]] | None = None
+    in_top: list[Any] | None = None
+
+
+class TokenizerManager:
+    """Create inside a running loop with :meth:`create`."""
+
+    def __init__(self, args: ServerArgs, endpoints: ipc.Endpoints, tokenizer: Any,
+                 health: Callable[[], str | None]) -> None:
+        self.args = args
+        self.tokenizer = tokenizer
+        self.endpoints = endpoints
+        self._health = health
+        self.states: dict[str, ReqState] = {}
+        self.controls: dict[str, asyncio.Future[ControlOut]] = {}
+        self.dead: str | None = None
+        self.ctx = zmq.asyncio.Context()
+        self.push = self.ctx.socket(zmq.PUSH)
+        self.push.setsockopt(zmq.LINGER, 0)
+        self.push.connect(endpoints.scheduler)
+        self.pull = self.ctx.socket(zmq.PULL)
+        self.pull.bind(endpoints.tokenizer)
+        self._tasks: list[asyncio.Task] = []
+        # Called with a summary dict when a request ends (metrics, structured logs).
+        self.finish_hooks: list[Callable[[dict[str, Any]], None]] = []
+
+    @classmethod
+    async def create(cls, args: ServerArgs, endpoints: ipc.Endpoints, tokenizer: Any,
+                     health: Callable[[], str | None]) -> TokenizerManager:
+        tm = cls(args, endpoints, tokenizer, health)
+        tm._tasks = [asyncio.create_task(tm._recv_loop()),
+                     asyncio.create_task(tm._watch_children())]
+        return tm
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        self.push.close(0)
+        self.pull.close(0)
+        self.ctx.term()
+
+    # -- receiving ------------------------------------------------------------------------
+
+    async def _recv_loop(self) -> None:
+        while True:
+            msg = ipc.try_decode(await self.pull.recv())
+            if isinstance(msg, TextBatchOut):
+                for out in msg.outs:
+                    self._on_text(out)
+            elif isinstance(msg, ControlOut):
+                fut = self.controls.pop(msg.cid, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+            elif isinstance(msg, ErrorOut):
+                self._on_error(msg)
+
+    async def _watch_children(self) -> None:
+        while self.dead is None:
+            await asyncio.sleep(1.0)
+            problem = self._health()
+            if problem:
+                self._fail_all(f"engine process died: {problem}")
+
+    def _on_text(self, t: TextOut) -> None:
+        st = self.states.get(t.out.rid)
+        if st is None:
+            return
+        o = t.out
+        if o.rollback:
+            del st.output_ids[len(st.output_ids) - o.rollback :]
+            del st.out_logprobs[len(st.out_logprobs) - min(o.rollback, len(st.out_logprobs)):]
+        st.text = t.text_delta if t.text_reset else st.text + t.text_delta
+        st.output_ids.extend(o.new_ids)
+        with_text = st.item.return_text_in_logprobs
+        st.out_logprobs.extend(self._lp_entry(lp, tid, with_text) for lp, tid in
+                               o.output_logprobs)
+        st.out_top.extend([self._lp_entry(lp, tid, with_text) for lp, tid in top]
+                          for top in o.output_top_logprobs)
+        if o.input_logprobs is not None:
+            st.in_logprobs = [self._lp_entry(lp, tid, with_text) for lp, tid in o.input_logprobs]
+            st.in_top = [None if top is None else
+                         [self._lp_entry(lp, tid, with_text) for lp, tid in top]
+                         for top in (o.input_top_logprobs or [])]
+        st.meta.update(prompt_tokens=o.prompt_tokens, completion_tokens=o.completion_tokens,
+                       cached_tokens=o.cached_tokens, finish_reason=o.finish_reason)
+        if o.forced_tokens:
+            st.meta["jump_forward_tokens"] = o.forced_tokens
+        if o.first_token_time and "ttft" not in st.meta:
+            st.meta["ttft"] = max(o.first_token_time - st.created_wall, 0.0)
+        if o.finish_reason is not None:
+            st.finished = True
+            self._report(st, "ok")
+        st.updated.set()
+
+    def _report(self, st: ReqState, status: str) -> None:
+        summary = {"rid": st.item.rid, "status": status,
+                   "latency": time.monotonic() - st.created, **st.meta}
+        for hook in self.finish_hooks:
+            try:
+                hook(summary)
+            except Exception:  # a metrics bug must not break serving
+                logger.exception("finish hook failed")
+
+    def _lp_entry(self, lp: float | None, tid: int, with_text: bool) -> list[Any]:
+        return [lp, tid, self.tokenizer.decode([tid]) if with_text else None]
+
+    def _on_error(self, e: ErrorOut) -> None:
+        if e.rid is None:
+            self._fail_all(e.message)
+            return
+        st = self.states.get(e.rid)
+        if st is not None:
+            st.error, st.error_code, st.finished = e.message, e.code, True
+            self._report(st, "error")
+            st.updated.set()
+
+    def _fail_all(self, message: str) -> None:
+        self.dead = message
+        for st in self.states.values():
+            if not st.finished:
+                st.error, st.error_code, st.finished = message, "internal", True
+                st.updated.set()
+        for fut in self.controls.values():
+            if not fut.done():
+                fut.set_exception(EngineDeadError(message))
+
+    # -- sending --------------------------------------------------------------------------
+
+    def _tokenize(self, item: GenerateItem) -> list[int]:
+        if item.input_ids is not None:
+            return item.input_ids
+        return self.tokenizer(item.text).input_ids
+
+    async def _send(self, item: GenerateItem, stream: bool) -> ReqState:
+        if self.dead is not None:
+            raise EngineDeadError(f"the engine is not running: {self.dead}")
+        if len(self.states) >= self.args.max_queued_requests:
+            raise GenerateError(f"too many requests in flight ({len(self.states)}); retry "
+                                f"later", "overloaded")
+        ids = self._tokenize(item)
+        st = ReqState(item=item, prompt_ids=ids)
+        self.states[item.rid] = st
+        msg = GenerateReq(
+            rid=item.rid, input_ids=ids, sampling=item.sampling,
+            return_logprob=item.return_logprob, logprob_start_len=item.logprob_start_len,
+            top_logprobs_num=item.top_logprobs_num, stream=stream,
+            namespace=item.cache_salt, grammar=item.grammar,
+        )
+        await self.push.send(ipc.messages.encode(msg))
+        return st
+
+    async def abort(self, rid: str) -> None:
+        if rid in self.states:
+            await self.push.send(ipc.messages.encode(AbortReq(rid=rid)))
+
+    async def control(self, kind: str, timeout: float = 30.0, **args: Any) -> ControlOut:
+        if self.dead is not None:
+            raise EngineDeadError(f"the engine is not running: {self.dead}")
+        cid = uuid.uuid4().hex
+        fut: asyncio.Future[ControlOut] = asyncio.get_running_loop().create_future()
+        self.controls[cid] = fut
+        await self.push.send(ipc.messages.encode(ControlReq(cid=cid, kind=kind, args=args)))
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self.controls.pop(cid, None)
+
+    # -- results --------------------------------------------------------------------------
+
+    def _result(self, st: ReqState) -> dict[str, Any]:
+        meta = {"id": st.item.rid, **st.meta,
+                "e2e_latency": time.monotonic() - st.created}
+        meta.setdefault("finish_reason", None)
+        if st.item.return_logprob:
+            meta["output_token_logprobs"] = list(st.out_logprobs)
+            meta["output_top_logprobs"] = list(st.out_top)
+            meta["input_token_logprobs"] = st.in_logprobs or []
+            meta["input_top_logprobs"] = st.in_top or []
+        return {"text": st.text, "output_ids": list(st.output_ids), "meta_info": meta}
+
+    async def generate(self, body: dict[str, Any] | GenerateRequest
+                       ) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
+        """Yield results: once (final) without streaming, or a snapshot per update with
+        streaming (single sequence: a dict; batch: dicts carrying ``index``)."""
+        req = body if isinstance(body, GenerateRequest) else parse_generate_request(body)
+        states: list[ReqState] = []
+        try:
+            for item in req.items:
+                states.append(await self._send(item, req.stream))
+            if req.stream:
+                async for chunk in self._stream(states, req.is_batch):
+                    yield chunk
+            else:
+                await self._wait_all(states)
+                results = [self._result(s) for s in states]
+                yield results if req.is_batch else results[0]
+        finally:
+            for st in states:
+                if not st.finished:
+                    await self.abort(st.item.rid)
+                self.states.pop(st.item.rid, None)
+
+    async def _wait_all(self, states: list[ReqState]) -> None:
+        for st in states:
+            while not st.finished:
+                st.updated.clear()
+                if st.finished:
+                    break
+                await st.updated.wait()
+            if st.error is not None:
+                raise GenerateError(st.error, st.error_code)
+
+    async def _stream(self, states: list[ReqState], is_batch: bool
+                      ) -> AsyncIterator[dict[str, Any]]:
+        pending = set(range(len(states)))
+        while pending:
+            waiters = {asyncio.ensure_future(states[i].updated.wait()): i for i in pending}
+            done, rest = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for w in rest:
+                w.cancel()
+            for w in done:
+                i = waiters[w]
+                st = states[i]
+                st.updated.clear()
+                if st.error is not None:
+                    raise GenerateError(st.error, st.error_code)
+                chunk = self._result(st)
+                if is_batch:
+                    chunk["index"] = st.item.index
+                yield chunk
+                if st.finished:
+                    pending.discard(i)
+
+    async def generate_once(self, body: dict[str, Any]) -> dict[str, Any] | list[dict]:
+        """Non-streaming convenience: the final result."""
+        results = [r async for r in self.generate(body)]
+        return results[-1]

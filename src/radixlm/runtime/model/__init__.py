@@ -1,0 +1,1 @@
+"""Model execution: config, weight loading, models, forward batches, the runner and the sampler."""

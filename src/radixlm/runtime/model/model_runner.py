@@ -1,0 +1,128 @@
+"""Loads a checkpoint and runs batched forwards over the paged KV pool.
+
+The runner owns the model weights, the KV pool and its page allocator. It knows nothing of
+requests or caching policy: the scheduler (or a test) decides which slots each sequence uses
+and hands over :class:`SeqSpec` lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ...kernels import get_kernel_ops
+from ..memory.kv_pool import KVPool
+from ..memory.page_allocator import PageAllocator
+from .forward_batch import ForwardBatch, SeqSpec
+from .model_config import ModelConfig
+from .models import LlamaForCausalLM
+from .weight_loader import iter_weights
+
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """What the model runner needs; validated on construction."""
+
+    dtype: str = "auto"  # auto = float32 on CPU, the checkpoint's dtype elsewhere
+    device: str = "cpu"
+    page_size: int = 1
+    max_total_tokens: int = 8192  # KV pool capacity in tokens (rounded up to whole pages)
+    kernel_backend: str = "auto"
+    num_threads: int = 1
+    max_context: int | None = None  # None = the model's max_position_embeddings
+    cpu_gemm: str = "auto"  # auto/onednn: weights packed for oneDNN on CPU; torch: F.linear
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ("auto", *DTYPES):
+            raise ValueError(f"dtype must be auto or one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {self.page_size}")
+        if self.max_total_tokens < self.page_size:
+            raise ValueError(
+                f"max_total_tokens ({self.max_total_tokens}) must hold at least one page "
+                f"({self.page_size} tokens)"
+            )
+        if self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+        if self.cpu_gemm not in ("auto", "onednn", "torch"):
+            raise ValueError(f"cpu_gemm must be auto, onednn or torch, got {self.cpu_gemm!r}")
+        if self.max_context is not None and self.max_context < 1:
+            raise ValueError(f"max_context must be >= 1, got {self.max_context}")
+
+    def torch_dtype(self, model_cfg: ModelConfig) -> torch.dtype:
+        if self.dtype != "auto":
+            return DTYPES[self.dtype]
+        if self.device == "cpu":
+            return torch.float32
+        return DTYPES.get(model_cfg.torch_dtype, torch.bfloat16)
+
+
+class ModelRunner:
+    """A loaded model plus its KV pool; :meth:`forward` runs one mixed batch."""
+
+    def __init__(self, model_path: str | Path, config: RunnerConfig | None = None) -> None:
+        self.config = config or RunnerConfig()
+        torch.set_num_threads(self.config.num_threads)
+        self.model_path = str(model_path)
+        self.model_config = ModelConfig.from_folder(model_path)
+        self.device = torch.device(self.config.device)
+        self.dtype = self.config.torch_dtype(self.model_config)
+        self.max_context = min(
+            self.config.max_context or self.model_config.max_position_embeddings,
+            self.model_config.max_position_embeddings,
+        )
+        self.ops = get_kernel_ops(self.config.kernel_backend, self.device)
+        self.model = self._load_model()
+        cfg = self.model_config
+        page_size = self.config.page_size
+        num_pages = -(-self.config.max_total_tokens // page_size)
+        self.kv_pool = KVPool(
+            cfg.num_layers, num_pages, page_size, cfg.num_kv_heads, cfg.head_dim,
+            self.dtype, self.device,
+        )
+        self.allocator = PageAllocator(num_pages, page_size)
+        self.workspace: dict[str, torch.Tensor] = {}  # attention gather buffers, reused
+
+    def _load_model(self) -> LlamaForCausalLM:
+        with torch.device("meta"):
+            model = LlamaForCausalLM(self.model_config, self.ops, self.max_context)
+        model = model.to_empty(device=self.device).to(self.dtype)
+        model.load_weights(iter_weights(self.model_path))
+        model.init_rope(self.device)
+        if self._use_onednn():
+            model.pack_linears()
+        return model.eval()
+
+    def _use_onednn(self) -> bool:
+        from ...kernels.cpu_linear import onednn_linear_available
+
+        if self.device.type != "cpu" or self.config.cpu_gemm == "torch":
+            return False
+        available = onednn_linear_available(self.dtype)
+        if self.config.cpu_gemm == "onednn" and not available:
+            raise ValueError(f"cpu_gemm=onednn: this torch build cannot run oneDNN linears "
+                             f"for {self.dtype}")
+        return available
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model_config.vocab_size
+
+    def build_batch(self, seqs: Sequence[SeqSpec]) -> ForwardBatch:
+        return ForwardBatch.build(
+            seqs, self.device, self.max_context, self.config.page_size, self.workspace
+        )
+
+    def forward(self, seqs: Sequence[SeqSpec] | ForwardBatch) -> torch.Tensor:
+        """Run one step; returns float32 logits for each request's requested rows, in order."""
+        batch = seqs if isinstance(seqs, ForwardBatch) else self.build_batch(seqs)
+        return self.model(batch, self.kv_pool)

@@ -1,0 +1,243 @@
+"""The Llama family (Llama, Qwen2 with qkv bias, Mistral) over the paged KV pool.
+
+Weights load from Hugging Face names; q/k/v and gate/up projections are fused into one matmul
+each. Token rows of all requests in a step are concatenated (``[num_tokens, hidden]``) and
+attention reads each request's KV through its slot indices.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ....kernels import KernelOps
+from ...memory.kv_pool import KVPool
+from ..forward_batch import ForwardBatch
+from ..model_config import ModelConfig, UnsupportedModelError
+from .rope import cos_sin_tables
+
+logger = logging.getLogger(__name__)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+        super().__init__()
+        self.layer_id = layer_id
+        self.num_heads = cfg.num_heads
+        self.num_kv_heads = cfg.num_kv_heads
+        self.head_dim = cfg.head_dim
+        self.q_size = cfg.num_heads * cfg.head_dim
+        self.kv_size = cfg.num_kv_heads * cfg.head_dim
+        self.sm_scale = cfg.head_dim**-0.5
+        self.sliding_window = cfg.sliding_windows[layer_id]
+        self.qkv_proj = nn.Linear(
+            cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=cfg.qkv_bias
+        )
+        self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=cfg.o_bias)
+
+    def forward(
+        self, x: torch.Tensor, batch: ForwardBatch, pool: KVPool, model: LlamaForCausalLM
+    ) -> torch.Tensor:
+        ops = model.ops
+        t = x.shape[0]
+        qkv = self.qkv_proj(x)  # [T, (Hq + 2 Hkv) * D]
+        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = q.reshape(t, self.num_heads, self.head_dim)
+        k = k.reshape(t, self.num_kv_heads, self.head_dim)
+        v = v.reshape(t, self.num_kv_heads, self.head_dim).contiguous()
+        q, k = ops.rotary(q, k, batch.positions, model.rope_cos, model.rope_sin)
+        k_cache, v_cache = pool.k_buffers[self.layer_id], pool.v_buffers[self.layer_id]
+        ops.store_kv(k_cache, v_cache, batch.out_cache_loc, k.contiguous(), v)
+        out = self._attend(q.contiguous(), k_cache, v_cache, batch, ops)  # [T, Hq, D]
+        return self.o_proj(out.reshape(t, self.q_size))
+
+    def _attend(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        batch: ForwardBatch,
+        ops: KernelOps,
+    ) -> torch.Tensor:
+        def decode(qd: torch.Tensor) -> torch.Tensor:
+            return ops.decode_attention(
+                qd, k_cache, v_cache, batch.dec_kv_indptr, batch.dec_kv_indices,
+                self.sm_scale, 0.0, self.sliding_window,
+                plan=batch.decode_plan(self.sliding_window),
+            )
+
+        def extend(qe: torch.Tensor) -> torch.Tensor:
+            return ops.extend_attention(
+                qe, k_cache, v_cache, batch.ext_qo_indptr, batch.ext_kv_indptr,
+                batch.ext_kv_indices, self.sm_scale, 0.0, self.sliding_window,
+            )
+
+        if not batch.has_extend:
+            return decode(q)
+        if not batch.has_decode:
+            return extend(q)
+        out = torch.empty_like(q)
+        out[batch.ext_rows] = extend(q[batch.ext_rows].contiguous())
+        out[batch.dec_rows] = decode(q[batch.dec_rows].contiguous())
+        return out
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.intermediate = cfg.intermediate_size
+        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * self.intermediate, bias=cfg.mlp_bias)
+        self.down_proj = nn.Linear(self.intermediate, cfg.hidden_size, bias=cfg.mlp_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).split(self.intermediate, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+        super().__init__()
+        self.eps = cfg.rms_norm_eps
+        self.self_attn = LlamaAttention(cfg, layer_id)
+        self.mlp = LlamaMLP(cfg)
+        self.input_layernorm = nn.Parameter(torch.empty(cfg.hidden_size))
+        self.post_attention_layernorm = nn.Parameter(torch.empty(cfg.hidden_size))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        residual: torch.Tensor | None,
+        batch: ForwardBatch,
+        pool: KVPool,
+        model: LlamaForCausalLM,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        ops = model.ops
+        if residual is None:
+            residual = x
+            h = ops.rms_norm(x, self.input_layernorm, self.eps)
+        else:
+            h, residual = ops.fused_add_rms_norm(x, residual, self.input_layernorm, self.eps)
+        h = self.self_attn(h, batch, pool, model)
+        h, residual = ops.fused_add_rms_norm(h, residual, self.post_attention_layernorm, self.eps)
+        return self.mlp(h), residual
+
+
+class LlamaForCausalLM(nn.Module):
+    """Causal LM whose forward takes a :class:`ForwardBatch` and returns selected logits."""
+
+    def __init__(self, cfg: ModelConfig, ops: KernelOps, max_positions: int) -> None:
+        super().__init__()
+        self.config = cfg
+        self.ops = ops
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_layers))
+        self.norm = nn.Parameter(torch.empty(cfg.hidden_size))
+        self.lm_head = (
+            None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, False)
+        )
+        self.max_positions = max_positions
+        self.rope_cos = torch.empty(0)
+        self.rope_sin = torch.empty(0)
+        self.packed_head: nn.Module | None = None  # set by pack_linears
+
+    def pack_linears(self) -> None:
+        """Swap every projection (and the LM head) for a oneDNN-packed one (CPU path)."""
+        from ....kernels.cpu_linear import PackedLinear
+
+        for layer in self.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            attn.qkv_proj = PackedLinear.from_linear(attn.qkv_proj)
+            attn.o_proj = PackedLinear.from_linear(attn.o_proj)
+            mlp.gate_up_proj = PackedLinear.from_linear(mlp.gate_up_proj)
+            mlp.down_proj = PackedLinear.from_linear(mlp.down_proj)
+        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        self.packed_head = PackedLinear(weight, None)
+
+    def init_rope(self, device: torch.device) -> None:
+        """Build the cos/sin tables (float32) once the model sits on its device."""
+        cfg = self.config
+        self.rope_cos, self.rope_sin = cos_sin_tables(
+            cfg.rope, cfg.head_dim, self.max_positions, device
+        )
+
+    @torch.inference_mode()
+    def forward(self, batch: ForwardBatch, pool: KVPool) -> torch.Tensor:
+        """Logits (float32) ``[len(batch.logits_rows), vocab]``."""
+        x = self.embed_tokens(batch.input_ids)  # [T, hidden]
+        residual: torch.Tensor | None = None
+        for layer in self.layers:
+            x, residual = layer(x, residual, batch, pool, self)
+        rows = batch.logits_rows
+        h, _ = self.ops.fused_add_rms_norm(
+            x[rows].contiguous(), residual[rows].contiguous(), self.norm, self.config.rms_norm_eps
+        )
+        if self.packed_head is not None:
+            return self.packed_head(h).float()
+        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(h, weight).float()
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy Hugging Face-named tensors into the fused parameters; every one must arrive."""
+        cfg = self.config
+        q, kv, inter = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim, \
+            cfg.intermediate_size
+        shards = {
+            "q_proj": ("qkv_proj", 0, q), "k_proj": ("qkv_proj", q, kv),
+            "v_proj": ("qkv_proj", q + kv, kv), "gate_proj": ("gate_up_proj", 0, inter),
+            "up_proj": ("gate_up_proj", inter, inter),
+        }
+        params = dict(self.named_parameters())
+        expected = {name: _param_pieces(name, shards) for name in params}
+        loaded: dict[str, int] = {}
+        for hf_name, tensor in weights:
+            target = _map_name(hf_name, shards)
+            if target is None:
+                continue
+            name, start, size = target
+            if name not in params:
+                if name == "lm_head.weight" and cfg.tie_word_embeddings:
+                    continue
+                logger.warning("ignoring unexpected checkpoint tensor %s", hf_name)
+                continue
+            dst = params[name].data
+            view = dst if size is None else dst.narrow(0, start, size)
+            if view.shape != tensor.shape:
+                raise UnsupportedModelError(
+                    f"tensor {hf_name}: expected shape {tuple(view.shape)}, "
+                    f"got {tuple(tensor.shape)}"
+                )
+            view.copy_(tensor)
+            loaded[name] = loaded.get(name, 0) + 1
+        missing = [n for n, pieces in expected.items() if loaded.get(n, 0) < pieces]
+        if missing:
+            raise UnsupportedModelError(f"checkpoint is missing tensors for {missing[:8]}")
+
+
+def _param_pieces(name: str, shards: dict[str, tuple[str, int, int]]) -> int:
+    """How many checkpoint tensors fill parameter ``name`` (fused ones take several)."""
+    for fused in ("qkv_proj", "gate_up_proj"):
+        if f".{fused}." in name:
+            return sum(1 for target, _, _ in shards.values() if target == fused)
+    return 1
+
+
+def _map_name(
+    hf_name: str, shards: dict[str, tuple[str, int, int]]
+) -> tuple[str, int, int | None] | None:
+    """HF tensor name -> (our parameter, row offset, rows) or None to skip."""
+    if "rotary_emb" in hf_name:
+        return None
+    name = hf_name.removeprefix("model.")
+    if name in ("norm.weight",):
+        return "norm", 0, None
+    if name.endswith(("input_layernorm.weight", "post_attention_layernorm.weight")):
+        return name.removesuffix(".weight"), 0, None
+    for shard, (fused, start, size) in shards.items():
+        marker = f".{shard}."
+        if marker in name:
+            return name.replace(marker, f".{fused}."), start, size
+    return name, 0, None

@@ -1,0 +1,1 @@
+"""Scheduling: admission, batching, retraction, constraints, and what a step's outputs become."""

@@ -1,0 +1,194 @@
+"""Constrained decoding inside the scheduler: compiles, masks, grammar state, jump-forward.
+
+A constrained request is admitted with a compile future (built off the scheduler thread by the
+fsm package, within its time/state/memory budget); it waits until the grammar is ready, or is
+failed with the compiler's message. Each step the allowed-token bitmasks of the constrained
+rows are filled and applied to the logits in one call (unconstrained rows are untouched), and
+each sampled token advances its matcher. A grammar that can only end finishes the request at
+once; with jump-forward, a deterministic run of text is appended as forced tokens (see
+:meth:`GrammarManager.jump`). With ``reasoning_end_marker`` set, a request's constraint starts
+only after that marker appears in its output.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ...fsm import (
+    CompileBudget,
+    GrammarCompiler,
+    GrammarError,
+    GrammarSpec,
+    TokenVocabulary,
+    WhitespacePolicy,
+    jump_forward,
+)
+from ..wire.messages import ErrorOut, GrammarReq
+from .request import Req, RequestError
+
+if TYPE_CHECKING:
+    from ...kernels import KernelOps
+    from ..server_args import ServerArgs
+    from .scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+
+class GrammarManager:
+    def __init__(self, args: ServerArgs, tokenizer: Any, vocab_size: int, eos_ids: list[int],
+                 ops: KernelOps) -> None:
+        self.args = args
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.eos_ids = list(eos_ids)
+        self.ops = ops
+        self.enable_jump_forward = not args.disable_jump_forward
+        self._compiler: GrammarCompiler | None = None
+        self._masks = torch.zeros(0, (vocab_size + 31) // 32, dtype=torch.int32)
+
+    @property
+    def compiler(self) -> GrammarCompiler:
+        """Built on first use: a vocabulary walk over the tokenizer costs a few hundred ms."""
+        if self._compiler is None:
+            from pathlib import Path
+
+            vocab = TokenVocabulary.from_tokenizer(self.tokenizer, self.vocab_size, self.eos_ids)
+            budget = CompileBudget(max_seconds=self.args.grammar_compile_timeout,
+                                   max_states=self.args.grammar_max_states)
+            cache = Path(self.args.grammar_cache_dir) if self.args.grammar_cache_dir else None
+            self._compiler = GrammarCompiler(vocab, budget, cache, max_workers=1)
+        return self._compiler
+
+    def spec(self, g: GrammarReq) -> GrammarSpec:
+        ws = WhitespacePolicy(mode=self.args.constrained_json_whitespace)
+        if g.json_schema is not None:
+            return GrammarSpec.json_schema(g.json_schema, whitespace=ws)
+        if g.regex is not None:
+            return GrammarSpec.regex(g.regex)
+        if g.choices is not None:
+            return GrammarSpec.choices(g.choices)
+        return GrammarSpec("json_object", whitespace=ws)
+
+    # -- admission ------------------------------------------------------------------------
+
+    def admit(self, req: Req, grammar: GrammarReq | None) -> None:
+        """Start compiling ``req``'s constraint; a malformed one raises :class:`RequestError`."""
+        if grammar is None:
+            return
+        try:
+            future = self.compiler.compile_async(self.spec(grammar))
+        except GrammarError as exc:
+            raise RequestError(f"invalid constraint: {exc}") from None
+        req.grammar_future = future
+        req.grammar_active = self.args.reasoning_end_marker is None
+        if future.done():
+            self._resolve(req)
+
+    def _resolve(self, req: Req) -> None:
+        future, req.grammar_future = req.grammar_future, None
+        try:
+            req.grammar = future.result().new_matcher()
+        except GrammarError as exc:
+            raise RequestError(f"invalid constraint: {exc}") from None
+
+    def poll_compiles(self, scheduler: Scheduler) -> list[ErrorOut]:
+        """Attach finished compiles to their waiting requests; fail the ones that errored."""
+        errors = []
+        for req in [r for r in scheduler.waiting if r.grammar_future is not None]:
+            if not req.grammar_future.done():
+                continue
+            try:
+                self._resolve(req)
+            except RequestError as exc:
+                scheduler.fail(req.rid)
+                errors.append(ErrorOut(rid=req.rid, message=str(exc)))
+        return errors
+
+    # -- per step -------------------------------------------------------------------------
+
+    def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> None:
+        """Disallow, in place, every token the active grammars forbid (one batched call)."""
+        rows = [i for i, r in enumerate(reqs) if r.grammar is not None and r.grammar_active]
+        if not rows:
+            return
+        if self._masks.shape[0] < len(rows):
+            self._masks = torch.zeros(max(len(rows), 2 * self._masks.shape[0]),
+                                      self._masks.shape[1], dtype=torch.int32)
+        masks = self._masks[: len(rows)]
+        rows_np = masks.numpy()  # numpy rows: the matchers' fastest fill path
+        for k, i in enumerate(rows):
+            try:
+                reqs[i].grammar.fill_bitmask(rows_np[k])
+            except GrammarError as exc:  # over budget: end this request, not the batch
+                reqs[i].grammar_error = str(exc)
+                rows_np[k] = -1  # the scheduler ends it without using its sampled token
+        index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
+        self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
+
+    def after_token(self, scheduler: Scheduler, req: Req, token: int) -> dict | None:
+        """Advance ``req``'s grammar by its new token; a finish reason if it must stop."""
+        if req.grammar is None:
+            return None
+        if not req.grammar_active:
+            self._maybe_activate(req)
+            return None
+        try:
+            return self._advance(scheduler, req, token)
+        except GrammarError as exc:  # the lazy automaton grew past a budget
+            req.grammar_error = str(exc)
+        return self.error_reason(req)
+
+    @staticmethod
+    def error_reason(req: Req) -> dict:
+        """The finish reason of a request whose constraint failed while decoding."""
+        return {"type": "abort", "message": f"constraint failed while decoding: "
+                                            f"{req.grammar_error}"}
+
+    def _advance(self, scheduler: Scheduler, req: Req, token: int) -> dict | None:
+        if not req.grammar.accept_token(token):
+            return {"type": "abort", "message": f"token {token} is not allowed by the "
+                                                f"constraint (grammar state lost)"}
+        if req.grammar.must_end():
+            return {"type": "stop", "matched": None}
+        if self.enable_jump_forward and not req.return_logprob:
+            return self.jump(scheduler, req)
+        return None
+
+    def _maybe_activate(self, req: Req) -> None:
+        marker = self.args.reasoning_end_marker
+        assert marker is not None
+        tail = self.tokenizer.decode(req.output_ids[-(len(marker) + 2):])
+        if marker in tail:
+            req.grammar_active = True
+            req.grammar_start = len(req.output_ids)
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.compiler.vocab.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def jump(self, scheduler: Scheduler, req: Req) -> dict | None:
+        """Append the text the grammar forces next: the fsm plans it (the last few output
+        tokens retokenized with the forced text, trailing extendable tokens held back) and
+        the scheduler prefills the new tokens in one step.
+
+        Skipped for requests that asked for logprobs: forced tokens are not sampled.
+        """
+        extendable = self.compiler.vocab.extendable
+        plan = jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
+                            self._decode, extendable=lambda t: bool(extendable[t]))
+        if plan is None:
+            return None
+        return scheduler.apply_jump(req, plan.rollback, list(plan.tokens))
+
+    def release(self, req: Req) -> None:
+        req.grammar = None
+        req.grammar_future = None
+
+    def flush(self) -> None:
+        """Compiled grammars stay cached (they depend only on the spec and vocabulary)."""
+        return None

@@ -1,0 +1,52 @@
+"""Which waiting requests to admit first.
+
+``fcfs`` keeps arrival order. ``lpm`` puts the longest cached prefix first (the SGLang paper's
+cache-aware order, which approximates a depth-first walk of the radix tree), but a request
+passed over ``lpm_max_wait_steps`` times goes to the front in arrival order, so one that hits
+nothing cannot starve. Like SGLang, lpm falls back to fcfs beyond 128 waiting requests (the
+matching cost grows with the queue) and when the cache is disabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..memory.radix_cache import common_prefix_len
+
+if TYPE_CHECKING:
+    from ..memory.kv_manager import KVManager
+    from ..server_args import ServerArgs
+    from .request import Req
+
+LPM_MAX_QUEUE = 128
+DEDUP_MIN_TOKENS = 32
+
+
+def order_waiting(waiting: Sequence[Req], kv: KVManager, args: ServerArgs) -> list[Req]:
+    """The waiting requests in the order the scheduler should try to admit them."""
+    if args.schedule_policy == "fcfs" or kv.cache is None or len(waiting) > LPM_MAX_QUEUE:
+        return list(waiting)
+    aged = [r for r in waiting if r.wait_steps >= args.lpm_max_wait_steps]
+    rest = [r for r in waiting if r.wait_steps < args.lpm_max_wait_steps]
+    hits = {id(r): kv.cached_prefix_len(r.fill_ids[: r.max_reuse], r.namespace) for r in rest}
+    return aged + sorted(rest, key=lambda r: -hits[id(r)])
+
+
+def shares_uncached_prefix(req: Req, scheduled: Sequence[Req], kv: KVManager) -> bool:
+    """True if ``req`` shares at least 32 not-yet-cached prefix tokens with a request already
+    scheduled in this step: waiting one step lets it reuse that prefix from the cache."""
+    if kv.cache is None or not scheduled:
+        return False
+    tokens = req.fill_ids[: req.max_reuse]
+    cached = None
+    for other in scheduled:
+        if other.namespace != req.namespace or not other.fill_ids or not tokens or \
+                other.fill_ids[0] != tokens[0]:
+            continue
+        common = common_prefix_len(tokens, other.fill_ids)
+        if cached is None:
+            cached = kv.cached_prefix_len(tokens, req.namespace)
+        if common - cached >= DEDUP_MIN_TOKENS:
+            return True
+    return False

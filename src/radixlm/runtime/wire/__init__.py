@@ -1,0 +1,1 @@
+"""Processes and the wire: messages, sockets, launching, the scheduler and detokenizer processes."""

@@ -1,0 +1,137 @@
+"""The detokenizer process: incremental detokenization and stop-string trimming.
+
+Per request it keeps the output ids and decodes only a short window at a time: the tokens since
+the last emitted boundary, against the text they had before the newest ids arrived. Text
+that ends in an incomplete UTF-8 sequence, or that could be the start of a stop string, is held
+back, so streamed text only ever grows and never shows a stop string or U+FFFD.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import zmq
+
+from ... import env
+from . import ipc
+from .messages import DetokParams, ReqOut, TextBatchOut, TextOut, TokenBatchOut
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DetokState:
+    params: DetokParams
+    ids: list[int] = field(default_factory=list)
+    text: str = ""  # decoded text of ids[:read_offset]
+    prefix_offset: int = 0
+    read_offset: int = 0
+    emitted: int = 0  # characters of the visible text already sent
+
+
+class IncrementalDetokenizer:
+    """Turns token-id increments into text increments, per request."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.states: dict[str, DetokState] = {}
+
+    def _decode(self, ids: list[int], p: DetokParams) -> str:
+        vocab = len(self.tokenizer)
+        ids = [i for i in ids if i < vocab]  # padded-vocabulary ids have no text
+        return self.tokenizer.decode(
+            ids, skip_special_tokens=p.skip_special_tokens,
+            spaces_between_special_tokens=p.spaces_between_special_tokens,
+        )
+
+    def _advance(self, st: DetokState) -> None:
+        """Extend ``st.text`` with the newly decodable part of ``st.ids``."""
+        prefix = self._decode(st.ids[st.prefix_offset : st.read_offset], st.params)
+        full = self._decode(st.ids[st.prefix_offset :], st.params)
+        if len(full) > len(prefix) and not full.endswith("\ufffd"):
+            st.text += full[len(prefix) :]
+            st.prefix_offset = st.read_offset
+            st.read_offset = len(st.ids)
+
+    def _reset(self, st: DetokState) -> None:
+        st.text = self._decode(st.ids, st.params)
+        if st.text.endswith("\ufffd"):
+            st.text = st.text.rstrip("\ufffd")
+        st.prefix_offset = st.read_offset = len(st.ids)
+
+    def process(self, out: ReqOut) -> TextOut:
+        st = self.states.get(out.rid)
+        if st is None:
+            st = self.states[out.rid] = DetokState(out.detok or DetokParams())
+        reset = False
+        if out.rollback:
+            del st.ids[len(st.ids) - out.rollback :]
+            before = st.text
+            self._reset(st)
+            reset = not st.text.startswith(before[: st.emitted])
+        st.ids.extend(out.new_ids)
+        if out.finish_reason is not None:
+            self._reset(st)
+        else:
+            self._advance(st)
+        visible = self._visible(st, out.finish_reason)
+        if reset:
+            st.emitted = 0
+        delta = visible[st.emitted :]
+        st.emitted = len(visible)
+        if out.finish_reason is not None:
+            del self.states[out.rid]
+        return TextOut(out=out, text_delta=delta, text_reset=reset)
+
+    def _visible(self, st: DetokState, finish: dict[str, Any] | None) -> str:
+        """The text that may be shown now: trimmed at a stop string, held back before one."""
+        text, stops = st.text, st.params.stop_strs
+        if finish is not None:
+            matched = finish.get("matched")
+            if isinstance(matched, str) and not st.params.no_stop_trim:
+                cut = text.find(matched)
+                return text[:cut] if cut >= 0 else text
+            return text
+        if not stops:
+            return text
+        cut = min((text.find(s) for s in stops if s in text), default=-1)
+        if cut >= 0:
+            return text[:cut]
+        hold = max((k for s in stops for k in range(1, len(s)) if text.endswith(s[:k])),
+                   default=0)
+        return text[: len(text) - hold]
+
+    def drop(self, rid: str | None) -> None:
+        if rid is None:
+            self.states.clear()
+        else:
+            self.states.pop(rid, None)
+
+
+def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints,
+                            ready: Connection) -> None:
+    """Process entry point (spawned by the engine launcher)."""
+    ipc.die_with_parent()
+    logging.basicConfig(level=env.log_level(), format="%(asctime)s detokenizer %(message)s")
+    try:
+        from transformers import AutoTokenizer
+
+        detok = IncrementalDetokenizer(AutoTokenizer.from_pretrained(tokenizer_path))
+    except Exception as exc:
+        ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+        return
+    ctx = zmq.Context()
+    inbox = ipc.bind_pull(ctx, endpoints.detokenizer)
+    outbox = ipc.connect_push(ctx, endpoints.tokenizer)
+    ready.send({"status": "ready"})
+    while True:
+        for msg in ipc.recv_all(inbox, 1000):
+            if isinstance(msg, TokenBatchOut):
+                ipc.send(outbox, TextBatchOut(outs=[detok.process(o) for o in msg.outs]))
+            else:  # control replies and errors pass through, in order
+                if hasattr(msg, "rid") and hasattr(msg, "message"):
+                    detok.drop(msg.rid)
+                ipc.send(outbox, msg)

@@ -1,0 +1,88 @@
+"""Starting and stopping the engine's child processes (scheduler and detokenizer)."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..server_args import ServerArgs
+from .ipc import Endpoints
+
+logger = logging.getLogger(__name__)
+STARTUP_TIMEOUT_S = 600.0
+
+
+class EngineStartError(RuntimeError):
+    """A child process failed to start; the message carries its error."""
+
+
+@dataclass
+class EngineProcesses:
+    endpoints: Endpoints
+    ipc_dir: str
+    procs: dict[str, Any]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def health(self) -> str | None:
+        """None while every child is alive, else which one died and how."""
+        for name, p in self.procs.items():
+            if not p.is_alive():
+                return f"{name} process exited with code {p.exitcode}"
+        return None
+
+    def shutdown(self) -> None:
+        for p in self.procs.values():
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs.values():
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+        shutil.rmtree(self.ipc_dir, ignore_errors=True)
+
+
+def _wait_ready(name: str, conn: Any, proc: Any) -> dict[str, Any]:
+    if not conn.poll(STARTUP_TIMEOUT_S):
+        raise EngineStartError(f"{name} did not start within {STARTUP_TIMEOUT_S:.0f} s")
+    try:
+        msg = conn.recv()
+    except EOFError:
+        raise EngineStartError(f"{name} exited during start-up (code {proc.exitcode})") from None
+    if msg.get("status") != "ready":
+        raise EngineStartError(f"{name} failed to start: {msg.get('message')}")
+    return msg
+
+
+def launch_engine_processes(args: ServerArgs) -> EngineProcesses:
+    """Spawn the scheduler and detokenizer; return once both are ready (or raise)."""
+    from .detokenizer import run_detokenizer_process
+    from .scheduler_process import run_scheduler_process
+
+    endpoints, folder = Endpoints.create()
+    ctx = mp.get_context("spawn")
+    targets = {
+        "scheduler": (run_scheduler_process, (args, endpoints)),
+        "detokenizer": (run_detokenizer_process, (args.resolved_tokenizer_path, endpoints)),
+    }
+    procs: dict[str, Any] = {}
+    conns: dict[str, Any] = {}
+    for name, (fn, fn_args) in targets.items():
+        reader, writer = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=fn, args=(*fn_args, writer), name=f"radixlm-{name}",
+                        daemon=True)
+        p.start()
+        writer.close()
+        procs[name], conns[name] = p, reader
+    handle = EngineProcesses(endpoints, folder, procs)
+    try:
+        for name in procs:
+            handle.info.update(_wait_ready(name, conns[name], procs[name]))
+    except BaseException:
+        handle.shutdown()
+        raise
+    handle.info.pop("status", None)
+    return handle

@@ -1,0 +1,124 @@
+"""The scheduler process: receive requests, step the scheduler, send token outputs.
+
+A request-level error (bad prompt, bad constraint) is answered with an ``ErrorOut`` for that
+request and the loop carries on; an unexpected exception fails every in-flight request with the
+error (so no client hangs) and ends the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from multiprocessing.connection import Connection
+
+import zmq
+
+from ... import env
+from ..scheduling.request import RequestError
+from ..server_args import ServerArgs
+from . import ipc
+from .messages import (
+    AbortReq,
+    ControlOut,
+    ControlReq,
+    ErrorOut,
+    GenerateReq,
+    Message,
+    ReqOut,
+    TokenBatchOut,
+)
+
+logger = logging.getLogger(__name__)
+IDLE_POLL_MS = 200
+AUDIT_EVERY_IDLE_POLLS = 25
+
+
+def _load(args: ServerArgs):  # noqa: ANN202 - returns (Scheduler, info dict)
+    import torch
+    from transformers import AutoTokenizer
+
+    from ..model.model_runner import ModelRunner, RunnerConfig
+    from ..scheduling.scheduler import Scheduler
+
+    torch.set_num_threads(args.num_threads)
+    runner = ModelRunner(args.model_path, RunnerConfig(
+        dtype=args.dtype, device=args.device, page_size=args.page_size,
+        max_total_tokens=args.max_total_tokens, kernel_backend=args.kernel_backend,
+        num_threads=args.num_threads, max_context=args.context_length, cpu_gemm=args.cpu_gemm,
+    ))
+    tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
+    scheduler = Scheduler(args, runner, tokenizer)
+    info = {"max_total_tokens": runner.allocator.num_pages * args.page_size,
+            "max_context": runner.max_context, "vocab_size": runner.vocab_size,
+            "eos_token_ids": sorted(scheduler.eos_ids)}
+    return scheduler, info
+
+
+def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
+                          ready: Connection) -> None:
+    """Process entry point (spawned by the engine launcher)."""
+    ipc.die_with_parent()
+    logging.basicConfig(level=env.log_level(), format="%(asctime)s scheduler %(message)s")
+    try:
+        scheduler, info = _load(args)
+    except Exception as exc:  # report the load failure to the launcher, then exit
+        ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+        return
+    ctx = zmq.Context()
+    inbox = ipc.bind_pull(ctx, endpoints.scheduler)
+    outbox = ipc.connect_push(ctx, endpoints.detokenizer)
+    ready.send({"status": "ready", **info})
+    try:
+        _loop(scheduler, inbox, outbox)
+    except Exception as exc:
+        message = f"scheduler crashed: {type(exc).__name__}: {exc}"
+        logger.error("%s\n%s", message, traceback.format_exc())
+        for rid in list(scheduler.reqs):
+            ipc.send(outbox, ErrorOut(rid=rid, message=message, fatal=True, code="internal"))
+        ipc.send(outbox, ErrorOut(rid=None, message=message, fatal=True, code="internal"))
+    finally:
+        outbox.close(linger=2000)
+        inbox.close()
+        ctx.term()
+
+
+def _loop(scheduler, inbox: zmq.Socket, outbox: zmq.Socket) -> None:  # noqa: ANN001
+    idle_polls = 0
+    while True:
+        # Block when idle; poll briefly while only grammar compiles are pending.
+        timeout = 0 if scheduler.can_step() else (5 if scheduler.has_work() else IDLE_POLL_MS)
+        for msg in ipc.recv_all(inbox, timeout):
+            reply = _handle(scheduler, msg)
+            if reply is not None:
+                ipc.send(outbox, reply)
+        if scheduler.has_work():
+            idle_polls = 0
+            outs = scheduler.step()
+            for err in scheduler.errors:
+                ipc.send(outbox, err)
+            scheduler.errors.clear()
+            if outs:
+                ipc.send(outbox, TokenBatchOut(outs=outs))
+        else:
+            idle_polls += 1
+            if idle_polls % AUDIT_EVERY_IDLE_POLLS == 0:
+                scheduler.idle_audit()
+
+
+def _handle(scheduler, msg: Message) -> Message | None:  # noqa: ANN001
+    if isinstance(msg, GenerateReq):
+        try:
+            scheduler.add_request(msg)
+        except RequestError as exc:
+            return ErrorOut(rid=msg.rid, message=str(exc))
+        return None
+    if isinstance(msg, AbortReq):
+        out = scheduler.abort(msg.rid)
+        return TokenBatchOut(outs=[out]) if isinstance(out, ReqOut) else None
+    if isinstance(msg, ControlReq):
+        try:
+            return scheduler.control(msg)
+        except Exception as exc:  # a control request must never take the scheduler down
+            return ControlOut(msg.cid, False, error=f"{type(exc).__name__}: {exc}")
+    logger.warning("scheduler: unexpected message %s dropped", type(msg).__name__)
+    return None
