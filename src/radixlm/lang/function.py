@@ -10,14 +10,6 @@ from .global_config import global_config
 from .sampling import program_defaults
 
 # The sampling defaults run() and run_batch() take (SGLang's program-level defaults).
-_SAMPLING_ARGS = ("max_new_tokens", "stop", "stop_token_ids", "temperature", "top_p", "top_k",
-                  "min_p", "frequency_penalty", "presence_penalty", "ignore_eos",
-                  "return_logprob", "logprob_start_len", "top_logprobs_num",
-                  "return_text_in_logprobs")
-
-
-def _sampling_args(scope: dict[str, Any]) -> dict[str, Any]:
-    return {name: scope[name] for name in _SAMPLING_ARGS}
 
 
 class SglFunction:
@@ -74,7 +66,13 @@ class SglFunction:
         arguments above are the sampling defaults of every gen. Returns the ProgramState."""
         from .runner import run_program
 
-        defaults = program_defaults(**_sampling_args(locals()))
+        defaults = program_defaults(
+            max_new_tokens=max_new_tokens, stop=stop, stop_token_ids=stop_token_ids,
+            temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+            frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+            ignore_eos=ignore_eos, return_logprob=return_logprob,
+            logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num,
+            return_text_in_logprobs=return_text_in_logprobs)
         self._check_args("run", args, kwargs)
         return run_program(self, backend or global_config.default_backend, args, kwargs,
                            defaults, stream)
@@ -100,7 +98,13 @@ class SglFunction:
         if not batch_kwargs:
             return []
         items = [self._as_kwargs(i, item) for i, item in enumerate(batch_kwargs)]
-        defaults = program_defaults(**_sampling_args(locals()))
+        defaults = program_defaults(
+            max_new_tokens=max_new_tokens, stop=stop, stop_token_ids=stop_token_ids,
+            temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+            frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+            ignore_eos=ignore_eos, return_logprob=return_logprob,
+            logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num,
+            return_text_in_logprobs=return_text_in_logprobs)
         return run_program_batch(self, backend or global_config.default_backend, items,
                                  defaults, num_threads, progress_bar)
 

@@ -10,149 +10,27 @@ tokenizer manager, and the scheduler and detokenizer are its children. Every rou
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from ...version import __version__
 from ..server_args import ServerArgs
 from ..wire.launch import EngineProcesses
 from .generate_request import RequestValidationError, parse_generate_request
-from .metrics import ServerMetrics
+from .http_common import ServerState, error_response, read_json, sse, until_disconnect
+from .http_guard import BodyTooLarge, GuardMiddleware
+from .openai_api import add_openai_routes
 from .tokenizer_manager import GenerateError, TokenizerManager
 
 logger = logging.getLogger(__name__)
 HEALTH_GENERATE_TIMEOUT_S = 20.0
 STATUS = {"invalid_request": 400, "overloaded": 503, "internal": 500}
-
-
-class ServerState:
-    """What the routes share."""
-
-    def __init__(self, args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> None:
-        self.args = args
-        self.procs = procs
-        self.tokenizer = tokenizer
-        self.metrics = ServerMetrics()
-        self.tm: TokenizerManager | None = None
-        self.started = time.time()
-
-    @property
-    def manager(self) -> TokenizerManager:
-        assert self.tm is not None, "tokenizer manager not started"
-        return self.tm
-
-
-def error_response(message: str, status: int = 400, code: str = "invalid_request",
-                   openai: bool = False, param: str | None = None) -> JSONResponse:
-    """Native routes: ``{"error": {"message", "code"}}``; OpenAI routes: OpenAI's shape."""
-    if openai:
-        err = {"message": message, "type": _openai_type(status), "param": param,
-               "code": code}
-    else:
-        err = {"message": message, "code": code}
-    headers = {"Retry-After": "1"} if status == 503 else None
-    return JSONResponse({"error": err}, status_code=status, headers=headers)
-
-
-def _openai_type(status: int) -> str:
-    return {400: "invalid_request_error", 401: "authentication_error", 413:
-            "invalid_request_error", 503: "server_overloaded"}.get(status, "server_error")
-
-
-class GuardMiddleware:
-    """Pure ASGI (keeps streaming and disconnects intact): API key and body size limit."""
-
-    def __init__(self, app: Any, args: ServerArgs) -> None:
-        self.app = app
-        self.api_key = args.api_key
-        self.max_bytes = args.max_request_bytes
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path = scope.get("path", "")
-        openai = path.startswith("/v1/")
-        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-        if self.api_key and path != "/health" and not self._authorized(headers):
-            resp = error_response("invalid or missing API key (use 'Authorization: Bearer "
-                                  "<key>')", 401, "invalid_api_key", openai)
-            await resp(scope, receive, send)
-            return
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            resp = error_response(f"request body of {length} bytes exceeds the limit of "
-                                  f"{self.max_bytes}", 413, "body_too_large", openai)
-            await resp(scope, receive, send)
-            return
-        await self.app(scope, self._limited(receive), send)
-
-    def _authorized(self, headers: dict[str, str]) -> bool:
-        auth = headers.get("authorization", "")
-        return auth == f"Bearer {self.api_key}" or headers.get("x-api-key") == self.api_key
-
-    def _limited(self, receive: Callable) -> Callable:
-        seen = 0
-
-        async def wrapped() -> dict:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise BodyTooLarge(seen)
-            return message
-
-        return wrapped
-
-
-class BodyTooLarge(Exception):
-    def __init__(self, seen: int) -> None:
-        super().__init__(f"request body exceeds the limit ({seen} bytes read)")
-
-
-async def read_json(request: Request) -> Any:
-    """The parsed JSON body, or raise RequestValidationError naming the problem."""
-    raw = await request.body()
-    try:
-        return json.loads(raw or b"{}")
-    except json.JSONDecodeError as exc:
-        raise RequestValidationError(f"body is not valid JSON: {exc}") from None
-
-
-async def until_disconnect(request: Request, work: Awaitable[Any]) -> Any:
-    """Await ``work``, cancelling it (which aborts its requests) if the client goes away."""
-    task = asyncio.ensure_future(work)
-    while not task.done():
-        done, _ = await asyncio.wait({task}, timeout=0.5)
-        if not done and await request.is_disconnected():
-            task.cancel()
-            raise asyncio.CancelledError("client disconnected")
-    return task.result()
-
-
-def sse(chunks: AsyncIterator[Any], on_error: Callable[[GenerateError], Any]
-        ) -> StreamingResponse:
-    """Server-sent events: ``data: <json>`` per chunk, then ``data: [DONE]``."""
-
-    async def body() -> AsyncIterator[str]:
-        try:
-            async for chunk in chunks:
-                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
-        except GenerateError as exc:
-            yield f"data: {json.dumps(on_error(exc))}\n\n"
-        yield "data: [DONE]\n\n"
-
-    return StreamingResponse(body(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache"})
 
 
 def create_app(args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> FastAPI:
@@ -191,7 +69,6 @@ def create_app(args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> Fast
                               openai=request.url.path.startswith("/v1/"))
 
     _native_routes(app, state)
-    from .openai_api import add_openai_routes
 
     add_openai_routes(app, state)
     return app

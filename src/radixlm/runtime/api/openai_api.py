@@ -12,17 +12,15 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .generate_request import RequestValidationError, parse_generate_request
+from .http_common import ServerState, read_json, sse, until_disconnect
 from .tokenizer_manager import GenerateError
-
-if TYPE_CHECKING:
-    from .http_server import ServerState
 
 
 class _Strict(BaseModel):
@@ -176,7 +174,6 @@ def _chat_logprobs(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def add_openai_routes(app: FastAPI, state: ServerState) -> None:
-    from .http_server import sse, until_disconnect
 
     model_name = state.args.model_name
 
@@ -195,7 +192,6 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
-        from .http_server import read_json
 
         req: CompletionRequest = _parse(CompletionRequest, await read_json(request))
         _unsupported(req, suffix=bool(req.suffix), logit_bias=bool(req.logit_bias),
@@ -230,7 +226,6 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
-        from .http_server import read_json
 
         req: ChatRequest = _parse(ChatRequest, await read_json(request))
         _unsupported(req, tools=bool(req.tools), logit_bias=bool(req.logit_bias))

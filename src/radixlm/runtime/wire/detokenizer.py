@@ -17,7 +17,7 @@ import zmq
 
 from ... import env
 from . import ipc
-from .messages import DetokParams, ReqOut, TextBatchOut, TextOut, TokenBatchOut
+from .messages import DetokParams, ErrorOut, ReqOut, TextBatchOut, TextOut, TokenBatchOut
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +132,6 @@ def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints,
             if isinstance(msg, TokenBatchOut):
                 ipc.send(outbox, TextBatchOut(outs=[detok.process(o) for o in msg.outs]))
             else:  # control replies and errors pass through, in order
-                if hasattr(msg, "rid") and hasattr(msg, "message"):
+                if isinstance(msg, ErrorOut) and msg.rid is not None:  # its decode state goes
                     detok.drop(msg.rid)
                 ipc.send(outbox, msg)
