@@ -220,3 +220,17 @@ def test_openai_response_format_json_schema(client):
             response_format={"type": "json_schema",
                              "json_schema": {"name": "bad", "schema": {"type": "nope"}}})
     assert "nope" in str(exc.value)
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({"Authorization": f"bearer {API_KEY}"}, 200),      # the scheme is case-insensitive
+    ({"Authorization": f"BEARER  {API_KEY} "}, 200),
+    ({"X-API-Key": API_KEY}, 200),
+    ({"Authorization": "Bearer wrong", "X-API-Key": API_KEY}, 200),
+    ({"Authorization": f"Basic {API_KEY}"}, 401),
+    ({"Authorization": f"Bearer {API_KEY}x"}, 401),
+    ({"Authorization": "Bearer caf\xe9"}, 401),        # not UTF-8 on the wire
+])
+def test_api_key_schemes(server, headers, status):
+    r = requests.get(f"{server}/get_model_info", headers=headers, timeout=30)
+    assert r.status_code == status, r.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,9 @@ class GuardMiddleware:
             return
         path = scope.get("path", "")
         openai = path.startswith("/v1/")
-        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        # ASGI header bytes are latin-1: every byte string decodes, and encodes back exactly
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
         if self.api_key and path != "/health" and not self._authorized(headers):
             resp = error_response("invalid or missing API key (use 'Authorization: Bearer "
                                   "<key>')", 401, "invalid_api_key", openai)
@@ -38,8 +41,14 @@ class GuardMiddleware:
         await self.app(scope, self._limited(receive), send)
 
     def _authorized(self, headers: dict[str, str]) -> bool:
-        auth = headers.get("authorization", "")
-        return auth == f"Bearer {self.api_key}" or headers.get("x-api-key") == self.api_key
+        # The auth scheme is case-insensitive (RFC 7235); keys compare in constant time so
+        # response timing does not reveal how much of a guessed key was right.
+        scheme, _, token = headers.get("authorization", "").strip().partition(" ")
+        presented = [token.strip()] if scheme.lower() == "bearer" else []
+        presented += [headers["x-api-key"]] if "x-api-key" in headers else []
+        want = self.api_key.encode("utf-8")
+        return any(hmac.compare_digest(p.encode("latin-1"), want)
+                   for p in presented)
 
     def _limited(self, receive: Callable) -> Callable:
         seen = 0
