@@ -101,6 +101,17 @@ class ServerArgs:
     def resolved_tokenizer_path(self) -> str:
         return self.tokenizer_path or self.model_path
 
+    def with_local_checkpoint(self) -> ServerArgs:
+        """These args with a GGUF ``model_path`` (or ``tokenizer_path``) replaced by its cached
+        Hugging Face conversion (converting it the first time); unchanged otherwise."""
+        from .model.gguf_conversion import resolve_model_path
+
+        tokenizer = (None if self.tokenizer_path is None
+                     else str(resolve_model_path(self.tokenizer_path)))
+        model = str(resolve_model_path(self.model_path, need_tokenizer=tokenizer is None))
+        return dataclasses.replace(self, model_path=model, tokenizer_path=tokenizer,
+                                   served_model_name=self.model_name)
+
     @property
     def model_name(self) -> str:
         return self.served_model_name or Path(self.model_path).name
@@ -121,7 +132,8 @@ class ServerArgs:
             flag = "--" + f.name.replace("_", "-")
             help_text = f.metadata.get("help")
             if f.name == "model_path":
-                parser.add_argument(flag, required=True, help="Hugging Face model folder")
+                parser.add_argument(flag, required=True,
+                                    help="Hugging Face model folder, or a .gguf file")
             elif f.type in ("bool",):
                 parser.add_argument(flag, action="store_true", help=help_text)
             else:
