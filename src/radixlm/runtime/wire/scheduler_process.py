@@ -33,8 +33,8 @@ IDLE_POLL_MS = 200
 AUDIT_EVERY_IDLE_POLLS = 25
 
 
-def _pool_size(args: ServerArgs, runner_cfg):  # noqa: ANN001, ANN202 - RunnerConfig, PoolSize
-    """The KV pool for this checkpoint on this device (see memory/pool_sizing.py)."""
+def _pool_size(args: ServerArgs, runner_cfg):  # noqa: ANN001, ANN202 - RunnerConfig
+    """(KV pool, weights bytes) for this checkpoint on this device (memory/pool_sizing.py)."""
     from ..memory.pool_sizing import (
         DEFAULT_MEM_FRACTION,
         device_memory_bytes,
@@ -48,14 +48,15 @@ def _pool_size(args: ServerArgs, runner_cfg):  # noqa: ANN001, ANN202 - RunnerCo
     kind = "cuda" if args.device.startswith("cuda") else "cpu"
     context = min(args.context_length or cfg.max_position_embeddings,
                   cfg.max_position_embeddings)
+    weights = cfg.num_parameters * dtype_bytes
     return size_kv_pool(
         available_bytes=device_memory_bytes(args.device),
-        weights_bytes=cfg.num_parameters * dtype_bytes,
+        weights_bytes=weights,
         bytes_per_token=kv_bytes_per_token(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
                                            dtype_bytes),
         mem_fraction=args.mem_fraction_static or DEFAULT_MEM_FRACTION[kind],
         context_length=context, max_running_requests=args.max_running_requests,
-        page_size=args.page_size, max_total_tokens=args.max_total_tokens)
+        page_size=args.page_size, max_total_tokens=args.max_total_tokens), weights
 
 
 def _load(args: ServerArgs):  # noqa: ANN202 - returns (Scheduler, info dict)
@@ -75,10 +76,9 @@ def _load(args: ServerArgs):  # noqa: ANN202 - returns (Scheduler, info dict)
         kernel_backend=args.kernel_backend, num_threads=args.num_threads,
         max_context=args.context_length, cpu_gemm=args.cpu_gemm,
     )
-    pool = _pool_size(args, runner_cfg)
+    pool, weights = _pool_size(args, runner_cfg)  # weights: as loaded (before any packing)
     runner = ModelRunner(args.model_path, dataclasses.replace(
         runner_cfg, max_total_tokens=pool.tokens))
-    weights = sum(p.numel() * p.element_size() for p in runner.model.parameters())
     logger.info(
         "loaded %s in %.1f s: weights %.0f MiB, KV pool %d tokens = %.0f MiB (%d B/token, "
         "limited by %s), dtype %s, page size %d, %d thread(s)", args.model_path,
