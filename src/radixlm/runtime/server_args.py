@@ -28,7 +28,11 @@ class ServerArgs:
     dtype: str = field(default="auto", metadata={"help": "auto, float32, bfloat16, float16"})
     device: str = "cpu"
     page_size: int = field(default=1, metadata={"help": "KV page size in tokens"})
-    max_total_tokens: int = field(default=65536, metadata={"help": "KV pool capacity in tokens"})
+    max_total_tokens: int | None = field(default=None, metadata={
+        "help": "KV pool capacity in tokens (default: sized by --mem-fraction-static)"})
+    mem_fraction_static: float | None = field(default=None, metadata={
+        "help": "share of memory for weights + KV pool: of free RAM on CPU (default 0.25), "
+                "of GPU memory on CUDA (default 0.85)"})
     chunked_prefill_size: int = field(
         default=512, metadata={"help": "prefill token budget per scheduler step"}
     )
@@ -73,13 +77,13 @@ class ServerArgs:
     watchdog_timeout: float = 300.0
 
     def __post_init__(self) -> None:
-        _positive(self, "page_size", "max_total_tokens", "chunked_prefill_size",
+        _positive(self, "page_size", "chunked_prefill_size",
                   "max_running_requests", "max_queued_requests", "stream_interval",
                   "num_threads", "lpm_max_wait_steps", "grammar_max_states",
                   "max_request_bytes")
         if not self.model_path:
             raise ValueError("model_path is required")
-        if self.max_total_tokens < self.page_size:
+        if self.max_total_tokens is not None and self.max_total_tokens < self.page_size:
             raise ValueError(f"max_total_tokens ({self.max_total_tokens}) must hold at least "
                              f"one page ({self.page_size} tokens)")
         _choice(self, "schedule_policy", SCHEDULE_POLICIES)
@@ -94,12 +98,26 @@ class ServerArgs:
             raise ValueError(f"context_length must be >= 2, got {self.context_length}")
         if not 0 <= self.port < 65536:
             raise ValueError(f"port must be in [0, 65535], got {self.port}")
+        if self.mem_fraction_static is not None and not 0 < self.mem_fraction_static <= 1:
+            raise ValueError(f"mem_fraction_static must be in (0, 1], got "
+                             f"{self.mem_fraction_static}")
         if self.grammar_compile_timeout <= 0:
             raise ValueError("grammar_compile_timeout must be positive")
 
     @property
     def resolved_tokenizer_path(self) -> str:
         return self.tokenizer_path or self.model_path
+
+    def with_local_checkpoint(self) -> ServerArgs:
+        """These args with a GGUF ``model_path`` (or ``tokenizer_path``) replaced by its cached
+        Hugging Face conversion (converting it the first time); unchanged otherwise."""
+        from .model.gguf_conversion import resolve_model_path
+
+        tokenizer = (None if self.tokenizer_path is None
+                     else str(resolve_model_path(self.tokenizer_path)))
+        model = str(resolve_model_path(self.model_path, need_tokenizer=tokenizer is None))
+        return dataclasses.replace(self, model_path=model, tokenizer_path=tokenizer,
+                                   served_model_name=self.model_name)
 
     @property
     def model_name(self) -> str:
@@ -121,13 +139,12 @@ class ServerArgs:
             flag = "--" + f.name.replace("_", "-")
             help_text = f.metadata.get("help")
             if f.name == "model_path":
-                parser.add_argument(flag, required=True, help="Hugging Face model folder")
+                parser.add_argument(flag, required=True,
+                                    help="Hugging Face model folder, or a .gguf file")
             elif f.type in ("bool",):
                 parser.add_argument(flag, action="store_true", help=help_text)
             else:
                 parser.add_argument(flag, type=_cli_type(f.type), default=None, help=help_text)
-        parser.add_argument("--mem-fraction-static", type=float, default=None,
-                            help="accepted for SGLang compatibility; use --max-total-tokens")
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:

@@ -4,9 +4,6 @@ server started by the test through its CLI (`python -m radixlm.launch_server`)."
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,37 +15,11 @@ API_KEY = "test-key"
 GREEDY = {"temperature": 0.0}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def server(tiny_llama_path, tmp_path_factory):
-    port = free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    cmd = [sys.executable, "-m", "radixlm.launch_server", "--model-path", str(tiny_llama_path),
-           "--port", str(port), "--api-key", API_KEY, "--max-request-bytes", "20000",
-           "--max-queued-requests", "48", "--page-size", "4"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"server exited: {log.read_text()[-3000:]}")
-        try:
-            if requests.get(f"{url}/health", timeout=1).ok:
-                break
-        except requests.ConnectionError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("server did not start")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+def server(tiny_llama_path, start_server):
+    return start_server("--model-path", str(tiny_llama_path), "--api-key", API_KEY,
+                        "--max-request-bytes", "20000", "--max-queued-requests", "48",
+                        "--page-size", "4")
 
 
 def post(url: str, path: str, body: dict, key: str | None = API_KEY, **kw) -> requests.Response:

@@ -133,7 +133,9 @@ class Runtime:
     def get_tokenizer(self) -> Any:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(self.model_path)
+        from ...runtime.model.gguf_conversion import resolve_model_path
+
+        return AutoTokenizer.from_pretrained(resolve_model_path(self.model_path))
 
     def get_server_info(self) -> dict[str, Any]:
         return self.endpoint.get_server_info()

@@ -33,6 +33,7 @@ class Engine:
             server_args = ServerArgs.from_kwargs(model_path=str(model_path), **kwargs)
         elif kwargs or model_path:
             raise TypeError("pass either server_args or keyword arguments, not both")
+        server_args = server_args.with_local_checkpoint()  # a .gguf converts (once) here
         self.server_args = server_args
         from transformers import AutoTokenizer
 

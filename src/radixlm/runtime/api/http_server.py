@@ -148,6 +148,7 @@ def launch_server(args: ServerArgs) -> None:
 
     from ..wire.launch import launch_engine_processes
 
+    args = args.with_local_checkpoint()  # a .gguf converts (once) here
     tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
     procs = launch_engine_processes(args)
     try:

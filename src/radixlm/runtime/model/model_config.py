@@ -92,6 +92,16 @@ class ModelConfig:
             )
 
     @property
+    def num_parameters(self) -> int:
+        """Parameter count of the checkpoint (embedding counted once when tied)."""
+        h, q, kv = self.hidden_size, self.num_heads * self.head_dim, \
+            self.num_kv_heads * self.head_dim
+        attn = h * (q + 2 * kv) + q * h + (q + 2 * kv) * self.qkv_bias + h * self.o_bias
+        mlp = 3 * h * self.intermediate_size + (2 * self.intermediate_size + h) * self.mlp_bias
+        embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return embed + self.num_layers * (attn + mlp + 2 * h) + h
+
+    @property
     def model_type(self) -> str:
         return SUPPORTED_ARCHITECTURES[self.architecture]
 

@@ -17,6 +17,7 @@ from ...kernels import get_kernel_ops
 from ..memory.kv_pool import KVPool
 from ..memory.page_allocator import PageAllocator
 from .forward_batch import ForwardBatch, SeqSpec
+from .gguf_conversion import resolve_model_path
 from .model_config import ModelConfig
 from .models import LlamaForCausalLM
 from .weight_loader import iter_weights
@@ -72,8 +73,8 @@ class ModelRunner:
     def __init__(self, model_path: str | Path, config: RunnerConfig | None = None) -> None:
         self.config = config or RunnerConfig()
         torch.set_num_threads(self.config.num_threads)
-        self.model_path = str(model_path)
-        self.model_config = ModelConfig.from_folder(model_path)
+        self.model_path = str(resolve_model_path(model_path))  # a .gguf converts once
+        self.model_config = ModelConfig.from_folder(self.model_path)
         self.device = torch.device(self.config.device)
         self.dtype = self.config.torch_dtype(self.model_config)
         self.max_context = min(

@@ -80,7 +80,13 @@ def recv_all(sock: zmq.Socket, timeout_ms: int) -> list[messages.Message]:
 
 
 def die_with_parent() -> None:
-    """In a child process: exit when the parent dies (prctl on Linux, plus a watchdog)."""
+    """In a child process: exit when the parent dies (prctl on Linux, plus a watchdog).
+
+    Ctrl-C is the parent's to handle: a terminal sends SIGINT to the whole process group, and
+    children that raised KeyboardInterrupt mid-step would linger in socket teardown and print
+    tracebacks. Ignoring it here lets the parent stop them at once (SIGTERM, then SIGKILL).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)

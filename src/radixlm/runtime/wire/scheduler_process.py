@@ -33,22 +33,62 @@ IDLE_POLL_MS = 200
 AUDIT_EVERY_IDLE_POLLS = 25
 
 
+def _pool_size(args: ServerArgs, runner_cfg):  # noqa: ANN001, ANN202 - RunnerConfig
+    """(KV pool, weights bytes) for this checkpoint on this device (memory/pool_sizing.py)."""
+    from ..memory.pool_sizing import (
+        DEFAULT_MEM_FRACTION,
+        device_memory_bytes,
+        kv_bytes_per_token,
+        size_kv_pool,
+    )
+    from ..model.model_config import ModelConfig
+
+    cfg = ModelConfig.from_folder(args.model_path)
+    dtype_bytes = runner_cfg.torch_dtype(cfg).itemsize
+    kind = "cuda" if args.device.startswith("cuda") else "cpu"
+    context = min(args.context_length or cfg.max_position_embeddings,
+                  cfg.max_position_embeddings)
+    weights = cfg.num_parameters * dtype_bytes
+    return size_kv_pool(
+        available_bytes=device_memory_bytes(args.device),
+        weights_bytes=weights,
+        bytes_per_token=kv_bytes_per_token(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
+                                           dtype_bytes),
+        mem_fraction=args.mem_fraction_static or DEFAULT_MEM_FRACTION[kind],
+        context_length=context, max_running_requests=args.max_running_requests,
+        page_size=args.page_size, max_total_tokens=args.max_total_tokens), weights
+
+
 def _load(args: ServerArgs):  # noqa: ANN202 - returns (Scheduler, info dict)
+    import dataclasses
+    import time
+
     import torch
     from transformers import AutoTokenizer
 
     from ..model.model_runner import ModelRunner, RunnerConfig
     from ..scheduling.scheduler import Scheduler
 
+    start = time.perf_counter()
     torch.set_num_threads(args.num_threads)
-    runner = ModelRunner(args.model_path, RunnerConfig(
+    runner_cfg = RunnerConfig(
         dtype=args.dtype, device=args.device, page_size=args.page_size,
-        max_total_tokens=args.max_total_tokens, kernel_backend=args.kernel_backend,
-        num_threads=args.num_threads, max_context=args.context_length, cpu_gemm=args.cpu_gemm,
-    ))
+        kernel_backend=args.kernel_backend, num_threads=args.num_threads,
+        max_context=args.context_length, cpu_gemm=args.cpu_gemm,
+    )
+    pool, weights = _pool_size(args, runner_cfg)  # weights: as loaded (before any packing)
+    runner = ModelRunner(args.model_path, dataclasses.replace(
+        runner_cfg, max_total_tokens=pool.tokens))
+    logger.info(
+        "loaded %s in %.1f s: weights %.0f MiB, KV pool %d tokens = %.0f MiB (%d B/token, "
+        "limited by %s), dtype %s, page size %d, %d thread(s)", args.model_path,
+        time.perf_counter() - start, weights / 2**20, pool.tokens, pool.bytes / 2**20,
+        pool.bytes_per_token, pool.limited_by, str(runner.dtype).removeprefix("torch."),
+        args.page_size, args.num_threads)
     tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
     scheduler = Scheduler(args, runner, tokenizer)
     info = {"max_total_tokens": runner.allocator.num_pages * args.page_size,
+            "kv_pool_bytes": pool.bytes, "weights_bytes": weights,
             "max_context": runner.max_context, "vocab_size": runner.vocab_size,
             "eos_token_ids": sorted(scheduler.eos_ids)}
     return scheduler, info

@@ -1,0 +1,226 @@
+"""Reading a GGUF checkpoint (llama.cpp's single-file format) of the Llama family.
+
+:class:`GGUFCheckpoint` validates a file up front (readable, not truncated, a supported
+architecture, every tensor of a type we can dequantize, tokenizer metadata present) and then
+exposes it in our terms: :meth:`hf_config` is a Hugging Face ``config.json`` dict (which
+:meth:`ModelConfig.from_dict` validates), and :meth:`iter_weights` yields float32 tensors under
+Hugging Face names, dequantized by the ``gguf`` package.
+
+llama.cpp's converter permutes the rows of ``q_proj`` and ``k_proj`` from Hugging Face's
+rotate-half RoPE layout to GGML's interleaved one; :func:`unpermute_qk` undoes that, so the
+tensors feed our (Hugging Face layout) attention unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .model_config import UnsupportedModelError
+
+# GGUF ``general.architecture`` -> the Hugging Face architecture it is served as. llama.cpp
+# writes Llama, Mistral and SmolLM checkpoints as "llama" (with permuted q/k).
+SUPPORTED_GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM"}
+# Tensor types the gguf package dequantizes and we accept (names as GGMLQuantizationType).
+SUPPORTED_TENSOR_TYPES = (
+    "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
+    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+)
+_LAYER_TENSORS = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_GLOBAL_TENSORS = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_LAYER_RE = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+
+
+def hf_tensor_name(gguf_name: str) -> str | None:
+    """The Hugging Face name of a GGUF tensor, or None for tensors we do not load."""
+    if gguf_name in _GLOBAL_TENSORS:
+        return _GLOBAL_TENSORS[gguf_name]
+    m = _LAYER_RE.fullmatch(gguf_name)
+    if m is None or m.group(2) not in _LAYER_TENSORS:
+        return None
+    return f"model.layers.{m.group(1)}.{_LAYER_TENSORS[m.group(2)]}.{m.group(3)}"
+
+
+def unpermute_qk(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Invert llama.cpp's q/k row permutation.
+
+    The converter maps each head's rows ``[half0 | half1]`` (rotate-half pairs ``i`` and
+    ``i + d/2``) to interleaved ``[h0_0, h1_0, h0_1, h1_1, ...]``: it reshapes rows to
+    ``[heads, 2, d/2]`` and swaps the last two axes. Here: ``[heads, d/2, 2] -> [heads, 2, d/2]``.
+    """
+    rows = w.shape[0]
+    head_dim = rows // n_heads
+    return (w.reshape(n_heads, head_dim // 2, 2, *w.shape[1:]).transpose(1, 2)
+            .reshape(w.shape).contiguous())
+
+
+class GGUFCheckpoint:
+    """A validated GGUF file; raises :class:`UnsupportedModelError` naming what is wrong."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._reader = _open_reader(self.path)
+        self.architecture = self._string("general.architecture")
+        if self.architecture not in SUPPORTED_GGUF_ARCHITECTURES:
+            raise UnsupportedModelError(
+                f"{self.path}: GGUF architecture {self.architecture!r} is not supported; "
+                f"radixlm loads GGUF architectures {sorted(SUPPORTED_GGUF_ARCHITECTURES)} "
+                f"(other models: pass a Hugging Face safetensors folder)")
+        self._check_tensors()
+
+    # -- metadata ---------------------------------------------------------------------------
+    def field(self, key: str, default: Any = None) -> Any:
+        """A metadata value (scalar, string or list), or ``default`` when absent."""
+        f = self._reader.fields.get(key)
+        return default if f is None else f.contents()
+
+    def _string(self, key: str) -> str:
+        value = self.field(key)
+        if value is None:
+            raise UnsupportedModelError(f"{self.path}: GGUF metadata {key!r} is missing")
+        return str(value)
+
+    def _arch(self, key: str, default: Any = None) -> Any:
+        value = self.field(f"{self.architecture}.{key}", default)
+        if value is None:
+            raise UnsupportedModelError(
+                f"{self.path}: GGUF metadata {self.architecture}.{key!r} is missing")
+        return value
+
+    def has_tokenizer(self) -> bool:
+        return (self.field("tokenizer.ggml.model") is not None
+                and "tokenizer.ggml.tokens" in self._reader.fields)
+
+    def require_tokenizer(self) -> None:
+        if not self.has_tokenizer():
+            raise UnsupportedModelError(
+                f"{self.path}: the GGUF has no tokenizer metadata (tokenizer.ggml.model and "
+                f"tokenizer.ggml.tokens are required to build the tokenizer); use a GGUF "
+                f"converted with its tokenizer, or pass --tokenizer-path to a Hugging Face "
+                f"tokenizer folder")
+
+    @property
+    def chat_template(self) -> str | None:
+        value = self.field("tokenizer.chat_template")
+        return None if value is None else str(value)
+
+    def hf_config(self) -> dict[str, Any]:
+        """The checkpoint's architecture as a Hugging Face ``config.json`` dict."""
+        heads = int(self._arch("attention.head_count"))
+        hidden = int(self._arch("embedding_length"))
+        head_dim = int(self._arch("rope.dimension_count", hidden // heads))
+        names = {t.name for t in self._reader.tensors}
+        if "rope_freqs.weight" in names:
+            raise UnsupportedModelError(
+                f"{self.path}: per-frequency RoPE factors (rope_freqs.weight, Llama 3.1 style) "
+                f"are not supported in GGUF files; load the Hugging Face folder instead")
+        cfg: dict[str, Any] = {
+            "architectures": [SUPPORTED_GGUF_ARCHITECTURES[self.architecture]],
+            "model_type": self.architecture,
+            "hidden_size": hidden,
+            "intermediate_size": int(self._arch("feed_forward_length")),
+            "num_hidden_layers": int(self._arch("block_count")),
+            "num_attention_heads": heads,
+            "num_key_value_heads": int(self._arch("attention.head_count_kv", heads)),
+            "head_dim": head_dim,
+            "vocab_size": self._vocab_size(),
+            "rms_norm_eps": float(self._arch("attention.layer_norm_rms_epsilon")),
+            "max_position_embeddings": int(self._arch("context_length")),
+            "rope_theta": float(self._arch("rope.freq_base", 10000.0)),
+            "tie_word_embeddings": "output.weight" not in names,
+            "torch_dtype": "float32",
+        }
+        scaling = self.field(f"{self.architecture}.rope.scaling.type")
+        if scaling not in (None, "none"):
+            cfg["rope_scaling"] = {
+                "rope_type": str(scaling),
+                "factor": float(self._arch("rope.scaling.factor", 1.0)),
+            }
+        for key, hf_key in (("eos_token_id", "eos_token_id"), ("bos_token_id", "bos_token_id")):
+            value = self.field(f"tokenizer.ggml.{key}")
+            if value is not None:
+                cfg[hf_key] = int(value)
+        return cfg
+
+    def _vocab_size(self) -> int:
+        value = self.field(f"{self.architecture}.vocab_size")
+        if value is not None:
+            return int(value)
+        embd = self._tensor("token_embd.weight")
+        return int(embd.shape[-1])  # GGUF shapes are innermost-first: [hidden, vocab]
+
+    # -- tensors ----------------------------------------------------------------------------
+    def _tensor(self, name: str) -> Any:
+        for t in self._reader.tensors:
+            if t.name == name:
+                return t
+        raise UnsupportedModelError(f"{self.path}: tensor {name!r} is missing")
+
+    def _check_tensors(self) -> None:
+        size = self.path.stat().st_size
+        for t in self._reader.tensors:
+            type_name = t.tensor_type.name
+            if type_name not in SUPPORTED_TENSOR_TYPES:
+                raise UnsupportedModelError(
+                    f"{self.path}: tensor {t.name!r} has GGUF type {type_name}, which radixlm "
+                    f"cannot dequantize; supported types: {', '.join(SUPPORTED_TENSOR_TYPES)}")
+            if t.data_offset + t.n_bytes > size:
+                raise UnsupportedModelError(
+                    f"{self.path}: the file is truncated (tensor {t.name!r} ends at byte "
+                    f"{t.data_offset + t.n_bytes}, the file has {size}); download it again")
+
+    @property
+    def num_tensors(self) -> int:
+        return len(self._reader.tensors)
+
+    def iter_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Yield ``(hf_name, float32 tensor)`` in file order, q/k rows un-permuted."""
+        from gguf.quants import dequantize
+
+        cfg = self.hf_config()
+        n_heads = {"self_attn.q_proj": cfg["num_attention_heads"],
+                   "self_attn.k_proj": cfg["num_key_value_heads"]}
+        for t in self._reader.tensors:
+            name = hf_tensor_name(t.name)
+            if name is None:
+                continue
+            # numpy shape is outermost-first (the reverse of GGUF's ne order): [out, in].
+            shape = tuple(int(d) for d in reversed(t.shape))
+            data = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+            w = torch.from_numpy(data.reshape(shape).copy())
+            for proj, heads in n_heads.items():
+                if f".{proj}." in name:
+                    w = unpermute_qk(w, heads)
+            yield name, w
+
+
+def _open_reader(path: Path) -> Any:
+    from gguf import GGUFReader
+
+    if not path.is_file():
+        raise UnsupportedModelError(f"GGUF file {str(path)!r} does not exist")
+    try:
+        return GGUFReader(str(path))
+    except Exception as exc:  # noqa: BLE001 - the reader raises many types on bad bytes
+        raise UnsupportedModelError(
+            f"{path}: not a readable GGUF file (truncated or corrupt?): "
+            f"{type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,54 @@
+"""Starting a live ``radixlm serve`` process for HTTP tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+START_POLLS = 1200  # x 0.3 s between /health polls while the model loads
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def start_server(tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[Callable[..., str]]:
+    """``start_server(*flags, env=None)`` -> base URL; every server stops with the module."""
+    procs: list[subprocess.Popen] = []
+
+    def start(*flags: str, env: dict[str, str] | None = None) -> str:
+        port = free_port()
+        log: Path = tmp_path_factory.mktemp("server") / "server.log"
+        cmd = [sys.executable, "-m", "radixlm.launch_server", *flags, "--port", str(port)]
+        with open(log, "w") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                    env={**os.environ, **(env or {})})
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(START_POLLS):
+            if proc.poll() is not None:
+                pytest.fail(f"server exited: {log.read_text()[-3000:]}")
+            try:
+                if requests.get(f"{url}/health", timeout=1).ok:
+                    return url
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.3)
+        pytest.fail("server did not start")
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=20)

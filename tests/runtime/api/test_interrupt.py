@@ -1,0 +1,64 @@
+"""Ctrl-C (SIGINT) stops a program holding an Engine, and the engine's children, promptly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+POLLS = 50  # x 0.1 s: the whole process tree must be gone within these polls
+PROGRAM = """
+import sys, time
+from radixlm.runtime.api.engine import Engine
+with Engine(model_path=sys.argv[1]) as engine:
+    engine.generate("x", {"max_new_tokens": 2})
+    print("ready", flush=True)
+    while True:
+        engine.generate("hello", {"max_new_tokens": 8})
+"""
+
+
+def children(pid: int) -> set[int]:
+    """Direct children of ``pid`` (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            pass
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_sigint_stops_the_program_and_its_engine_children(tiny_llama_path):
+    proc = subprocess.Popen([sys.executable, "-c", PROGRAM, str(tiny_llama_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        kids = children(proc.pid)
+        assert len(kids) >= 2, "the scheduler and the detokenizer run in children"
+        proc.send_signal(signal.SIGINT)
+        for _ in range(POLLS):
+            if proc.poll() is not None and not any(alive(k) for k in kids):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is not None, "the program survived Ctrl-C"
+        assert not [k for k in kids if alive(k)], "engine children survived Ctrl-C"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
