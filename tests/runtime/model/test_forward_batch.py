@@ -31,3 +31,8 @@ def test_decode_plan_is_built_by_the_planner_once_per_window(plan: object | None
     assert slots[:, :2].tolist() == [[0, 1], [7, 8]]
     assert batch.decode_plan(4, planner) is plan  # a sliding-window layer plans its own
     assert len(calls) == 2 and calls[1][3] == 4
+
+
+def test_from_table_takes_keywords_only() -> None:
+    with pytest.raises(TypeError):
+        ForwardBatch.from_table(torch.zeros(1, 1, dtype=torch.int64))  # type: ignore[misc]

@@ -129,6 +129,7 @@ class ForwardBatch:
     def build(
         cls,
         seqs: Sequence[SeqSpec],
+        *,
         device: torch.device,
         max_context: int,
         page_size: int = 1,
@@ -141,17 +142,18 @@ class ForwardBatch:
         table = torch.nn.utils.rnn.pad_sequence(slot_rows, batch_first=True)
         starts = [-1 if s.logits_start is None else s.logits_start for s in seqs]
         return cls.from_table(
-            table.to(device),
-            torch.tensor([len(r) for r in slot_rows], dtype=torch.int64),
-            torch.tensor([s.num_new for s in seqs], dtype=torch.int64),
-            [t for s in seqs for t in s.new_token_ids],
-            torch.tensor(starts, dtype=torch.int64),
-            device, max_context, page_size, workspace,
+            seq_slots=table.to(device),
+            seq_lens=torch.tensor([len(r) for r in slot_rows], dtype=torch.int64),
+            ext_lens=torch.tensor([s.num_new for s in seqs], dtype=torch.int64),
+            input_ids=[t for s in seqs for t in s.new_token_ids],
+            logits_starts=torch.tensor(starts, dtype=torch.int64),
+            device=device, max_context=max_context, page_size=page_size, workspace=workspace,
         )
 
     @classmethod
     def from_table(
         cls,
+        *,
         seq_slots: torch.Tensor,
         seq_lens: torch.Tensor,
         ext_lens: torch.Tensor,

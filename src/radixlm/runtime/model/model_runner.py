@@ -122,7 +122,8 @@ class ModelRunner:
 
     def build_batch(self, seqs: Sequence[SeqSpec]) -> ForwardBatch:
         return ForwardBatch.build(
-            seqs, self.device, self.max_context, self.config.page_size, self.workspace
+            seqs, device=self.device, max_context=self.max_context,
+            page_size=self.config.page_size, workspace=self.workspace,
         )
 
     def forward(self, seqs: Sequence[SeqSpec] | ForwardBatch) -> torch.Tensor:
