@@ -174,10 +174,12 @@ def decode_batch(runner: ModelRunner, decoder: Any, grammars: list[Any], prompts
                 break
             feed = [s.ids[s.kv_len:] for s in live]
             batch = ForwardBatch.from_table(
-                table[[s.row for s in live]], torch.tensor([len(s.ids) for s in live]),
-                torch.tensor([len(f) for f in feed]), [t for f in feed for t in f],
-                torch.full((len(live),), -1), runner.device, runner.max_context,
-                runner.config.page_size, runner.workspace)
+                seq_slots=table[[s.row for s in live]],
+                seq_lens=torch.tensor([len(s.ids) for s in live]),
+                ext_lens=torch.tensor([len(f) for f in feed]),
+                input_ids=[t for f in feed for t in f], logits_starts=torch.full((len(live),), -1),
+                device=runner.device, max_context=runner.max_context,
+                page_size=runner.config.page_size, workspace=runner.workspace)
             t0 = time.perf_counter()
             logits = runner.forward(batch)[:, : vocab.vocab_size].clone()  # [live, V]
             model_s += time.perf_counter() - t0

@@ -41,9 +41,11 @@ def greedy_generate(
         ext = lens[:]
         for _ in range(max_new_tokens):
             batch = ForwardBatch.from_table(
-                table[live].to(runner.device), torch.tensor([lens[i] for i in live]),
-                torch.tensor(ext), ids, torch.full((len(live),), -1), runner.device,
-                runner.max_context, runner.config.page_size, runner.workspace)
+                seq_slots=table[live].to(runner.device),
+                seq_lens=torch.tensor([lens[i] for i in live]), ext_lens=torch.tensor(ext),
+                input_ids=ids, logits_starts=torch.full((len(live),), -1),
+                device=runner.device, max_context=runner.max_context,
+                page_size=runner.config.page_size, workspace=runner.workspace)
             next_ids = runner.forward(batch).argmax(dim=-1).tolist()
             for i, t in zip(live, next_ids):
                 outputs[i].append(t)

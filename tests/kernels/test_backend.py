@@ -12,6 +12,7 @@ import torch
 from radixlm.kernels import TORCH_OPS, KernelOps, get_kernel_ops, resolve_backend
 
 OP_NAMES = [f.name for f in fields(KernelOps) if f.name != "name"]
+LAUNCHING_OPS = [name for name in OP_NAMES if name != "plan_decode"]  # planning runs no kernel
 
 
 @pytest.mark.parametrize(("name", "device", "expected"), [
@@ -107,7 +108,7 @@ def _empty_calls() -> dict[str, tuple]:
     }
 
 
-@pytest.mark.parametrize("op", OP_NAMES)
+@pytest.mark.parametrize("op", LAUNCHING_OPS)
 def test_empty_inputs_launch_nothing(op: str, no_launch: None) -> None:
     """Zero-sized inputs return zero-sized outputs (as the references do) without a launch."""
     from radixlm.kernels.triton_ops import TRITON_OPS
@@ -121,6 +122,20 @@ def test_empty_inputs_launch_nothing(op: str, no_launch: None) -> None:
             assert g is None
         else:
             assert g.shape == e.shape and g.dtype == e.dtype
+
+
+def test_each_kernel_set_owns_its_decode_plan(device: torch.device) -> None:
+    """The torch set groups a shared prefix for cascade attention; the Triton set plans
+    nothing (its kernel reads the ragged indices itself and has no cascade yet)."""
+    from radixlm.kernels.triton_ops import TRITON_OPS
+
+    shared = torch.arange(80)  # 80 slots of one cached prefix, then one own slot each
+    slots = torch.stack([torch.cat([shared, torch.tensor([100 + b])]) for b in range(3)])
+    lens = torch.full((3,), 81)
+    plan = TORCH_OPS.plan_decode(slots, lens, 1, 0, None)
+    assert [g.members.tolist() for g in plan.groups] == [[0, 1, 2]]
+    assert torch.equal(plan.groups[0].prefix, shared)
+    assert TRITON_OPS.plan_decode(slots, lens, 1, 0, None) is None
 
 
 def test_launched_kernels_cover_every_module(device: torch.device) -> None:

@@ -44,15 +44,6 @@ def check_attention_args(
         raise ValueError("kv_indptr: expected at least one element")
 
 
-def gather_padded_kv(
-    cache: torch.Tensor, slots: torch.Tensor
-) -> torch.Tensor:
-    """Gather ``cache`` rows at ``slots`` [B, L] into [B, Hkv, L, D]."""
-    h, d = cache.shape[2], cache.shape[3]
-    flat = cache.view(-1, h, d)
-    return flat[slots].permute(0, 2, 1, 3)
-
-
 def attend(
     q: torch.Tensor,
     k: torch.Tensor,

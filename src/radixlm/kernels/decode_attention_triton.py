@@ -120,6 +120,23 @@ def default_kv_splits(batch: int, num_kv_heads: int, device: torch.device) -> in
     return max(1, min(MAX_KV_SPLITS, triton.cdiv(2 * num_sms(device), programs)))
 
 
+def plan_decode_triton(
+    slots: torch.Tensor,
+    lens: torch.Tensor,
+    page_size: int = 1,
+    sliding_window: int = 0,
+    workspace: dict[str, torch.Tensor] | None = None,
+    cascade: bool = True,
+) -> None:
+    """The Triton set's decode plan: none (signature of :func:`plan_decode_padded`).
+
+    :func:`decode_attention_triton` reads ``kv_indptr``/``kv_indices`` on the device, so
+    nothing is built on the host per forward, and shared prefixes are not grouped: there is
+    no Triton cascade kernel yet, each request reads its whole prefix.
+    """
+    return None
+
+
 def decode_attention_triton(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -136,8 +153,9 @@ def decode_attention_triton(
 ) -> torch.Tensor:
     """Triton version of :func:`decode_attention_ref`; returns ``out`` [B, Hq, D].
 
-    ``plan`` (the reference's padded gather layout) is accepted and ignored: the kernel reads
-    ``kv_indptr``/``kv_indices`` directly. ``out``, if given, is written in place;
+    ``plan`` is accepted for the reference's signature and ignored (this set's planner,
+    :func:`plan_decode_triton`, gives ``None``): the kernel reads ``kv_indptr``/``kv_indices``
+    directly. ``out``, if given, is written in place;
     ``num_kv_splits`` overrides the split heuristic.
     """
     check_decode_args(q, k_cache, v_cache, kv_indptr, kv_indices)

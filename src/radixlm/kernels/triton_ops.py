@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from .backend import KernelOps
-from .decode_attention_triton import decode_attention_triton
+from .decode_attention_triton import decode_attention_triton, plan_decode_triton
 from .extend_attention_triton import extend_attention_triton
 from .kv_store_triton import store_kv_triton
+from .ops import KernelOps
 from .rms_norm_triton import fused_add_rms_norm_triton, rms_norm_triton
 from .rotary_triton import rotary_triton
 from .token_bitmask_triton import apply_token_bitmask_triton
@@ -28,6 +28,7 @@ TRITON_OPS = KernelOps(
     fused_add_rms_norm=fused_add_rms_norm_triton,
     rotary=rotary_triton,
     store_kv=store_kv_triton,
+    plan_decode=plan_decode_triton,
     decode_attention=decode_attention_triton,
     extend_attention=extend_attention_triton,
     apply_token_bitmask=apply_token_bitmask_triton,

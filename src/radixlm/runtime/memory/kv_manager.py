@@ -106,14 +106,6 @@ class KVManager:
         kv.kv_len += extra
         return slots
 
-    def reserve_decode(self, kvs: list[ReqKV]) -> list[ReqKV]:
-        """One more slot for each request; returns those that could not get one."""
-        failed = []
-        for kv in kvs:
-            if self.reserve(kv, 1) is None:
-                failed.append(kv)
-        return failed
-
     # -- caching and release --------------------------------------------------------------
 
     def truncate(self, kv: ReqKV, length: int) -> None:

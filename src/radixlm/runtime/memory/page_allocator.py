@@ -39,10 +39,6 @@ class PageAllocator:
     def num_free_pages(self) -> int:
         return len(self._free)
 
-    @property
-    def num_free_slots(self) -> int:
-        return len(self._free) * self.page_size
-
     def alloc(self, n: int) -> list[int]:
         """Take ``n`` pages; raises :class:`KVPoolExhaustedError` and takes none if short."""
         if n < 0:

@@ -10,13 +10,17 @@ with a fixed number of tensor ops, whatever the batch size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
 
-from ...kernels import DecodePlan, plan_decode_padded
+from ...kernels import DecodePlan
+
+# A kernel set's decode planner (KernelOps.plan_decode): padded slots [Bd, L], lens [Bd],
+# page size, sliding window, workspace -> its plan, or None when its kernel needs none.
+DecodePlanner = Callable[..., DecodePlan | None]
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class ForwardBatch:
     dec_rows: torch.Tensor  # [Bd] their token rows
     ext_rows: torch.Tensor  # [Te]
     workspace: dict[str, torch.Tensor] | None = None
-    _plans: dict[int, DecodePlan] = field(default_factory=dict)
+    _plans: dict[int, DecodePlan | None] = field(default_factory=dict)  # by sliding window
     cache: dict[str, torch.Tensor] = field(default_factory=dict)  # per-forward derived tensors
 
     @property
@@ -110,21 +114,22 @@ class ForwardBatch:
     def ext_kv_indices(self) -> torch.Tensor:
         return self._ext_ragged[2]
 
-    def decode_plan(self, sliding_window: int) -> DecodePlan:
-        """The padded decode layout for one window size, built once per forward."""
-        plan = self._plans.get(sliding_window)
-        if plan is None:
-            plan = plan_decode_padded(
+    def decode_plan(self, sliding_window: int, plan_decode: DecodePlanner) -> DecodePlan | None:
+        """The decode requests' plan for one window size from the kernel set's planner
+        (``KernelOps.plan_decode``), built on first use and shared by every layer of this
+        forward; ``None`` where the set's decode kernel takes no plan."""
+        if sliding_window not in self._plans:
+            self._plans[sliding_window] = plan_decode(
                 self.seq_slots[self.dec_reqs], self.seq_lens[self.dec_reqs], self.page_size,
                 sliding_window, self.workspace,
             )
-            self._plans[sliding_window] = plan
-        return plan
+        return self._plans[sliding_window]
 
     @classmethod
     def build(
         cls,
         seqs: Sequence[SeqSpec],
+        *,
         device: torch.device,
         max_context: int,
         page_size: int = 1,
@@ -137,17 +142,18 @@ class ForwardBatch:
         table = torch.nn.utils.rnn.pad_sequence(slot_rows, batch_first=True)
         starts = [-1 if s.logits_start is None else s.logits_start for s in seqs]
         return cls.from_table(
-            table.to(device),
-            torch.tensor([len(r) for r in slot_rows], dtype=torch.int64),
-            torch.tensor([s.num_new for s in seqs], dtype=torch.int64),
-            [t for s in seqs for t in s.new_token_ids],
-            torch.tensor(starts, dtype=torch.int64),
-            device, max_context, page_size, workspace,
+            seq_slots=table.to(device),
+            seq_lens=torch.tensor([len(r) for r in slot_rows], dtype=torch.int64),
+            ext_lens=torch.tensor([s.num_new for s in seqs], dtype=torch.int64),
+            input_ids=[t for s in seqs for t in s.new_token_ids],
+            logits_starts=torch.tensor(starts, dtype=torch.int64),
+            device=device, max_context=max_context, page_size=page_size, workspace=workspace,
         )
 
     @classmethod
     def from_table(
         cls,
+        *,
         seq_slots: torch.Tensor,
         seq_lens: torch.Tensor,
         ext_lens: torch.Tensor,

@@ -20,6 +20,7 @@ from .forward_batch import ForwardBatch, SeqSpec
 from .gguf_conversion import resolve_model_path
 from .model_config import ModelConfig
 from .models import LlamaForCausalLM
+from .models.rope import RopeTables
 from .weight_loader import iter_weights
 
 DTYPES = {
@@ -94,11 +95,13 @@ class ModelRunner:
         self.workspace: dict[str, torch.Tensor] = {}  # attention gather buffers, reused
 
     def _load_model(self) -> LlamaForCausalLM:
+        cfg = self.model_config
+        # float32 tables on the device, built before the meta-device construction below
+        rope = RopeTables.build(cfg.rope, cfg.head_dim, self.max_context, self.device)
         with torch.device("meta"):
-            model = LlamaForCausalLM(self.model_config, self.ops, self.max_context)
+            model = LlamaForCausalLM(cfg, self.ops, rope)
         model = model.to_empty(device=self.device).to(self.dtype)
         model.load_weights(iter_weights(self.model_path))
-        model.init_rope(self.device)
         if self._use_onednn():
             model.pack_linears()
         return model.eval()
@@ -120,7 +123,8 @@ class ModelRunner:
 
     def build_batch(self, seqs: Sequence[SeqSpec]) -> ForwardBatch:
         return ForwardBatch.build(
-            seqs, self.device, self.max_context, self.config.page_size, self.workspace
+            seqs, device=self.device, max_context=self.max_context,
+            page_size=self.config.page_size, workspace=self.workspace,
         )
 
     def forward(self, seqs: Sequence[SeqSpec] | ForwardBatch) -> torch.Tensor:

@@ -243,8 +243,10 @@ class Scheduler:
         ext_lens = torch.tensor([1] * len(decodes) + [c.n for c in chunks])
         table = self.kv.table[rows, : int(seq_lens.max())].to(self.runner.device)
         batch = ForwardBatch.from_table(
-            table, seq_lens, ext_lens, ids, torch.tensor(starts), self.runner.device,
-            self.max_context, self.runner.config.page_size, self.runner.workspace,
+            seq_slots=table, seq_lens=seq_lens, ext_lens=ext_lens, input_ids=ids,
+            logits_starts=torch.tensor(starts), device=self.runner.device,
+            max_context=self.max_context, page_size=self.runner.config.page_size,
+            workspace=self.runner.workspace,
         )
         return batch, reqs
 

@@ -18,14 +18,16 @@ from ....kernels import KernelOps
 from ...memory.kv_pool import KVPool
 from ..forward_batch import ForwardBatch
 from ..model_config import ModelConfig, UnsupportedModelError
-from .rope import cos_sin_tables
+from .rope import RopeTables
 
 logger = logging.getLogger(__name__)
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+    def __init__(self, cfg: ModelConfig, layer_id: int, ops: KernelOps, rope: RopeTables) -> None:
         super().__init__()
+        self.ops = ops
+        self.rope = rope
         self.layer_id = layer_id
         self.num_heads = cfg.num_heads
         self.num_kv_heads = cfg.num_kv_heads
@@ -39,20 +41,18 @@ class LlamaAttention(nn.Module):
         )
         self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=cfg.o_bias)
 
-    def forward(
-        self, x: torch.Tensor, batch: ForwardBatch, pool: KVPool, model: LlamaForCausalLM
-    ) -> torch.Tensor:
-        ops = model.ops
+    def forward(self, x: torch.Tensor, batch: ForwardBatch, pool: KVPool) -> torch.Tensor:
+        ops = self.ops
         t = x.shape[0]
         qkv = self.qkv_proj(x)  # [T, (Hq + 2 Hkv) * D]
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.reshape(t, self.num_heads, self.head_dim)
         k = k.reshape(t, self.num_kv_heads, self.head_dim)
         v = v.reshape(t, self.num_kv_heads, self.head_dim).contiguous()
-        q, k = ops.rotary(q, k, batch.positions, model.rope_cos, model.rope_sin)
+        q, k = ops.rotary(q, k, batch.positions, self.rope.cos, self.rope.sin)
         k_cache, v_cache = pool.k_buffers[self.layer_id], pool.v_buffers[self.layer_id]
         ops.store_kv(k_cache, v_cache, batch.out_cache_loc, k.contiguous(), v)
-        out = self._attend(q.contiguous(), k_cache, v_cache, batch, ops)  # [T, Hq, D]
+        out = self._attend(q.contiguous(), k_cache, v_cache, batch)  # [T, Hq, D]
         return self.o_proj(out.reshape(t, self.q_size))
 
     def _attend(
@@ -61,13 +61,14 @@ class LlamaAttention(nn.Module):
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
         batch: ForwardBatch,
-        ops: KernelOps,
     ) -> torch.Tensor:
+        ops = self.ops
+
         def decode(qd: torch.Tensor) -> torch.Tensor:
             return ops.decode_attention(
                 qd, k_cache, v_cache, batch.dec_kv_indptr, batch.dec_kv_indices,
                 self.sm_scale, 0.0, self.sliding_window,
-                plan=batch.decode_plan(self.sliding_window),
+                plan=batch.decode_plan(self.sliding_window, ops.plan_decode),
             )
 
         def extend(qe: torch.Tensor) -> torch.Tensor:
@@ -99,10 +100,11 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+    def __init__(self, cfg: ModelConfig, layer_id: int, ops: KernelOps, rope: RopeTables) -> None:
         super().__init__()
+        self.ops = ops
         self.eps = cfg.rms_norm_eps
-        self.self_attn = LlamaAttention(cfg, layer_id)
+        self.self_attn = LlamaAttention(cfg, layer_id, ops, rope)
         self.mlp = LlamaMLP(cfg)
         self.input_layernorm = nn.Parameter(torch.empty(cfg.hidden_size))
         self.post_attention_layernorm = nn.Parameter(torch.empty(cfg.hidden_size))
@@ -113,35 +115,37 @@ class LlamaDecoderLayer(nn.Module):
         residual: torch.Tensor | None,
         batch: ForwardBatch,
         pool: KVPool,
-        model: LlamaForCausalLM,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        ops = model.ops
+        ops = self.ops
         if residual is None:
             residual = x
             h = ops.rms_norm(x, self.input_layernorm, self.eps)
         else:
             h, residual = ops.fused_add_rms_norm(x, residual, self.input_layernorm, self.eps)
-        h = self.self_attn(h, batch, pool, model)
+        h = self.self_attn(h, batch, pool)
         h, residual = ops.fused_add_rms_norm(h, residual, self.post_attention_layernorm, self.eps)
         return self.mlp(h), residual
 
 
 class LlamaForCausalLM(nn.Module):
-    """Causal LM whose forward takes a :class:`ForwardBatch` and returns selected logits."""
+    """Causal LM whose forward takes a :class:`ForwardBatch` and returns selected logits.
 
-    def __init__(self, cfg: ModelConfig, ops: KernelOps, max_positions: int) -> None:
+    ``ops`` is the kernel set and ``rope`` the rotary tables (built on the target device
+    beforehand); both go to every layer at construction.
+    """
+
+    def __init__(self, cfg: ModelConfig, ops: KernelOps, rope: RopeTables) -> None:
         super().__init__()
         self.config = cfg
         self.ops = ops
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_layers))
+        self.layers = nn.ModuleList(
+            LlamaDecoderLayer(cfg, i, ops, rope) for i in range(cfg.num_layers)
+        )
         self.norm = nn.Parameter(torch.empty(cfg.hidden_size))
         self.lm_head = (
             None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, False)
         )
-        self.max_positions = max_positions
-        self.rope_cos = torch.empty(0)
-        self.rope_sin = torch.empty(0)
         self.packed_head: nn.Module | None = None  # set by pack_linears
 
     def pack_linears(self) -> None:
@@ -157,20 +161,13 @@ class LlamaForCausalLM(nn.Module):
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         self.packed_head = PackedLinear(weight, None)
 
-    def init_rope(self, device: torch.device) -> None:
-        """Build the cos/sin tables (float32) once the model sits on its device."""
-        cfg = self.config
-        self.rope_cos, self.rope_sin = cos_sin_tables(
-            cfg.rope, cfg.head_dim, self.max_positions, device
-        )
-
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, pool: KVPool) -> torch.Tensor:
         """Logits (float32) ``[len(batch.logits_rows), vocab]``."""
         x = self.embed_tokens(batch.input_ids)  # [T, hidden]
         residual: torch.Tensor | None = None
         for layer in self.layers:
-            x, residual = layer(x, residual, batch, pool, self)
+            x, residual = layer(x, residual, batch, pool)
         rows = batch.logits_rows
         h, _ = self.ops.fused_add_rms_norm(
             x[rows].contiguous(), residual[rows].contiguous(), self.norm, self.config.rms_norm_eps

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -42,3 +43,22 @@ def cos_sin_tables(
     positions = torch.arange(max_positions, dtype=torch.float32)
     freqs = positions[:, None] * inv_freq[None, :]
     return freqs.cos().to(device), freqs.sin().to(device)
+
+
+@dataclass(frozen=True)
+class RopeTables:
+    """The cos/sin tables every attention layer rotates with, float32 on the model's device.
+
+    Built before the model (outside its meta-device construction) and handed to each layer;
+    plain tensors, not module buffers, so casting the model's dtype leaves them float32.
+    """
+
+    cos: torch.Tensor  # [max_positions, head_dim / 2]
+    sin: torch.Tensor  # [max_positions, head_dim / 2]
+
+    @classmethod
+    def build(
+        cls, rope: RopeConfig, head_dim: int, max_positions: int, device: torch.device
+    ) -> RopeTables:
+        """Tables for positions ``[0, max_positions)``."""
+        return cls(*cos_sin_tables(rope, head_dim, max_positions, device))

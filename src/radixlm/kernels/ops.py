@@ -1,0 +1,39 @@
+"""The interface every kernel set implements: one frozen record of callables.
+
+The model layers receive a :class:`KernelOps` at construction and call only through it, so
+the torch references (:data:`~radixlm.kernels.torch_ops.TORCH_OPS`) and the Triton kernels
+(:data:`~radixlm.kernels.triton_ops.TRITON_OPS`) swap freely. This module imports no kernel
+of either set, so both can import it without a circle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .decode_attention import DecodePlan
+
+
+@dataclass(frozen=True)
+class KernelOps:
+    """A consistent set of kernels; every field has the signature of its ``*_ref``.
+
+    ``plan_decode`` belongs to the set because only the set knows what its
+    ``decode_attention`` wants as ``plan=``: it takes the signature of
+    :func:`~radixlm.kernels.decode_attention.plan_decode_padded` (padded slots ``[B, L]``,
+    lengths ``[B]``, page size, sliding window, workspace) and returns the plan, or ``None``
+    when the set's decode attention needs none. The caller builds it once per forward and
+    window size and hands the same plan to every layer.
+    """
+
+    name: str
+    rms_norm: Callable[..., torch.Tensor]
+    fused_add_rms_norm: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    store_kv: Callable[..., None]
+    plan_decode: Callable[..., DecodePlan | None]
+    decode_attention: Callable[..., torch.Tensor]
+    extend_attention: Callable[..., torch.Tensor]
+    apply_token_bitmask: Callable[..., None]

@@ -1,0 +1,38 @@
+"""ForwardBatch: the decode plan comes from the kernel set's planner, once per window."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from radixlm.runtime.model.forward_batch import ForwardBatch, SeqSpec
+
+
+def _mixed_batch() -> ForwardBatch:
+    """Requests 0 and 2 decode (one new token), request 1 extends by two."""
+    seqs = [SeqSpec([1], [0, 1, 2]), SeqSpec([2, 3], [3, 4, 5, 6]), SeqSpec([4], [7, 8])]
+    return ForwardBatch.build(seqs, device=torch.device("cpu"), max_context=16, page_size=1)
+
+
+@pytest.mark.parametrize("plan", [object(), None], ids=["a-plan", "no-plan"])
+def test_decode_plan_is_built_by_the_planner_once_per_window(plan: object | None) -> None:
+    batch = _mixed_batch()
+    calls: list[tuple] = []
+
+    def planner(*args: object) -> object | None:
+        calls.append(args)
+        return plan
+
+    assert batch.decode_plan(0, planner) is plan
+    assert batch.decode_plan(0, planner) is plan  # every later layer gets the same plan
+    assert len(calls) == 1
+    slots, lens, page_size, window, _ = calls[0]
+    assert lens.tolist() == [3, 2] and page_size == 1 and window == 0  # decode requests only
+    assert slots[:, :2].tolist() == [[0, 1], [7, 8]]
+    assert batch.decode_plan(4, planner) is plan  # a sliding-window layer plans its own
+    assert len(calls) == 2 and calls[1][3] == 4
+
+
+def test_from_table_takes_keywords_only() -> None:
+    with pytest.raises(TypeError):
+        ForwardBatch.from_table(torch.zeros(1, 1, dtype=torch.int64))  # type: ignore[misc]
