@@ -7,7 +7,7 @@ time per token p50/p99 (random-logit walks), walks that finish / parse / validat
 radixlm the share of output tokens produced by jump-forward. Prints a table, writes JSON.
 
 An instance counts as accepted when some spelling of it is: its own serialisation (compact or
-with spaces) or, for radixlm, a key order found by :mod:`radixlm.fsm.json_witness`; competitors
+with spaces) or, for radixlm, a key order found by :mod:`radixlm.fsm.json.witness`; competitors
 also get that schema-ordered spelling. xgrammar gets a ``TokenizerInfo`` built from the same
 bytes (specials other than EOS empty, so masked); outlines-core a byte-keyed vocabulary.
 
@@ -41,7 +41,7 @@ from radixlm.fsm import (
     TokenVocabulary,
     jump_forward,
 )
-from radixlm.fsm.json_witness import find_accepted_text
+from radixlm.fsm.json.witness import find_accepted_text
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "jsonschemabench"
 DEFAULT_SUBSETS = ("Glaiveai2K", "Github_easy", "Github_medium", "Github_hard",

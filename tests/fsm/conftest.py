@@ -67,7 +67,7 @@ def check_schema():  # noqa: ANN201
 
     from radixlm.fsm import regex_ast as ra
     from radixlm.fsm.derivatives import TermBuilder
-    from radixlm.fsm.json_schema import JsonSchemaOptions, json_schema_to_node
+    from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
 
     def check(schema, valid, invalid, judge: bool = True, **options) -> str:  # noqa: ANN001
         options.setdefault("any_value_depth", 2)

@@ -10,7 +10,7 @@ import pytest
 from radixlm.fsm import regex_ast as ra
 from radixlm.fsm.derivatives import TermBuilder
 from radixlm.fsm.errors import GrammarError
-from radixlm.fsm.json_strings import ANY_CHAR
+from radixlm.fsm.json.strings import ANY_CHAR
 from radixlm.fsm.regex_parser import regex_to_node, search_node
 
 PATTERNS = [r"cat|dog", r"^ab", r"a(b|c)*d", r"[a-c]{2,3}x?", r"(?:ab)+|c{0,2}", r"\d{3}-\d{2}",

@@ -20,7 +20,7 @@ from .compiled_grammar import CompiledGrammar, GrammarStats, make_deadline
 from .errors import GrammarError
 from .grammar_cache import DiskMaskCache, MemoryCache
 from .grammar_spec import DTYPE_REGEXES, CompileBudget, GrammarSpec
-from .json_schema import SchemaCompiler
+from .json import SchemaCompiler
 from .regex_parser import regex_to_node
 from .vocabulary import TokenVocabulary
 

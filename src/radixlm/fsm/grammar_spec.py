@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import GrammarError
-from .json_schema import JsonSchemaOptions, load_schema
+from .json import JsonSchemaOptions, load_schema
 from .whitespace import WhitespacePolicy
 
 KINDS = ("json_schema", "regex", "choices", "json_object", "int", "float", "bool", "str")

@@ -6,7 +6,7 @@ import pytest
 
 from radixlm.fsm import regex_ast as ra
 from radixlm.fsm.derivatives import TermBuilder
-from radixlm.fsm.json_strings import StringEncoder, json_unit
+from radixlm.fsm.json.strings import StringEncoder, json_unit
 
 CASES = {
     "escapes are legal": ({"type": "string"}, ['"a\\"b"', '"\\\\"', '"\\n\\t\\/"',

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from radixlm.fsm import GrammarError
-from radixlm.fsm.json_schema import JsonSchemaOptions, SchemaCompiler
-from radixlm.fsm.schema_negation import provably_disjoint
+from radixlm.fsm.json import JsonSchemaOptions, SchemaCompiler
+from radixlm.fsm.json.negation import provably_disjoint
 
 CASES = {
     "not type": ({"not": {"type": "string"}}, ["1", "null", "{}"], ['"x"']),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import regex_ast as ra
+from .. import regex_ast as ra
 
 ANY_CHAR = ra.chars([(0, ra.MAX_CODE_POINT)])
 _NEEDS_ESCAPE = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))

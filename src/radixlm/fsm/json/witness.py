@@ -16,7 +16,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from .lazy_dfa import DEAD, LazyDFA
+from ..lazy_dfa import DEAD, LazyDFA
 
 
 @dataclass

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from radixlm.fsm import GrammarError, WhitespacePolicy, json_schema_to_regex
-from radixlm.fsm.json_schema import JsonSchemaOptions, json_schema_to_node
+from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
 
 OBJ_AB = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from radixlm.fsm.derivatives import TermBuilder
-from radixlm.fsm.json_schema import JsonSchemaOptions, json_schema_to_node
-from radixlm.fsm.json_witness import find_accepted_text
+from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
+from radixlm.fsm.json.witness import find_accepted_text
 from radixlm.fsm.lazy_dfa import LazyDFA
 
 

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from radixlm.fsm.derivatives import TermBuilder
-from radixlm.fsm.formats import SUPPORTED_FORMATS, format_node
+from radixlm.fsm.json.formats import SUPPORTED_FORMATS, format_node
 from radixlm.fsm.lazy_dfa import DEAD, LazyDFA
 
 CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
@@ -71,7 +71,7 @@ def test_random_accepted_strings_conform(name: str) -> None:
 def test_draft_format_table_matches_jsonschema() -> None:
     """Our fixed per-draft table names exactly the formats jsonschema checks (with its format
     extras installed, as the package requires), draft by draft."""
-    from radixlm.fsm.formats import DRAFT_FORMATS
+    from radixlm.fsm.json.formats import DRAFT_FORMATS
 
     for name, formats in DRAFT_FORMATS.items():
         checker = getattr(jsonschema, name).FORMAT_CHECKER
@@ -82,7 +82,7 @@ def test_unsupported_format_is_named_without_its_checker(monkeypatch: pytest.Mon
     """A format the draft defines stays enforced-or-refused even where jsonschema lacks the
     optional package that checks it (it must not become a silent annotation)."""
     from radixlm.fsm import GrammarError
-    from radixlm.fsm.json_schema import json_schema_to_node
+    from radixlm.fsm.json import json_schema_to_node
 
     checkers = dict(CHECKER.checkers)
     checkers.pop("uri-template")

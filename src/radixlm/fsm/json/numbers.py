@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-from typing import TYPE_CHECKING
 
-from . import number_ranges as nr
-from . import regex_ast as ra
-from .schema_facts import Facts, json_type_of
-
-if TYPE_CHECKING:
-    from .json_schema import SchemaCompiler
+from .. import number_ranges as nr
+from .. import regex_ast as ra
+from .context import SchemaContext
+from .facts import Facts, json_type_of
 
 _MAX_ENUMERATED_MULTIPLES = 2000
 
@@ -47,7 +44,7 @@ def _signed(node: ra.Node) -> ra.Node:
     return ra.alt(node, ra.seq(nr.MINUS, node))
 
 
-def _integer_divisors(c: SchemaCompiler, f: Facts) -> int | None:
+def _integer_divisors(c: SchemaContext, f: Facts) -> int | None:
     """lcm of integral divisors (None when none; unsupported ones are reported)."""
     ints = []
     for k in f.multiples:
@@ -59,7 +56,7 @@ def _integer_divisors(c: SchemaCompiler, f: Facts) -> int | None:
     return nr.lcm_of(ints) if ints else None
 
 
-def _multiples_node(c: SchemaCompiler, k: int, lo: int | None, hi: int | None) -> ra.Node | None:
+def _multiples_node(c: SchemaContext, k: int, lo: int | None, hi: int | None) -> ra.Node | None:
     mult = nr.nat_multiple_of(k)
     if mult is not None:
         return _signed(mult)
@@ -71,7 +68,7 @@ def _multiples_node(c: SchemaCompiler, k: int, lo: int | None, hi: int | None) -
     return None
 
 
-def _integer_node(c: SchemaCompiler, f: Facts, excluded: list) -> ra.Node:
+def _integer_node(c: SchemaContext, f: Facts, excluded: list) -> ra.Node:
     if f.non_integer:
         return ra.EMPTY
     lo, hi = _int_bounds(f)
@@ -90,7 +87,7 @@ def _integer_node(c: SchemaCompiler, f: Facts, excluded: list) -> ra.Node:
     for m in f.not_multiples:
         forbid.append(_signed(nr.nat_multiple_of(int(m))))
     core = ra.constrained(base, require, forbid, terminator=nr.INTEGER_END)
-    if c.integer_fraction:  # 5.0 is an integer too (draft 6+)
+    if c.document.integer_fraction:  # 5.0 is an integer too (draft 6+)
         zeros = ra.repeat(ra.lit("0"), 1, c.options.max_number_digits)
         return ra.seq(core, ra.opt(ra.seq(ra.lit("."), zeros)))
     return core
@@ -109,7 +106,7 @@ def _value_spellings(v: float | int) -> ra.Node:
     return ra.alt(ra.seq(ra.lit(text), frac_zeros), neg_zero)
 
 
-def number_node(c: SchemaCompiler, f: Facts, integer_only: bool) -> ra.Node:
+def number_node(c: SchemaContext, f: Facts, integer_only: bool) -> ra.Node:
     """Regex tree of the numbers (integers when ``integer_only``) allowed by ``f``."""
     if f.multiples and all(k == k.to_integral_value() for k in f.multiples):
         integer_only = True  # every multiple of an integer is an integer

@@ -21,8 +21,8 @@ import pytest
 from radixlm.fsm import GrammarError
 from radixlm.fsm import regex_ast as ra
 from radixlm.fsm.derivatives import TermBuilder
-from radixlm.fsm.json_schema import JsonSchemaOptions, json_schema_to_node
-from radixlm.fsm.json_witness import find_accepted_text
+from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
+from radixlm.fsm.json.witness import find_accepted_text
 from radixlm.fsm.lazy_dfa import LazyDFA
 
 MAX_REGEX_FOR_PYTHON = 200_000  # Python's re is slow to compile beyond this

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from . import regex_ast as ra
-from .schema_facts import ArrayPart, Facts, Sub
-
-if TYPE_CHECKING:
-    from .json_schema import SchemaCompiler
+from .. import regex_ast as ra
+from .context import SchemaContext
+from .facts import ArrayPart, Facts, Sub
 
 
-def _list_body(c: SchemaCompiler, prefix: list[ra.Node], rest: ra.Node, lo: int,
+def _list_body(c: SchemaContext, prefix: list[ra.Node], rest: ra.Node, lo: int,
                hi: int | None) -> ra.Node:
     """Items (at least one) separated by commas: prefix items in order, then rest items."""
     sep = c.separator()
@@ -37,7 +33,7 @@ def _list_body(c: SchemaCompiler, prefix: list[ra.Node], rest: ra.Node, lo: int,
     return ra.seq(first, ra.repeat(ra.seq(sep, rest), max(lo - 1, 0), more_hi))
 
 
-def array_node(c: SchemaCompiler, f: Facts) -> ra.Node:
+def array_node(c: SchemaContext, f: Facts) -> ra.Node:
     """Regex tree of the arrays allowed by ``f``."""
     parts = f.arrays or [ArrayPart([], None)]
     n_prefix = max(len(p.prefix) for p in parts)
@@ -81,7 +77,7 @@ def array_node(c: SchemaCompiler, f: Facts) -> ra.Node:
     return node
 
 
-def _with_contains(c: SchemaCompiler, f: Facts, parts: list[ArrayPart], n_prefix: int,
+def _with_contains(c: SchemaContext, f: Facts, parts: list[ArrayPart], n_prefix: int,
                    rest: ra.Node, node: ra.Node) -> ra.Node:
     if n_prefix:
         c.unsupported("contains", "contains together with positional items")

@@ -1,4 +1,4 @@
-"""A JSON Schema conjunction in normalised form: what :mod:`json_schema` compiles.
+"""A JSON Schema conjunction in normalised form: what :mod:`.compiler` compiles.
 
 :class:`Facts` accumulates the keywords of every schema that applies at one place of the
 instance (``allOf`` members, ``$ref`` targets, distributed ``anyOf`` branches): types are
@@ -20,28 +20,6 @@ Sub = tuple[Any, Ctx]
 
 ALL_TYPES = frozenset({"null", "boolean", "object", "array", "string", "number"})
 JSON_TYPES = ALL_TYPES | {"integer"}
-
-# Keywords that never constrain an instance (annotations, containers of definitions).
-ANNOTATIONS = frozenset({
-    "title", "description", "default", "examples", "example", "$comment", "readOnly",
-    "writeOnly", "deprecated", "contentEncoding", "contentMediaType", "contentSchema",
-    "$schema", "$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "definitions",
-    "$defs", "$vocabulary", "discriminator", "nullable", "xml", "externalDocs",
-    "markdownDescription", "errorMessage", "deprecationMessage", "enumDescriptions",
-    "then", "else",  # read together with "if"
-})
-STRING_KEYS = frozenset({"minLength", "maxLength", "pattern", "format"})
-NUMBER_KEYS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                         "multipleOf"})
-OBJECT_KEYS = frozenset({"properties", "required", "additionalProperties", "patternProperties",
-                         "propertyNames", "minProperties", "maxProperties", "dependencies",
-                         "dependentRequired", "dependentSchemas", "unevaluatedProperties"})
-ARRAY_KEYS = frozenset({"items", "prefixItems", "additionalItems", "minItems", "maxItems",
-                        "uniqueItems", "contains", "minContains", "maxContains",
-                        "unevaluatedItems"})
-LOGIC_KEYS = frozenset({"type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if",
-                        "$ref", "$dynamicRef", "$recursiveRef"})
-CONSTRAINING = STRING_KEYS | NUMBER_KEYS | OBJECT_KEYS | ARRAY_KEYS | LOGIC_KEYS
 
 
 def expand_types(types: frozenset[str] | None) -> frozenset[str]:

@@ -9,37 +9,20 @@ linear size, not exponential.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from . import regex_ast as ra
-from .json_strings import ANY_CHAR, quoted, string_content
-from .regex_parser import search_node
-from .schema_facts import Facts, ObjectPart, Sub
-
-if TYPE_CHECKING:
-    from .json_schema import SchemaCompiler
+from .. import regex_ast as ra
+from ..regex_parser import search_node
+from .context import SchemaContext
+from .facts import Facts, ObjectPart
+from .keywords import facts_of
+from .negation import apply_not
+from .property_schemas import value_sub
+from .strings import ANY_CHAR, quoted, string_content
 
 MAX_PATTERN_PROPERTIES = 4
 
 
-def part_value_subs(c: SchemaCompiler, part: ObjectPart, name: str) -> list[Sub | None]:
-    """Schemas one source imposes on the value of key ``name``."""
-    matching = [sub for pattern, sub in part.patterns if c.pattern_matches(pattern, name)]
-    if name in part.properties:
-        return [part.properties[name], *matching]
-    return matching if matching else [part.additional]
-
-
-def value_sub(c: SchemaCompiler, f: Facts, name: str) -> Sub:
-    """The merged schema of key ``name`` under every object part of ``f``."""
-    subs: list[Sub | None] = []
-    for part in f.objects:
-        subs.extend(part_value_subs(c, part, name))
-    return c.merge_subs(subs)
-
-
 class _ObjectBuilder:
-    def __init__(self, c: SchemaCompiler, f: Facts) -> None:
+    def __init__(self, c: SchemaContext, f: Facts) -> None:
         self.c = c
         self.f = f
         self.parts = f.objects or [ObjectPart({}, [], None)]
@@ -48,9 +31,7 @@ class _ObjectBuilder:
     def _property_name_facts(self) -> Facts | None:
         if not self.f.property_names:
             return None
-        from .schema_negation import apply_not  # negation builds on this module
-
-        facts = self.c.facts_of(self.c.merge_subs(list(self.f.property_names)))
+        facts = facts_of(self.c, self.c.merge_subs(list(self.f.property_names)))
         while facts.nots and not facts.unsat:
             apply_not(self.c, facts, facts.nots.pop(0))
         return facts
@@ -64,7 +45,7 @@ class _ObjectBuilder:
 
     def name_allowed(self, name: str) -> bool:
         subs = [s for s, _ in self.f.property_names]
-        return not subs or self.c.valid_in(name, subs)
+        return not subs or self.c.document.valid_in(name, subs)
 
     def member(self, key: ra.Node, value: ra.Node) -> ra.Node:
         ws = self.c.ws
@@ -161,7 +142,7 @@ class _ObjectBuilder:
         return view
 
 
-def _layout(c: SchemaCompiler, members: list[tuple[ra.Node, bool]], extra: ra.Node,
+def _layout(c: SchemaContext, members: list[tuple[ra.Node, bool]], extra: ra.Node,
             min_props: int, max_props: int | None, extra_cap: int | None) -> ra.Node:
     """``{ ... }`` around the members (in order; optional ones skippable) and the extras."""
     required_count = sum(1 for _, req in members if req)
@@ -180,7 +161,7 @@ def _layout(c: SchemaCompiler, members: list[tuple[ra.Node, bool]], extra: ra.No
     return ra.alt(*options)
 
 
-def _flat_body(c: SchemaCompiler, members: list[tuple[ra.Node, bool]], extra: ra.Node,
+def _flat_body(c: SchemaContext, members: list[tuple[ra.Node, bool]], extra: ra.Node,
                extra_cap: int | None) -> ra.Node:
     """Non-empty member list without counting: an alternation over the first member present,
     each followed by a flat sequence (no nesting, whatever the number of properties)."""
@@ -199,7 +180,7 @@ def _flat_body(c: SchemaCompiler, members: list[tuple[ra.Node, bool]], extra: ra
     return ra.alt(*options)
 
 
-def _counted_body(c: SchemaCompiler, members: list[tuple[ra.Node, bool]], extra: ra.Node,
+def _counted_body(c: SchemaContext, members: list[tuple[ra.Node, bool]], extra: ra.Node,
                   min_props: int, max_props: int | None, extra_cap: int | None) -> ra.Node:
     """Non-empty member list with min/maxProperties: a DAG over (position, count, started)."""
     n = len(members)
@@ -247,6 +228,6 @@ def _clamp(count: int, min_props: int, max_props: int | None) -> int:
     return count
 
 
-def object_node(c: SchemaCompiler, f: Facts) -> ra.Node:
+def object_node(c: SchemaContext, f: Facts) -> ra.Node:
     """Regex tree of the objects allowed by ``f``."""
     return _ObjectBuilder(c, f).build()

@@ -10,30 +10,21 @@ values); only then is ``oneOf`` compiled as an alternation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import GrammarError
-from .number_ranges import decimal_suffix_modulus
-from .schema_facts import (
-    ALL_TYPES,
-    CONSTRAINING,
-    NUMBER_KEYS,
-    Facts,
-    Sub,
-    expand_types,
-    to_decimal,
-)
-from .schema_objects import value_sub
-
-if TYPE_CHECKING:
-    from .json_schema import SchemaCompiler
+from ..errors import GrammarError
+from ..number_ranges import decimal_suffix_modulus
+from .context import SchemaContext
+from .facts import ALL_TYPES, Facts, Sub, expand_types, to_decimal
+from .keywords import CONSTRAINING, NUMBER_KEYS, absorb, facts_of
+from .property_schemas import value_sub
 
 
 def _types_of(value: Any) -> frozenset[str]:
     return frozenset([value] if isinstance(value, str) else value)
 
 
-def apply_not(c: SchemaCompiler, f: Facts, sub: Sub) -> None:
+def apply_not(c: SchemaContext, f: Facts, sub: Sub) -> None:
     """Conjoin ``not: schema`` into ``f`` (or report it unsupported)."""
     n, ctx = sub
     if n is True:
@@ -51,9 +42,9 @@ def apply_not(c: SchemaCompiler, f: Facts, sub: Sub) -> None:
         if inner is None:
             c.unsupported("not", "negating a recursion-limited reference would be unsound")
         else:
-            apply_not(c, f, (c.resolve_ref(n["$ref"]), inner))
+            apply_not(c, f, (c.document.resolve_ref(n["$ref"]), inner))
     elif keys == {"not"}:
-        c.absorb(f, (n["not"], ctx))
+        absorb(c, f, (n["not"], ctx))
     elif keys == {"anyOf"}:
         f.nots.extend((s, ctx) for s in n["anyOf"])
     elif keys == {"allOf"}:
@@ -93,12 +84,12 @@ _COUPLED = (
 _CARRIED = {"if": ("then", "else")}  # read with their keyword, not constraining on their own
 
 
-def _independent_groups(c: SchemaCompiler, n: dict, keys: frozenset[str]) -> list[dict]:
+def _independent_groups(c: SchemaContext, n: dict, keys: frozenset[str]) -> list[dict]:
     """Split N's keywords into groups that constrain independently (their conjunction is N)."""
-    if "$ref" in keys and c.legacy_ref:
+    if "$ref" in keys and c.document.legacy_ref:
         return []  # drafts <= 7: $ref overrides its siblings (handled as a plain $ref)
     coupled = list(_COUPLED)
-    if c.boolean_exclusive:  # draft 4: exclusive* are flags on minimum/maximum
+    if c.document.boolean_exclusive:  # draft 4: exclusive* are flags on minimum/maximum
         coupled += [frozenset({"minimum", "exclusiveMinimum"}),
                     frozenset({"maximum", "exclusiveMaximum"})]
     groups: list[set[str]] = []
@@ -118,14 +109,14 @@ def _independent_groups(c: SchemaCompiler, n: dict, keys: frozenset[str]) -> lis
     return out
 
 
-def _not_items(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+def _not_items(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
     """not {items: S} = an array with some item outside S (``contains: {not: S}``)."""
     items = n["items"]
     if isinstance(items, list):
         c.unsupported("not", "negating the array form of items")
         return
     if not isinstance(items, bool) and \
-            c.facts_of((items, ctx)).effective_types() & {"object", "array"}:
+            facts_of(c, (items, ctx)).effective_types() & {"object", "array"}:
         # "some item is not an S" over containers intersects two container grammars inside
         # one array; deciding such products blew past the liveness budget on real schemas
         c.unsupported("not", "negating items that may be objects or arrays")
@@ -138,7 +129,7 @@ def _not_count(kind: str, low: str, high: str) -> Callable[..., None]:
     """not {low: k} = kind with high k-1; not {high: k} = kind with low k+1 (counts of
     characters, items or properties; every other type satisfies N)."""
 
-    def negate(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+    def negate(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
         key = low if low in n else high  # N's only constraining keyword (others annotate)
         value = n[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -148,16 +139,16 @@ def _not_count(kind: str, low: str, high: str) -> Callable[..., None]:
             f.unsat = True
             return
         bound = {high: value - 1} if key == low else {low: value + 1}
-        c.absorb(f, c.keep({"type": kind, **bound}, ctx))
+        absorb(c, f, c.keep({"type": kind, **bound}, ctx))
 
     return negate
 
 
-def _not_format(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+def _not_format(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
     """not {format: F} = a string F's checker rejects (formats the draft does not check are
     annotations: N then accepts everything)."""
     name = n["format"]
-    if name not in c.checked_formats:
+    if name not in c.document.checked_formats:
         f.unsat = True
         return
     f.restrict_types(frozenset({"string"}))
@@ -181,14 +172,14 @@ def _suffix_divisor(value: Any) -> bool:
         decimal_suffix_modulus(value) is not None
 
 
-def _exclude_values(c: SchemaCompiler, f: Facts, n: dict) -> None:
+def _exclude_values(c: SchemaContext, f: Facts, n: dict) -> None:
     values = list(n.get("enum", []))
     if "const" in n:
         values = [n["const"]] if "enum" not in n else [v for v in values if v == n["const"]]
-    f.not_values.extend(v for v in values if c.valid_in(v, [n]))
+    f.not_values.extend(v for v in values if c.document.valid_in(v, [n]))
 
 
-def _not_object(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+def _not_object(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
     """not {properties: P, required: R} = some p in P present with a value outside P[p], or
     some r in R absent (or, when N says type object, not an object at all)."""
     props = n.get("properties", {})
@@ -205,15 +196,16 @@ def _not_object(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
         f.any_of.append(branches)
 
 
-def _not_range(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
+def _not_range(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
     """not (lo <= x <= hi) = x < lo or x > hi, for numbers (N accepts every non-number)."""
-    nf = c.facts_of((n, ctx))
+    nf = facts_of(c, (n, ctx))
     f.restrict_types(frozenset({"number"}))
+    bound = c.document.bound_schema
     branches = []
     if nf.lo is not None:
-        branches.append(c.keep(c.bound_schema("max", nf.lo, inclusive=nf.lo_strict), ctx))
+        branches.append(c.keep(bound("max", nf.lo, inclusive=nf.lo_strict), ctx))
     if nf.hi is not None:
-        branches.append(c.keep(c.bound_schema("min", nf.hi, inclusive=nf.hi_strict), ctx))
+        branches.append(c.keep(bound("min", nf.hi, inclusive=nf.hi_strict), ctx))
     if not branches:
         f.unsat = True
         return
@@ -223,14 +215,14 @@ def _not_range(c: SchemaCompiler, f: Facts, n: dict, ctx: Any) -> None:
 # -- disjointness ----------------------------------------------------------------------------
 
 
-def provably_disjoint(c: SchemaCompiler, a: Facts, b: Facts) -> bool:
+def provably_disjoint(c: SchemaContext, a: Facts, b: Facts) -> bool:
     """True only when no instance satisfies both ``a`` and ``b``."""
     if a.unsat or b.unsat:
         return True
+    valid_in = c.document.valid_in
     for x, y in ((a, b), (b, a)):
         if x.enum is not None:
-            return not any(c.valid_in(v, x.sources) and c.valid_in(v, y.sources)
-                           for v in x.enum)
+            return not any(valid_in(v, x.sources) and valid_in(v, y.sources) for v in x.enum)
     shared = expand_types(a.types) & expand_types(b.types)
     if "number" in shared:
         shared -= {"integer"}
@@ -251,7 +243,7 @@ def _ranges_disjoint(a: Facts, b: Facts) -> bool:
     return False
 
 
-def _objects_disjoint(c: SchemaCompiler, a: Facts, b: Facts) -> bool:
+def _objects_disjoint(c: SchemaContext, a: Facts, b: Facts) -> bool:
     if a.max_props is not None and b.min_props > a.max_props:
         return True
     if b.max_props is not None and a.min_props > b.max_props:
@@ -262,7 +254,7 @@ def _objects_disjoint(c: SchemaCompiler, a: Facts, b: Facts) -> bool:
             if y_sub[0] is False:
                 return True
             x_sub = value_sub(c, x, name)
-            if provably_disjoint(c, c.facts_of(x_sub), c.facts_of(y_sub)):
+            if provably_disjoint(c, facts_of(c, x_sub), facts_of(c, y_sub)):
                 return True
     return False
 
