@@ -8,7 +8,7 @@ from transformers import AutoTokenizer
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.scheduling.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
-from radixlm.runtime.wire.messages import GenerateReq
+from radixlm.runtime.wire.messages import GenerateReq, finish_reason_json
 from radixlm.runtime.wire.sampling_params import SamplingParams
 
 
@@ -100,7 +100,7 @@ def test_pool_accounting_survives_a_mixed_workload(make_scheduler, page_size):
     outs = run_until_idle(s)
     outs["r3"] = outs.get("r3", []) + [aborted]
     assert set(outs) == {f"r{i}" for i in range(12)}
-    assert outs["r3"][-1].finish_reason["type"] == "abort"
+    assert finish_reason_json(outs["r3"][-1].finish_reason)["type"] == "abort"
     assert s.kv.audit() == []
     assert s.kv.flush() and s.kv.allocator.num_free_pages == s.kv.allocator.num_pages
 
@@ -114,7 +114,7 @@ def test_a_request_larger_than_the_pool_is_refused_or_cut_not_looped(make_schedu
     s.add_request(req("grows", list(range(10, 50)), new=100))
     outs = run_until_idle(s)
     final = outs["grows"][-1]
-    assert final.finish_reason["type"] == "length"
-    assert final.finish_reason.get("message") == "KV pool exhausted"
+    assert finish_reason_json(final.finish_reason)["type"] == "length"
+    assert finish_reason_json(final.finish_reason).get("message") == "KV pool exhausted"
     assert final.completion_tokens < 100
     assert s.kv.flush() and s.kv.allocator.num_free_pages == s.kv.allocator.num_pages
