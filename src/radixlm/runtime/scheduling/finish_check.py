@@ -48,9 +48,8 @@ class FinishCheck:
         return None
 
     def match_stop_str(self, req: Req, extra: int = 0) -> str | None:
-        """The first stop string in the decoded tail of the output: the longest stop string's
-        length in tokens (a token holds at least one character) plus one, so a character split
-        across tokens decodes whole, plus ``extra`` new tokens."""
+        """The first stop string in the decoded tail of the output: as many tokens as the
+        longest stop string has characters, plus one, plus ``extra``."""
         longest = max(len(s) for s in req.stop_strs)
         tail = self.tokenizer.decode(req.output_ids[-(longest + 1 + extra):],
                                      skip_special_tokens=req.sampling.skip_special_tokens)
