@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from transformers import AutoTokenizer
 
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.scheduling.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
-from radixlm.runtime.wire.messages import GenerateReq
+from radixlm.runtime.wire.messages import (
+    FinishStop,
+    GenerateReq,
+    GrammarReq,
+    finish_reason_json,
+)
 from radixlm.runtime.wire.sampling_params import SamplingParams
 
 
@@ -100,7 +107,7 @@ def test_pool_accounting_survives_a_mixed_workload(make_scheduler, page_size):
     outs = run_until_idle(s)
     outs["r3"] = outs.get("r3", []) + [aborted]
     assert set(outs) == {f"r{i}" for i in range(12)}
-    assert outs["r3"][-1].finish_reason["type"] == "abort"
+    assert finish_reason_json(outs["r3"][-1].finish_reason)["type"] == "abort"
     assert s.kv.audit() == []
     assert s.kv.flush() and s.kv.allocator.num_free_pages == s.kv.allocator.num_pages
 
@@ -114,7 +121,28 @@ def test_a_request_larger_than_the_pool_is_refused_or_cut_not_looped(make_schedu
     s.add_request(req("grows", list(range(10, 50)), new=100))
     outs = run_until_idle(s)
     final = outs["grows"][-1]
-    assert final.finish_reason["type"] == "length"
-    assert final.finish_reason.get("message") == "KV pool exhausted"
+    assert finish_reason_json(final.finish_reason)["type"] == "length"
+    assert finish_reason_json(final.finish_reason).get("message") == "KV pool exhausted"
     assert final.completion_tokens < 100
     assert s.kv.flush() and s.kv.allocator.num_free_pages == s.kv.allocator.num_pages
+
+
+@pytest.mark.parametrize("jump", [True, False], ids=["jump-forward", "no jump-forward"])
+def test_a_constrained_stop_reports_the_token_that_ended_the_output(make_scheduler, jump):
+    """When the grammar ends the output (only EOS could follow, so none is sampled),
+    ``matched`` is the token that completed it: as for an EOS or stop token, an int
+    ``matched`` is the last output id, with or without forced tokens before it."""
+    key = "a_rather_long_key_name"
+    schema = {"type": "object", "properties": {key: {"type": "boolean"}}, "required": [key],
+              "additionalProperties": False}
+    s = make_scheduler(disable_jump_forward=not jump)
+    s.add_request(GenerateReq(rid="c", input_ids=[5, 6, 7],
+                              grammar=GrammarReq(json_schema=json.dumps(schema)),
+                              sampling=SamplingParams(temperature=0.0, max_new_tokens=64)))
+    if s.reqs["c"].grammar_future is not None:
+        s.reqs["c"].grammar_future.result()  # compiled off the loop thread
+    (out,) = run_until_idle(s)["c"]
+    assert isinstance(out.finish_reason, FinishStop), out.finish_reason
+    assert out.finish_reason.matched == out.new_ids[-1]
+    assert list(json.loads(s.tokenizer.decode(out.new_ids))) == [key]
+    assert (out.forced_tokens > 0) == jump

@@ -6,7 +6,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from radixlm.runtime.wire.detokenizer import IncrementalDetokenizer
-from radixlm.runtime.wire.messages import DetokParams, ReqOut
+from radixlm.runtime.wire.messages import DetokParams, FinishLength, FinishStop, ReqOut
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_deltas_concatenate_to_the_full_decode(tok, step):
     text = 'Héllo wörld, 日本 {"name": "Zoë"} — done.'
     ids = tok(text, add_special_tokens=False).input_ids
     deltas = feed(IncrementalDetokenizer(tok), ids, step, DetokParams(),
-                  {"type": "length", "length": len(ids)})
+                  FinishLength(length=len(ids)))
     assert "".join(deltas) == tok.decode(ids)
     assert not any("\ufffd" in d for d in deltas), "partial UTF-8 must be held back"
 
@@ -39,7 +39,7 @@ def test_stop_string_is_held_back_then_trimmed(tok):
     ids = tok(text, add_special_tokens=False).input_ids
     params = DetokParams(stop_strs=["\nQuestion"])
     deltas = feed(IncrementalDetokenizer(tok), ids, 1, params,
-                  {"type": "stop", "matched": "\nQuestion"})
+                  FinishStop(matched="\nQuestion"))
     streamed = ""
     for d in deltas:
         streamed += d
@@ -50,5 +50,5 @@ def test_stop_string_is_held_back_then_trimmed(tok):
 def test_no_stop_trim_keeps_the_stop_string(tok):
     ids = tok("one two three", add_special_tokens=False).input_ids
     deltas = feed(IncrementalDetokenizer(tok), ids, 2, DetokParams(stop_strs=[" three"],
-                  no_stop_trim=True), {"type": "stop", "matched": " three"})
+                  no_stop_trim=True), FinishStop(matched=" three"))
     assert "".join(deltas) == "one two three"

@@ -29,6 +29,7 @@ from ..wire.messages import (
     GenerateReq,
     TextBatchOut,
     TextOut,
+    finish_reason_json,
 )
 from .generate_request import GenerateItem, GenerateRequest, parse_generate_request
 
@@ -153,7 +154,8 @@ class TokenizerManager:
                          [self._lp_entry(lp, tid, with_text) for lp, tid in top]
                          for top in (o.input_top_logprobs or [])]
         st.meta.update(prompt_tokens=o.prompt_tokens, completion_tokens=o.completion_tokens,
-                       cached_tokens=o.cached_tokens, finish_reason=o.finish_reason)
+                       cached_tokens=o.cached_tokens,
+                       finish_reason=finish_reason_json(o.finish_reason))
         if o.forced_tokens:
             st.meta["jump_forward_tokens"] = o.forced_tokens
         if o.first_token_time and "ttft" not in st.meta:

@@ -8,12 +8,19 @@ each sampled token advances its matcher. A grammar that can only end finishes th
 once; with jump-forward, a deterministic run of text is appended as forced tokens (see
 :meth:`GrammarManager.jump`). With ``reasoning_end_marker`` set, a request's constraint starts
 only after that marker appears in its output.
+
+The manager changes only grammar state (a request's matcher, compile future and grammar
+fields); what follows from it is returned as data for the scheduler to act on: the compiles
+that finished or failed (:class:`CompilePoll`), and after a token a finish reason or a
+jump-forward plan (:data:`GrammarStep`).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Union
 
 import torch
 
@@ -22,22 +29,38 @@ from ...fsm import (
     GrammarCompiler,
     GrammarError,
     GrammarSpec,
+    JumpForwardPlan,
     TokenVocabulary,
     WhitespacePolicy,
     jump_forward,
 )
-from ..wire.messages import ErrorOut, GrammarReq
+from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
 from .request import Req, RequestError
 
 if TYPE_CHECKING:
     from ...kernels import KernelOps
     from ..server_args import ServerArgs
-    from .scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 
+# After a token: a finish reason (the grammar ended the output, or the constraint failed), or
+# a jump-forward plan to apply (replace ``rollback`` output tokens by ``tokens``), or None.
+GrammarStep = Union[FinishReason, JumpForwardPlan, None]  # noqa: UP007
+
+
+@dataclass(frozen=True)
+class CompilePoll:
+    """The compiles that finished since the last poll: requests now ready to be scheduled,
+    and requests whose constraint failed to compile, with the message to report."""
+
+    ready: list[Req] = field(default_factory=list)
+    failed: list[tuple[Req, str]] = field(default_factory=list)
+
+
 
 class GrammarManager:
+    """Compiles, masks and advances the constraints of one scheduler's requests."""
+
     def __init__(self, args: ServerArgs, tokenizer: Any, vocab_size: int, eos_ids: list[int],
                  ops: KernelOps) -> None:
         self.args = args
@@ -94,18 +117,20 @@ class GrammarManager:
         except GrammarError as exc:
             raise RequestError(f"invalid constraint: {exc}") from None
 
-    def poll_compiles(self, scheduler: Scheduler) -> list[ErrorOut]:
-        """Attach finished compiles to their waiting requests; fail the ones that errored."""
-        errors = []
-        for req in [r for r in scheduler.waiting if r.grammar_future is not None]:
-            if not req.grammar_future.done():
+    def poll_compiles(self, waiting: Iterable[Req]) -> CompilePoll:
+        """Attach finished compiles to their waiting requests; the owner fails the ones
+        that errored (their matcher stays unset)."""
+        poll = CompilePoll()
+        for req in waiting:
+            if req.grammar_future is None or not req.grammar_future.done():
                 continue
             try:
                 self._resolve(req)
             except RequestError as exc:
-                scheduler.fail(req.rid)
-                errors.append(ErrorOut(rid=req.rid, message=str(exc)))
-        return errors
+                poll.failed.append((req, str(exc)))
+            else:
+                poll.ready.append(req)
+        return poll
 
     # -- per step -------------------------------------------------------------------------
 
@@ -124,37 +149,42 @@ class GrammarManager:
                 reqs[i].grammar.fill_bitmask(rows_np[k])
             except GrammarError as exc:  # over budget: end this request, not the batch
                 reqs[i].grammar_error = str(exc)
-                rows_np[k] = -1  # the scheduler ends it without using its sampled token
+                rows_np[k] = -1  # the output processor ends it, dropping its sampled token
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
 
-    def after_token(self, scheduler: Scheduler, req: Req, token: int) -> dict | None:
-        """Advance ``req``'s grammar by its new token; a finish reason if it must stop."""
+    def after_token(self, req: Req, token: int) -> GrammarStep:
+        """Advance ``req``'s grammar by its new token (already appended to its output).
+
+        Returns a finish reason if the output must end here, a jump-forward plan for the
+        owner to apply, or None.
+        """
         if req.grammar is None:
             return None
         if not req.grammar_active:
             self._maybe_activate(req)
             return None
         try:
-            return self._advance(scheduler, req, token)
+            return self._advance(req, token)
         except GrammarError as exc:  # the lazy automaton grew past a budget
             req.grammar_error = str(exc)
         return self.error_reason(req)
 
     @staticmethod
-    def error_reason(req: Req) -> dict:
+    def error_reason(req: Req) -> FinishAbort:
         """The finish reason of a request whose constraint failed while decoding."""
-        return {"type": "abort", "message": f"constraint failed while decoding: "
-                                            f"{req.grammar_error}"}
+        return FinishAbort(message=f"constraint failed while decoding: {req.grammar_error}")
 
-    def _advance(self, scheduler: Scheduler, req: Req, token: int) -> dict | None:
+    def _advance(self, req: Req, token: int) -> GrammarStep:
         if not req.grammar.accept_token(token):
-            return {"type": "abort", "message": f"token {token} is not allowed by the "
-                                                f"constraint (grammar state lost)"}
+            return FinishAbort(message=f"token {token} is not allowed by the constraint "
+                                       f"(grammar state lost)")
         if req.grammar.must_end():
-            return {"type": "stop", "matched": None}
+            # Only EOS could follow: stop without sampling it. What ended the output is the
+            # token that completed the grammar, reported as an EOS would be (the last token).
+            return FinishStop(matched=token)
         if self.enable_jump_forward and not req.return_logprob:
-            return self.jump(scheduler, req)
+            return self.jump(req)
         return None
 
     def _maybe_activate(self, req: Req) -> None:
@@ -163,7 +193,7 @@ class GrammarManager:
         tail = self.tokenizer.decode(req.output_ids[-(len(marker) + 2):])
         if marker in tail:
             req.grammar_active = True
-            req.grammar_start = len(req.output_ids)
+            req.grammar_start = req.num_output
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
@@ -171,19 +201,17 @@ class GrammarManager:
     def _decode(self, ids: list[int]) -> str:
         return self.compiler.vocab.decode_bytes(ids).decode("utf-8", errors="replace")
 
-    def jump(self, scheduler: Scheduler, req: Req) -> dict | None:
-        """Append the text the grammar forces next: the fsm plans it (the last few output
-        tokens retokenized with the forced text, trailing extendable tokens held back) and
-        the scheduler prefills the new tokens in one step.
+    def jump(self, req: Req) -> JumpForwardPlan | None:
+        """Plan the text the grammar forces next and advance the matcher over it: the fsm
+        plans it (the last few output tokens retokenized with the forced text, trailing
+        extendable tokens held back); the owner applies the plan to the output and prefills
+        the new tokens in one step.
 
         Skipped for requests that asked for logprobs: forced tokens are not sampled.
         """
         extendable = self.compiler.vocab.extendable
-        plan = jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
+        return jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
                             self._decode, extendable=lambda t: bool(extendable[t]))
-        if plan is None:
-            return None
-        return scheduler.apply_jump(req, plan.rollback, list(plan.tokens))
 
     def release(self, req: Req) -> None:
         req.grammar = None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import islice
+from typing import Any, overload
 
 from ..memory.kv_manager import ReqKV
-from ..wire.messages import DetokParams, GenerateReq
+from ..wire.messages import DetokParams, FinishReason, GenerateReq
 from ..wire.sampling_params import SamplingParams
 
 
@@ -15,13 +17,55 @@ class RequestError(ValueError):
     """A request cannot be served (bad input); the engine carries on."""
 
 
+class TokenSlice(Sequence[int]):
+    """A read-only live view of ``ids[start:stop]`` (``stop`` None: to the end as it grows).
+
+    Indexing and ``len`` cost O(1); slicing copies only the slice, as a list.
+    """
+
+    __slots__ = ("_ids", "_start", "_stop")
+
+    def __init__(self, ids: list[int], start: int, stop: int | None = None) -> None:
+        self._ids, self._start, self._stop = ids, start, stop
+
+    def __len__(self) -> int:
+        return (len(self._ids) if self._stop is None else self._stop) - self._start
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        n = len(self)
+        if isinstance(i, slice):
+            a, b, step = i.indices(n)
+            return self._ids[self._start + a : self._start + max(a, b) : step] if step == 1 \
+                else [self._ids[self._start + k] for k in range(a, b, step)]
+        if not -n <= i < n:
+            raise IndexError("token index out of range")
+        return self._ids[self._start + (i if i >= 0 else n + i)]
+
+    def __iter__(self) -> Iterator[int]:
+        return islice(self._ids, self._start, self._start + len(self))
+
+    def __repr__(self) -> str:
+        return f"TokenSlice({self[:]!r})"
+
+
 @dataclass
 class Req:
-    """Scheduler-side request. ``fill_ids`` (prompt + output so far) is what must have KV
-    before the next token can be sampled; after a retraction the output is re-prefilled."""
+    """Scheduler-side request.
+
+    ``token_ids`` holds the prompt then the output so far in ONE list (``prompt_len`` tells
+    them apart), as nano-vllm's ``Sequence`` does: every position must have KV before the
+    next token can be sampled, and the scheduler reaches it 5+ times per running request per
+    step, so prompt and output are never concatenated. After a retraction the output is
+    re-prefilled with the prompt.
+    """
 
     rid: str
-    input_ids: list[int]
+    token_ids: list[int]  # prompt + output; mutated only through the output methods below
+    prompt_len: int
     sampling: SamplingParams
     return_logprob: bool = False
     logprob_start_len: int = -1
@@ -29,10 +73,9 @@ class Req:
     stream: bool = False
     namespace: str = ""
     stop_strs: list[str] = field(default_factory=list)
-    output_ids: list[int] = field(default_factory=list)
     kv: ReqKV | None = None
     cached_tokens: int = -1  # prefix served by the cache at first admission (-1: not yet)
-    finish_reason: dict[str, Any] | None = None
+    finish_reason: FinishReason | None = None
     arrival: float = field(default_factory=time.monotonic)
     wait_steps: int = 0  # steps passed over while waiting (lpm aging)
     sent_ids: int = 0  # output ids already sent downstream
@@ -57,7 +100,8 @@ class Req:
     def from_message(cls, msg: GenerateReq) -> Req:
         return cls(
             rid=msg.rid,
-            input_ids=list(msg.input_ids),
+            token_ids=list(msg.input_ids),
+            prompt_len=len(msg.input_ids),
             sampling=msg.sampling,
             return_logprob=msg.return_logprob,
             logprob_start_len=msg.logprob_start_len,
@@ -67,9 +111,34 @@ class Req:
             stop_strs=list(msg.stop_strs) or msg.sampling.stop_strs,
         )
 
+    # -- the token list ---------------------------------------------------------------------
+
     @property
-    def fill_ids(self) -> list[int]:
-        return self.input_ids + self.output_ids
+    def input_ids(self) -> TokenSlice:
+        """The prompt (a view of ``token_ids``)."""
+        return TokenSlice(self.token_ids, 0, self.prompt_len)
+
+    @property
+    def output_ids(self) -> TokenSlice:
+        """The output so far (a live view of ``token_ids``; change it with the methods below)."""
+        return TokenSlice(self.token_ids, self.prompt_len)
+
+    @property
+    def num_output(self) -> int:
+        return len(self.token_ids) - self.prompt_len
+
+    def append_output(self, token: int) -> None:
+        self.token_ids.append(token)
+
+    def replace_output(self, keep: int, tokens: Sequence[int]) -> None:
+        """Keep the first ``keep`` output tokens and put ``tokens`` after them."""
+        self.token_ids[self.prompt_len + keep :] = tokens
+
+    def truncate_output(self, n: int) -> None:
+        """Keep at most ``n`` output tokens."""
+        del self.token_ids[self.prompt_len + n :]
+
+    # -- scheduling arithmetic -----------------------------------------------------------------
 
     @property
     def kv_len(self) -> int:
@@ -77,20 +146,37 @@ class Req:
 
     @property
     def pending(self) -> int:
-        """Tokens of ``fill_ids`` without KV yet: 1 for a decoding request (its last sampled
+        """Tokens of ``token_ids`` without KV yet: 1 for a decoding request (its last sampled
         token), more while prefilling, after a retraction or after a jump-forward."""
-        return len(self.fill_ids) - self.kv_len
+        return len(self.token_ids) - self.kv_len
+
     @property
     def wants_input_logprobs(self) -> bool:
         return self.return_logprob and self.logprob_start_len >= 0 and not self.in_logprobs_done
 
     @property
+    def first_scored(self) -> int:
+        """The position whose logits score the first prompt token asked for: position p
+        predicts token p + 1, and token 0 (no context) is scored from position 0 as null."""
+        return max(self.logprob_start_len - 1, 0)
+
+    def scored_from(self, start: int, n: int) -> int | None:
+        """First position in the chunk ``[start, start + n)`` whose logits are needed for
+        prompt logprobs, or None if the chunk needs none."""
+        if not self.wants_input_logprobs:
+            return None
+        first = self.first_scored
+        if first >= start + n:
+            return None
+        return max(first, start)
+
+    @property
     def max_reuse(self) -> int:
         """Longest prefix the cache may serve: the last token must be computed (its logits
         are needed), and so must every position whose prompt logprob was asked for."""
-        limit = len(self.fill_ids) - 1
+        limit = len(self.token_ids) - 1
         if self.wants_input_logprobs:
-            limit = min(limit, max(self.logprob_start_len - 1, 0))
+            limit = min(limit, self.first_scored)
         return max(limit, 0)
 
     def detok_params(self) -> DetokParams:
@@ -101,3 +187,12 @@ class Req:
             stop_strs=self.stop_strs,
             no_stop_trim=p.no_stop_trim,
         )
+
+
+@dataclass
+class PrefillChunk:
+    """The part of a request's prefill computed in one step: positions ``[start, start + n)``."""
+
+    req: Req
+    start: int
+    n: int

@@ -29,7 +29,7 @@ def order_waiting(waiting: Sequence[Req], kv: KVManager, args: ServerArgs) -> li
         return list(waiting)
     aged = [r for r in waiting if r.wait_steps >= args.lpm_max_wait_steps]
     rest = [r for r in waiting if r.wait_steps < args.lpm_max_wait_steps]
-    hits = {id(r): kv.cached_prefix_len(r.fill_ids[: r.max_reuse], r.namespace) for r in rest}
+    hits = {id(r): kv.cached_prefix_len(r.token_ids[: r.max_reuse], r.namespace) for r in rest}
     return aged + sorted(rest, key=lambda r: -hits[id(r)])
 
 
@@ -38,13 +38,13 @@ def shares_uncached_prefix(req: Req, scheduled: Sequence[Req], kv: KVManager) ->
     scheduled in this step: waiting one step lets it reuse that prefix from the cache."""
     if kv.cache is None or not scheduled:
         return False
-    tokens = req.fill_ids[: req.max_reuse]
+    tokens = req.token_ids[: req.max_reuse]
     cached = None
     for other in scheduled:
-        if other.namespace != req.namespace or not other.fill_ids or not tokens or \
-                other.fill_ids[0] != tokens[0]:
+        if other.namespace != req.namespace or not other.token_ids or not tokens or \
+                other.token_ids[0] != tokens[0]:
             continue
-        common = common_prefix_len(tokens, other.fill_ids)
+        common = common_prefix_len(tokens, other.token_ids)
         if cached is None:
             cached = kv.cached_prefix_len(tokens, req.namespace)
         if common - cached >= DEDUP_MIN_TOKENS:

@@ -17,7 +17,16 @@ import zmq
 
 from ... import env
 from . import ipc
-from .messages import DetokParams, ErrorOut, ReqOut, TextBatchOut, TextOut, TokenBatchOut
+from .messages import (
+    DetokParams,
+    ErrorOut,
+    FinishReason,
+    FinishStop,
+    ReqOut,
+    TextBatchOut,
+    TextOut,
+    TokenBatchOut,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -86,13 +95,13 @@ class IncrementalDetokenizer:
             del self.states[out.rid]
         return TextOut(out=out, text_delta=delta, text_reset=reset)
 
-    def _visible(self, st: DetokState, finish: dict[str, Any] | None) -> str:
+    def _visible(self, st: DetokState, finish: FinishReason | None) -> str:
         """The text that may be shown now: trimmed at a stop string, held back before one."""
         text, stops = st.text, st.params.stop_strs
         if finish is not None:
-            matched = finish.get("matched")
-            if isinstance(matched, str) and not st.params.no_stop_trim:
-                cut = text.find(matched)
+            if isinstance(finish, FinishStop) and isinstance(finish.matched, str) \
+                    and not st.params.no_stop_trim:
+                cut = text.find(finish.matched)
                 return text[:cut] if cut >= 0 else text
             return text
         if not stops:

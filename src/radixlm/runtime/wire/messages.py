@@ -64,12 +64,49 @@ class DetokParams(msgspec.Struct, frozen=True):
     no_stop_trim: bool = False
 
 
+class FinishStop(msgspec.Struct, tag_field="type", tag="stop", frozen=True):
+    """The output ended at a token or a stop string.
+
+    ``matched`` is the stop string found (str) or else the id of the last output token, the
+    one that ended the output (int): the EOS or stop token sampled, or, when the constraint
+    ends the output (only EOS could follow), the token that completed the grammar. So an int
+    ``matched`` is always ``output_ids[-1]``.
+    """
+
+    matched: int | str
+
+
+class FinishLength(msgspec.Struct, tag_field="type", tag="length", frozen=True,
+                   omit_defaults=True):
+    """The output reached a length limit: ``max_new_tokens``, the context, or the KV pool."""
+
+    length: int
+    message: str | None = None  # why, when the limit was not max_new_tokens or the context
+
+
+class FinishAbort(msgspec.Struct, tag_field="type", tag="abort", frozen=True):
+    """The request was ended early: by the client, or by its constraint failing."""
+
+    message: str
+
+
+# A request's finish reason. The HTTP APIs emit it as SGLang does, through
+# :func:`finish_reason_json`: {"type": "stop", "matched": ...}, {"type": "length", "length": N}
+# or {"type": "abort", "message": ...}.
+FinishReason = Union[FinishStop, FinishLength, FinishAbort]  # noqa: UP007 - msgspec tagged union
+
+
+def finish_reason_json(reason: FinishReason | None) -> dict[str, Any] | None:
+    """The JSON object an API response carries for ``reason`` (None while unfinished)."""
+    return None if reason is None else msgspec.to_builtins(reason)
+
+
 class ReqOut(msgspec.Struct, frozen=True):
     """Incremental output of one request from one scheduler step."""
 
     rid: str
     new_ids: list[int]
-    finish_reason: dict[str, Any] | None = None
+    finish_reason: FinishReason | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0

@@ -1,0 +1,217 @@
+"""After the forward: prompt logprobs, sampling, grammar steps, jump-forward, finish checks and
+the ``ReqOut`` of every request that progressed.
+
+The processor changes requests (their output, logprobs and finish reason) and the KV length of
+a request whose output a jump-forward retokenized; it never releases memory or touches the
+queues. It returns what happened (:class:`StepOutput`) and the scheduler acts on it: the
+requests that finished are released by the scheduler.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ...fsm import JumpForwardPlan
+from ..memory.kv_manager import KVManager
+from ..model.forward_batch import ForwardBatch
+from ..model.sampler import SampleRow, sample
+from ..server_args import ServerArgs
+from ..wire.messages import FinishLength, FinishReason, ReqOut
+from .finish_check import FinishCheck
+from .grammar_manager import GrammarManager
+from .request import PrefillChunk, Req
+
+
+@dataclass
+class StepOutput:
+    """What one step produced: the outputs to send, in batch order, and the requests that
+    finished in it (their ``finish_reason`` set, their last output among ``outs``)."""
+
+    outs: list[ReqOut] = field(default_factory=list)
+    finished: list[Req] = field(default_factory=list)
+
+
+class OutputProcessor:
+    """Turns a forward's logits into tokens, finish reasons and outputs."""
+
+    def __init__(self, args: ServerArgs, kv: KVManager, grammar: GrammarManager,
+                 finish: FinishCheck) -> None:
+        self.args = args
+        self.kv = kv
+        self.grammar = grammar
+        self.finish = finish
+        self.generator = torch.Generator().manual_seed(args.random_seed)
+        self.counters = {"generated_tokens": 0, "forced_tokens": 0}
+
+    def process(self, batch: ForwardBatch, decodes: list[Req], chunks: list[PrefillChunk],
+                logits: torch.Tensor) -> StepOutput:
+        """Everything after the forward of ``decodes`` + ``chunks`` (in that batch order);
+        ``logits`` holds the rows ``batch.logits_indptr`` delimits per request."""
+        step = StepOutput()
+        to_sample: list[tuple[Req, int]] = []  # (request, logits row)
+        ptr = batch.logits_indptr
+        reqs = decodes + [c.req for c in chunks]
+        for i, req in enumerate(reqs):
+            assert req.kv is not None
+            self.kv.mark_computed(req.kv)
+            if i >= len(decodes):
+                chunk = chunks[i - len(decodes)]
+                self._collect_input_logprobs(chunk, logits[ptr[i] : ptr[i + 1]])
+                # Only the prompt is cached while running: output tokens may still be
+                # retokenized by jump-forward; all of it is cached when the request ends.
+                self.kv.commit_prefix(req.kv, req.input_ids[:])
+                if req.pending:  # a chunk of a longer prefill: nothing to sample yet
+                    continue
+                if req.sampling.max_new_tokens == 0:
+                    req.in_logprobs_done = True
+                    self._end(step, req, FinishLength(length=0))
+                    continue
+            to_sample.append((req, ptr[i + 1] - 1))
+        if to_sample:
+            self._sample(step, to_sample, logits)
+        return step
+
+    # -- prompt logprobs ------------------------------------------------------------------
+
+    def _collect_input_logprobs(self, c: PrefillChunk, rows: torch.Tensor) -> None:
+        """Score the prompt tokens this chunk's logits ``rows`` [c.n or fewer, V] predict."""
+        req = c.req
+        pos0 = req.scored_from(c.start, c.n)
+        if pos0 is None:
+            return
+        if req.logprob_start_len == 0 and c.start == 0:
+            req.in_logprobs.append((None, req.token_ids[0]))
+            req.in_top_logprobs.append(None)
+        # row k holds the logits at position pos0 + k, which score prompt token pos0 + k + 1
+        k_max = min(rows.shape[0], req.prompt_len - 1 - pos0)
+        if k_max > 0:
+            lp = torch.log_softmax(rows[:k_max].float(), dim=-1)
+            targets = torch.tensor(req.token_ids[pos0 + 1 : pos0 + 1 + k_max])
+            chosen = lp.gather(1, targets[:, None]).squeeze(1).tolist()
+            req.in_logprobs.extend(zip(chosen, targets.tolist()))
+            if req.top_logprobs_num:
+                vals, ids = lp.topk(req.top_logprobs_num, dim=-1)
+                req.in_top_logprobs.extend(
+                    list(zip(v, t)) for v, t in zip(vals.tolist(), ids.tolist()))
+            else:
+                req.in_top_logprobs.extend([None] * k_max)
+        if c.start + c.n >= req.prompt_len:
+            req.in_logprobs_done = True
+
+    # -- sampling -------------------------------------------------------------------------
+
+    def _sample(self, step: StepOutput, items: list[tuple[Req, int]],
+                logits: torch.Tensor) -> None:
+        reqs = [r for r, _ in items]
+        rows = logits[torch.tensor([row for _, row in items])]
+        self.grammar.apply_masks(reqs, rows)
+        sample_rows = [
+            SampleRow(params=r.sampling, output_ids=r.output_ids, prompt_ids=r.input_ids,
+                      banned_ids=self._banned(r), step=r.num_output)
+            for r in reqs
+        ]
+        want_lp = any(r.return_logprob for r in reqs)
+        top_n = max((r.top_logprobs_num for r in reqs if r.return_logprob), default=0)
+        result = sample(rows, sample_rows, self.generator, want_lp, top_n)
+        for i, req in enumerate(reqs):
+            if req.grammar_error is not None:  # no mask: its sampled token is not kept
+                self._end(step, req, self.grammar.error_reason(req))
+                continue
+            token = result.next_ids[i]
+            if not req.num_output:
+                req.first_token_time = time.time()
+            req.append_output(token)
+            self.counters["generated_tokens"] += 1
+            if req.return_logprob and result.logprobs is not None:
+                req.out_logprobs.append((result.logprobs[i], token))
+                if req.top_logprobs_num and result.top_logprobs is not None:
+                    req.out_top_logprobs.append(result.top_logprobs[i][: req.top_logprobs_num])
+            reason = self.finish.check(req, sampled=token)
+            if reason is None:
+                reason = self._grammar_step(req, token)
+            if reason is not None:
+                self._end(step, req, reason)
+            elif (out := self._maybe_output(req)) is not None:
+                step.outs.append(out)
+
+    def _banned(self, req: Req) -> list[int]:
+        """EOS and stop ids are not allowed before min_new_tokens."""
+        p = req.sampling
+        if req.num_output >= p.min_new_tokens:
+            return []
+        return sorted(self.finish.eos_ids | set(p.stop_token_ids or ()))
+
+    def _grammar_step(self, req: Req, token: int) -> FinishReason | None:
+        """Advance the constraint by ``token``; apply a jump-forward it plans."""
+        outcome = self.grammar.after_token(req, token)
+        if isinstance(outcome, JumpForwardPlan):
+            return self.apply_jump(req, outcome.rollback, list(outcome.tokens))
+        return outcome
+
+    def apply_jump(self, req: Req, rollback: int, tokens: list[int]) -> FinishReason | None:
+        """Replace the last ``rollback`` output tokens with ``tokens`` (jump-forward); their
+        KV is computed by the next step's extend. Returns a finish reason if one applies."""
+        assert req.kv is not None
+        n_out = req.num_output
+        keep = n_out - rollback
+        # The newest output token has no KV yet; tokens before it do, and those replaced go.
+        valid = req.prompt_len + min(keep, n_out - 1)
+        self.kv.truncate(req.kv, valid)
+        req.replace_output(keep, tokens)
+        req.forced_tokens += max(len(tokens) - rollback, 0)
+        self.counters["forced_tokens"] += max(len(tokens) - rollback, 0)
+        if keep < req.sent_ids:
+            req.pending_rollback += req.sent_ids - keep
+            req.sent_ids = keep
+        req.truncate_output(req.sampling.max_new_tokens)  # forced text never overshoots
+        return self.finish.check(req, sampled=None, extra=len(tokens))
+
+    # -- outputs --------------------------------------------------------------------------
+
+    def _end(self, step: StepOutput, req: Req, reason: FinishReason) -> None:
+        step.outs.append(self.finish_output(req, reason))
+        step.finished.append(req)
+
+    def finish_output(self, req: Req, reason: FinishReason) -> ReqOut:
+        """Set ``req``'s finish reason and return its last output (the owner releases it)."""
+        req.finish_reason = reason
+        return self.output(req)
+
+    def _maybe_output(self, req: Req) -> ReqOut | None:
+        if not req.stream:
+            return None
+        pending = req.num_output - req.sent_ids
+        if req.sent_first and pending < self.args.stream_interval:
+            return None
+        return self.output(req)
+
+    def output(self, req: Req) -> ReqOut:
+        """The ``ReqOut`` carrying what ``req`` has not sent yet (and marking it sent)."""
+        send_input = (req.return_logprob and req.logprob_start_len >= 0
+                      and req.in_logprobs_done and not req.in_logprobs_sent)
+        out = ReqOut(
+            rid=req.rid,
+            new_ids=req.output_ids[req.sent_ids:],
+            finish_reason=req.finish_reason,
+            prompt_tokens=req.prompt_len,
+            cached_tokens=max(req.cached_tokens, 0),
+            completion_tokens=req.num_output,
+            output_logprobs=req.out_logprobs,
+            output_top_logprobs=req.out_top_logprobs,
+            input_logprobs=req.in_logprobs if send_input else None,
+            input_top_logprobs=req.in_top_logprobs if send_input else None,
+            rollback=req.pending_rollback,
+            detok=None if req.sent_first else req.detok_params(),
+            forced_tokens=req.forced_tokens,
+            first_token_time=req.first_token_time,
+        )
+        req.in_logprobs_sent = req.in_logprobs_sent or send_input
+        req.sent_first = True
+        req.sent_ids = req.num_output
+        req.out_logprobs, req.out_top_logprobs = [], []
+        req.pending_rollback = 0
+        return out
+
