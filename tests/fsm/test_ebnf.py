@@ -12,12 +12,12 @@ import re
 
 import pytest
 import torch
-from fsm_walks import random_walk
 
 from radixlm.fsm import GrammarError, GrammarSpec
 from radixlm.fsm import regex_ast as ra
 from radixlm.fsm.derivatives import TermBuilder
 from radixlm.fsm.ebnf import EbnfOptions, ebnf_to_node
+from radixlm.grammar_walk import random_walk
 
 lark = pytest.importorskip("lark", reason="lark (test extra) is the reference parser")
 

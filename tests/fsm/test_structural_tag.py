@@ -12,11 +12,11 @@ import re
 import jsonschema
 import pytest
 import torch
-from fsm_walks import random_walk
 
 from radixlm.fsm import GrammarError, GrammarSpec
 from radixlm.fsm.derivatives import TermBuilder
 from radixlm.fsm.grammar_compiler import spec_to_node
+from radixlm.grammar_walk import random_walk
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
                                             "days": {"type": "integer", "minimum": 1,
@@ -60,6 +60,14 @@ def test_stop_after_first_allows_one_structure() -> None:
     accepts = _accepts({**TAG, "stop_after_first": True})
     assert accepts(f"text {W}") and accepts("only text")
     assert not accepts(f"{W} more") and not accepts(f"{W}{W}")
+
+
+def test_at_least_one_opens_with_a_structure() -> None:
+    accepts = _accepts({**TAG, "at_least_one": True})
+    assert accepts(W) and accepts(f"{W} then text {W}") and not accepts(f"text {W}")
+    assert not accepts("")
+    once = _accepts({**TAG, "at_least_one": True, "stop_after_first": True})
+    assert once(W) and not once(f"{W} ") and not once(f"{W}{W}")
 
 
 def test_overlapping_triggers_fire_at_the_earliest_end() -> None:

@@ -66,6 +66,7 @@ class StructuralTag:
     structures: tuple[TagStructure, ...]
     triggers: tuple[str, ...]
     stop_after_first: bool = False
+    at_least_one: bool = False
 
     def __post_init__(self) -> None:
         if not self.structures:
@@ -89,10 +90,10 @@ class StructuralTag:
         if not isinstance(value, dict):
             raise GrammarError(f"structural_tag: expected an object with 'structures' and "
                                f"'triggers', got {type(value).__name__}")
-        unknown = set(value) - {"type", "structures", "triggers", "stop_after_first"}
+        unknown = set(value) - {"type", "structures", "triggers", *_FLAGS}
         if unknown:
             raise GrammarError(f"structural_tag: unknown fields {sorted(unknown)} (expected "
-                               f"'structures', 'triggers', optional 'stop_after_first')")
+                               f"'structures', 'triggers', optional {list(_FLAGS)})")
         if value.get("type", "structural_tag") != "structural_tag":
             raise GrammarError(f"structural_tag: 'type' must be 'structural_tag', got "
                                f"{value.get('type')!r}")
@@ -103,19 +104,23 @@ class StructuralTag:
         triggers = value.get("triggers")
         if not isinstance(triggers, list):
             raise GrammarError("structural_tag: 'triggers' must be a list of strings")
-        stop = value.get("stop_after_first", False)
-        if not isinstance(stop, bool):
-            raise GrammarError(f"structural_tag: 'stop_after_first' must be a boolean, got "
-                               f"{stop!r}")
-        return cls(structures, tuple(triggers), stop)
+        flags = [value.get(name, False) for name in _FLAGS]
+        for name, flag in zip(_FLAGS, flags, strict=True):
+            if not isinstance(flag, bool):
+                raise GrammarError(f"structural_tag: {name!r} must be a boolean, got {flag!r}")
+        return cls(structures, tuple(triggers), *flags)
 
     def canonical(self) -> str:
         """Stable JSON text (cache keys)."""
         return json.dumps({"structures": [{"begin": s.begin, "schema": s.schema, "end": s.end}
                                           for s in self.structures],
                            "triggers": list(self.triggers),
-                           "stop_after_first": self.stop_after_first},
+                           "stop_after_first": self.stop_after_first,
+                           "at_least_one": self.at_least_one},
                           sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+_FLAGS = ("stop_after_first", "at_least_one")
 
 
 def _structure(raw: Any) -> TagStructure:
@@ -150,14 +155,17 @@ def text_until(trigger: str, triggers: tuple[str, ...]) -> ra.Node:
 def structural_tag_to_node(tag: StructuralTag, schema_to_node: Callable[[Any], ra.Node]
                            ) -> ra.Node:
     """The regex tree of ``tag``; ``schema_to_node`` compiles one structure's schema."""
+    bodies = {id(s): ra.seq(schema_to_node(s.schema), ra.lit(s.end)) for s in tag.structures}
     segments = []
     for trigger in dict.fromkeys(tag.triggers):
-        bodies = [ra.seq(ra.lit(s.begin[len(trigger):]), schema_to_node(s.schema),
-                         ra.lit(s.end))
-                  for s in tag.structures if s.begin.startswith(trigger)]
-        if bodies:
-            segments.append(ra.seq(text_until(trigger, tag.triggers), ra.alt(*bodies)))
+        rests = [ra.seq(ra.lit(s.begin[len(trigger):]), bodies[id(s)])
+                 for s in tag.structures if s.begin.startswith(trigger)]
+        if rests:
+            segments.append(ra.seq(text_until(trigger, tag.triggers), ra.alt(*rests)))
     tail = free_text_without(tag.triggers)
+    if tag.at_least_one:
+        first = ra.alt(*(ra.seq(ra.lit(s.begin), bodies[id(s)]) for s in tag.structures))
+        return first if tag.stop_after_first else ra.seq(first, ra.star(ra.alt(*segments)), tail)
     if tag.stop_after_first:
         return ra.alt(tail, *segments)
     return ra.seq(ra.star(ra.alt(*segments)), tail)

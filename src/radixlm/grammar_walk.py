@@ -1,4 +1,4 @@
-"""Random-logit walks through a compiled grammar (shared by the generation tests).
+"""Random-logit walks through a compiled grammar (a test helper: the generation tests use it).
 
 The adversary samples from ``torch.randn`` logits after the bitmask is applied (the kernel the
 runtime uses), optionally with jump-forward; after ``close_after`` tokens it heads for the
