@@ -30,7 +30,9 @@ SCHEMAS = {"get_weather": WEATHER, "search": SEARCH}
 
 @pytest.fixture(scope="module")
 def compiler(vocab) -> GrammarCompiler:  # noqa: ANN001
-    return GrammarCompiler(vocab, CompileBudget(background_warmup_states=0))
+    # a generous mask budget: free-text masks of auto grammars are costly on a loaded CPU and
+    # tests must not depend on wall-clock speed
+    return GrammarCompiler(vocab, CompileBudget(background_warmup_states=0, max_mask_seconds=30))
 
 
 def _calls(parser, text: str) -> list:  # noqa: ANN001
