@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from radixlm.fsm import TokenVocabulary
+
 # One thread per process: with two, OpenMP spin-waits on this 2-core machine.
 torch.set_num_threads(1)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -65,3 +67,19 @@ def real_model(tmp_path_factory: pytest.TempPathFactory) -> RealModel:
                     "(the README's test command installs it)")
     cache_dir = tmp_path_factory.getbasetemp() / "radixlm-cache"
     return RealModel(gguf, cache_dir, ensure_converted(gguf, cache_dir / "gguf"))
+MODEL_VOCAB = 8192  # the tiny model's padded logits width
+EOS_IDS = (1, 4)  # <|end_of_text|>, <|im_end|>
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_llama_path: Path):  # noqa: ANN201
+    """The tiny model's byte-level BPE tokenizer (specials 0-4, ~8.1k tokens)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_llama_path)
+
+
+@pytest.fixture(scope="session")
+def vocab(tokenizer) -> TokenVocabulary:  # noqa: ANN001
+    """Bytes per token id, padded to the model's 8192 logits, EOS ids 1 and 4."""
+    return TokenVocabulary.from_tokenizer(tokenizer, MODEL_VOCAB, EOS_IDS)

@@ -17,11 +17,13 @@ from pathlib import Path
 
 from . import regex_ast as ra
 from .compiled_grammar import CompiledGrammar, GrammarStats, make_deadline
+from .ebnf import EbnfOptions, ebnf_to_node
 from .errors import GrammarError
 from .grammar_cache import DiskMaskCache, MemoryCache
 from .grammar_spec import DTYPE_REGEXES, CompileBudget, GrammarSpec
 from .json import SchemaCompiler
 from .regex_parser import regex_to_node
+from .structural_tag import StructuralTag, structural_tag_to_node
 from .vocabulary import TokenVocabulary
 
 
@@ -33,10 +35,21 @@ def spec_to_node(spec: GrammarSpec, deadline=None) -> tuple[ra.Node, list[str]]:
         return regex_to_node(DTYPE_REGEXES[spec.kind]), []
     if spec.kind == "choices":
         return ra.alt(*(ra.lit(c) for c in spec.value)), []
-    schema = spec.value if spec.kind == "json_schema" else '{"type": "object"}'
+    if spec.kind == "ebnf":
+        text, depth = spec.value
+        return ebnf_to_node(text, EbnfOptions(max_recursion_depth=depth), deadline), []
     options = spec.limits.schema_options(spec.whitespace, spec.lenient)
-    compiler = SchemaCompiler(schema, options, deadline)
-    return compiler.compile(), compiler.notes
+    notes: list[str] = []
+
+    def schema_node(schema: object) -> ra.Node:
+        compiler = SchemaCompiler(schema, options, deadline)
+        node = compiler.compile()
+        notes.extend(compiler.notes)
+        return node
+
+    if spec.kind == "structural_tag":
+        return structural_tag_to_node(StructuralTag.from_value(spec.value), schema_node), notes
+    return schema_node(spec.value if spec.kind == "json_schema" else '{"type": "object"}'), notes
 
 
 class GrammarCompiler:

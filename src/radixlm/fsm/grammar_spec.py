@@ -8,11 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .ebnf import EbnfOptions
 from .errors import GrammarError
 from .json import JsonSchemaOptions, load_schema
+from .structural_tag import StructuralTag
 from .whitespace import WhitespacePolicy
 
-KINDS = ("json_schema", "regex", "choices", "json_object", "int", "float", "bool", "str")
+KINDS = ("json_schema", "regex", "choices", "json_object", "int", "float", "bool", "str", "ebnf",
+         "structural_tag")
 
 # SGLang's dtype regexes (without their trailing-whitespace tails, which let models loop).
 DTYPE_REGEXES = {
@@ -68,6 +71,17 @@ def _canonical_value(kind: str, value: Any) -> Any:
             raise GrammarError(f"choices: expected a non-empty list of non-empty strings, got "
                                f"{value!r}")
         return tuple(value)
+    if kind == "ebnf":
+        text, depth = value if isinstance(value, tuple) else (value, 0)
+        if not isinstance(text, str):
+            raise GrammarError(f"ebnf: expected grammar text, got {type(text).__name__}")
+        EbnfOptions(max_recursion_depth=depth)  # validates the depth
+        return (text, depth)
+    if kind == "structural_tag":
+        tag = StructuralTag.from_value(value)
+        for structure in tag.structures:
+            load_schema(structure.schema)  # a bad schema fails here, by name
+        return tag.canonical()
     if value is not None:
         raise GrammarError(f"grammar kind {kind!r} takes no value, got {value!r}")
     return None
@@ -79,8 +93,10 @@ class GrammarSpec:
 
     ``json_schema``: JSON text, a dict/bool, or a Pydantic model class; ``regex``: a pattern
     (full match); ``choices``: strings; ``json_object``: any JSON object; ``int``, ``float``,
-    ``bool``, ``str``: SGLang's dtype regexes. ``whitespace``, ``lenient`` and ``limits``
-    apply to JSON kinds.
+    ``bool``, ``str``: SGLang's dtype regexes; ``ebnf``: grammar text, or (text, recursion
+    depth) (:mod:`ebnf`); ``structural_tag``: SGLang's structural-tag object or its JSON text
+    (:mod:`structural_tag`). ``whitespace``, ``lenient`` and ``limits`` apply to JSON kinds
+    (also the schemas inside structural tags).
     """
 
     kind: str
@@ -112,6 +128,17 @@ class GrammarSpec:
     def choices(cls, options: Sequence[str]) -> GrammarSpec:
         """Constrain to one of the strings."""
         return cls("choices", list(options))
+
+    @classmethod
+    def ebnf(cls, grammar: str, max_recursion_depth: int = 0) -> GrammarSpec:
+        """Constrain to a GBNF/EBNF grammar (start rule ``root``); recursive rules are refused
+        unless ``max_recursion_depth`` > 0 bounds their nesting (see :mod:`ebnf`)."""
+        return cls("ebnf", (grammar, max_recursion_depth))
+
+    @classmethod
+    def structural_tag(cls, tag: Any, **kwargs: Any) -> GrammarSpec:
+        """Free text with constrained regions after triggers (see :mod:`structural_tag`)."""
+        return cls("structural_tag", tag, **kwargs)
 
     def cache_key(self) -> str:
         """Stable digest of everything that affects the compiled grammar."""

@@ -84,10 +84,12 @@ def gen(
     choices_method: ChoicesSamplingMethod | None = None,
     regex: str | None = None,
     json_schema: Any = None,
+    ebnf: str | None = None,
 ) -> SglExpr:
     """Generate text and store it as ``s[name]``. Unset arguments inherit the program's
-    defaults. ``dtype`` (int, float, str, bool), ``regex`` and ``json_schema`` (a JSON string,
-    a dict or a Pydantic model class) constrain the output; ``choices`` makes this a select."""
+    defaults. ``dtype`` (int, float, str, bool), ``regex``, ``json_schema`` (a JSON string,
+    a dict or a Pydantic model class) and ``ebnf`` (GBNF grammar text, start rule ``root``)
+    constrain the output; ``choices`` makes this a select."""
     _check_name("gen", name)
     if choices is not None:
         return select(name, choices, 0.0 if temperature is None else temperature,
@@ -101,7 +103,7 @@ def gen(
         presence_penalty=presence_penalty, ignore_eos=ignore_eos,
         return_logprob=return_logprob, logprob_start_len=logprob_start_len,
         top_logprobs_num=top_logprobs_num, return_text_in_logprobs=return_text_in_logprobs,
-        dtype=dtype, regex=regex))
+        dtype=dtype, regex=regex, ebnf=ebnf))
     params = SglSamplingParams(
         max_new_tokens=max_tokens, min_new_tokens=min_tokens, n=n, stop=stop,
         stop_token_ids=stop_token_ids, stop_regex=stop_regex, temperature=temperature,
@@ -109,7 +111,8 @@ def gen(
         presence_penalty=presence_penalty, ignore_eos=ignore_eos,
         return_logprob=return_logprob, logprob_start_len=logprob_start_len,
         top_logprobs_num=top_logprobs_num, return_text_in_logprobs=return_text_in_logprobs,
-        dtype=dtype, regex=regex, json_schema=json_schema_string("gen", json_schema))
+        dtype=dtype, regex=regex, json_schema=json_schema_string("gen", json_schema),
+        ebnf=ebnf)
     return SglGen(name, params)
 
 

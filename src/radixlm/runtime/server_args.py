@@ -66,6 +66,16 @@ class ServerArgs:
     reasoning_end_marker: str | None = field(
         default=None, metadata={"help": "e.g. </think>: constraints start after this marker"}
     )
+    ebnf_max_recursion_depth: int = field(
+        default=0, metadata={"help": "nesting allowed in recursive ebnf rules (0: refuse them)"}
+    )
+    tool_call_parser: str | None = field(
+        default=None, metadata={"help": "hermes, qwen, qwen25 or llama3 (default: from the "
+                                        "chat template)"}
+    )
+    reasoning_parser: str | None = field(
+        default=None, metadata={"help": "qwen3, deepseek-r1 or think: reasoning_content"}
+    )
     # HTTP server
     host: str = "127.0.0.1"
     port: int = 30000
@@ -101,6 +111,9 @@ class ServerArgs:
         if self.mem_fraction_static is not None and not 0 < self.mem_fraction_static <= 1:
             raise ValueError(f"mem_fraction_static must be in (0, 1], got "
                              f"{self.mem_fraction_static}")
+        if not 0 <= self.ebnf_max_recursion_depth <= 64:
+            raise ValueError(f"ebnf_max_recursion_depth must be in [0, 64], got "
+                             f"{self.ebnf_max_recursion_depth}")
         if self.grammar_compile_timeout <= 0:
             raise ValueError("grammar_compile_timeout must be positive")
 

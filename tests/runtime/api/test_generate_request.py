@@ -40,7 +40,7 @@ def test_bad_bodies_name_the_problem(body, needle):
     ({"top_p": 0}, "top_p"), ({"top_k": 0}, "top_k"), ({"n": 0}, "n must"),
     ({"min_new_tokens": 5, "max_new_tokens": 2}, "min_new_tokens"),
     ({"regex": "a", "json_schema": "{}"}, "at most one"),
-    ({"ebnf": "root ::= x"}, "ebnf"), ({"stop": [""]}, "stop"),
+    ({"ebnf": 'root ::= "x"', "regex": "a"}, "at most one"), ({"stop": [""]}, "stop"),
     ({"temperature": "hot"}, "'temperature'"), ({"max_tokenz": 1}, "max_tokenz"),
 ])
 def test_bad_sampling_params_name_the_field(params, needle):

@@ -54,7 +54,8 @@ class GenerateItem:
         if not p.has_grammar:
             return None
         return GrammarReq(json_schema=p.json_schema, regex=p.regex, choices=p.choices,
-                          json_object=p.json_object)
+                          json_object=p.json_object, ebnf=p.ebnf,
+                          structural_tag=p.structural_tag)
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,10 @@ class GrammarManager:
             return GrammarSpec.regex(g.regex)
         if g.choices is not None:
             return GrammarSpec.choices(g.choices)
+        if g.ebnf is not None:
+            return GrammarSpec.ebnf(g.ebnf, self.args.ebnf_max_recursion_depth)
+        if g.structural_tag is not None:
+            return GrammarSpec.structural_tag(g.structural_tag, whitespace=ws)
         return GrammarSpec("json_object", whitespace=ws)
 
     # -- admission ------------------------------------------------------------------------

@@ -26,6 +26,8 @@ class GrammarReq(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     regex: str | None = None
     choices: list[str] | None = None
     json_object: bool = False
+    ebnf: str | None = None
+    structural_tag: str | None = None  # JSON text
 
 
 class GenerateReq(msgspec.Struct, tag=True, frozen=True):

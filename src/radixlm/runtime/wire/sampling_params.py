@@ -53,7 +53,8 @@ class SamplingParams(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     @property
     def has_grammar(self) -> bool:
-        return bool(self.regex or self.json_schema or self.choices or self.json_object)
+        return bool(self.regex or self.json_schema or self.choices or self.json_object or
+                    self.ebnf or self.structural_tag)
 
     @property
     def uses_penalties(self) -> bool:
@@ -119,8 +120,6 @@ def check_ranges(p: SamplingParams) -> None:
                 if getattr(p, name)] + (["json_object"] if p.json_object else [])
     _check(len(grammars) <= 1, "regex/json_schema/choices/ebnf", "at most one may be set",
            grammars)
-    _check(not p.ebnf, "ebnf", "is not supported (use regex or json_schema)", "<grammar>")
-    _check(not p.structural_tag, "structural_tag", "is not supported", "<tag>")
     _check(p.choices is None or len(p.choices) > 0, "choices", "must not be empty", p.choices)
 
 
