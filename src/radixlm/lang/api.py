@@ -35,10 +35,14 @@ def function(func: Callable[..., Any] | None = None, num_api_spec_tokens: int | 
 
 def set_default_backend(backend: Any) -> None:
     """The backend programs run on when ``run`` is given none: a RuntimeEndpoint, a Runtime,
-    an Engine (radixlm's, used in-process) or any BaseBackend."""
+    an Engine (radixlm's, used in-process) or any BaseBackend.
+
+    The object itself is kept (as SGLang does): ``global_config.default_backend.endpoint``
+    still reaches a Runtime's endpoint; programs resolve it to a backend when they run."""
     from .backend.resolve import as_backend
 
-    global_config.default_backend = as_backend(backend)
+    as_backend(backend)  # refuse what cannot serve programs now, not at the first run
+    global_config.default_backend = backend
 
 
 def _backend_or_default(backend: Any) -> Any:

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .generate_request import RequestValidationError, parse_generate_request
-from .http_common import ServerState, read_json, sse, until_disconnect
+from .http_common import ServerState, error_response, read_json, sse, until_disconnect
 from .tokenizer_manager import GenerateError
 
 
@@ -182,13 +182,21 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
                           if exc.code == "invalid_request" else "server_error",
                           "param": None, "code": exc.code}}
 
+    def model_card() -> dict[str, Any]:
+        return {"id": model_name, "object": "model", "created": int(state.started),
+                "owned_by": "radixlm", "max_model_len": state.procs.info.get("max_context")}
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": model_name, "object": "model",
-                                            "created": int(state.started),
-                                            "owned_by": "radixlm",
-                                            "max_model_len": state.procs.info.get(
-                                                "max_context")}]}
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> Response:
+        if model_id != model_name:
+            return error_response(f"The model {model_id!r} does not exist; this server "
+                                  f"serves {model_name!r}", 404, "model_not_found",
+                                  openai=True, param="model")
+        return JSONResponse(model_card())
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
@@ -308,17 +316,9 @@ async def _stream_completion(state: ServerState, gen: Any, rid: str, created: in
                              model: str, req: CompletionRequest, want_lp: bool
                              ) -> AsyncIterator[dict[str, Any]]:
     finals: dict[int, dict] = {}
-    lp_seen: dict[int, int] = {}
     async for i, delta, chunk in _deltas(state, gen):
-        meta = chunk["meta_info"]
-        lp = None
-        if want_lp:
-            entries = meta.get("output_token_logprobs", [])
-            start = lp_seen.get(i, 0)
-            lp_seen[i] = len(entries)
-            lp = _completion_logprobs({**meta, "output_token_logprobs": entries[start:],
-                                       "output_top_logprobs":
-                                       meta.get("output_top_logprobs", [])[start:]}, 0)
+        meta = chunk["meta_info"]  # stream chunks carry only the new output logprobs
+        lp = _completion_logprobs(meta, 0) if want_lp else None
         reason = _finish(meta["finish_reason"])
         if reason is not None:
             finals[i] = chunk
@@ -335,22 +335,14 @@ async def _stream_chat(state: ServerState, gen: Any, rid: str, created: int, mod
     base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
     started: set[int] = set()
     finals: dict[int, dict] = {}
-    lp_seen: dict[int, int] = {}
     async for i, delta, chunk in _deltas(state, gen):
-        meta = chunk["meta_info"]
+        meta = chunk["meta_info"]  # stream chunks carry only the new output logprobs
         if i not in started:
             started.add(i)
             yield {**base, "choices": [{"index": i, "delta": {"role": "assistant",
                                                               "content": ""},
                                         "logprobs": None, "finish_reason": None}]}
-        lp = None
-        if req.logprobs:
-            entries = meta.get("output_token_logprobs", [])
-            start = lp_seen.get(i, 0)
-            lp_seen[i] = len(entries)
-            lp = _chat_logprobs({"output_token_logprobs": entries[start:],
-                                 "output_top_logprobs":
-                                 meta.get("output_top_logprobs", [])[start:]})
+        lp = _chat_logprobs(meta) if req.logprobs else None
         reason = _finish(meta["finish_reason"])
         if reason is not None:
             finals[i] = chunk

@@ -72,6 +72,11 @@ class Req:
         return self.input_ids + self.output_ids
 
     @property
+    def has_text_stops(self) -> bool:
+        """Whether decoded text can end this request (stop strings or stop regexes)."""
+        return bool(self.stop_strs or self.sampling.stop_regex)
+
+    @property
     def kv_len(self) -> int:
         return self.kv.kv_len if self.kv is not None else 0
 
@@ -99,5 +104,6 @@ class Req:
             skip_special_tokens=p.skip_special_tokens,
             spaces_between_special_tokens=p.spaces_between_special_tokens,
             stop_strs=self.stop_strs,
+            stop_regexes=p.stop_regexes,
             no_stop_trim=p.no_stop_trim,
         )

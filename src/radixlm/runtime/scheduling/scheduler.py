@@ -24,6 +24,7 @@ from ..model.model_runner import ModelRunner
 from ..model.sampler import SampleRow, sample
 from ..server_args import ServerArgs
 from ..wire.messages import ControlOut, ControlReq, ErrorOut, GenerateReq, ReqOut
+from ..wire.stop_conditions import find_stop, stop_str_window
 from .grammar_manager import GrammarManager
 from .request import Req, RequestError
 from .schedule_policy import order_waiting, shares_uncached_prefix
@@ -372,7 +373,7 @@ class Scheduler:
         if len(req.output_ids) >= p.max_new_tokens:
             del req.output_ids[p.max_new_tokens:]
             return {"type": "length", "length": p.max_new_tokens}
-        if req.stop_strs and len(req.output_ids) >= p.min_new_tokens:
+        if req.has_text_stops and len(req.output_ids) >= p.min_new_tokens:
             matched = self._match_stop_str(req, extra=len(tokens))
             if matched is not None:
                 return {"type": "stop", "matched": matched}
@@ -394,7 +395,7 @@ class Scheduler:
             return {"type": "stop", "matched": token}
         if p.stop_token_ids and token in p.stop_token_ids and n_out >= p.min_new_tokens:
             return {"type": "stop", "matched": token}
-        if req.stop_strs and n_out >= p.min_new_tokens:
+        if req.has_text_stops and n_out >= p.min_new_tokens:
             matched = self._match_stop_str(req)
             if matched is not None:
                 return {"type": "stop", "matched": matched}
@@ -405,13 +406,14 @@ class Scheduler:
         return None
 
     def _match_stop_str(self, req: Req, extra: int = 0) -> str | None:
-        longest = max(len(s) for s in req.stop_strs)
-        tail = self.tokenizer.decode(req.output_ids[-(longest + 1 + extra):],
+        """The stop string or stop regex the output now contains, if any. Stop strings need
+        only a short tail; a regex may span the whole output, so it is searched whole."""
+        regexes = req.sampling.stop_regexes
+        window = len(req.output_ids) if regexes else stop_str_window(req.stop_strs) + extra
+        tail = self.tokenizer.decode(req.output_ids[-window:],
                                      skip_special_tokens=req.sampling.skip_special_tokens)
-        for s in req.stop_strs:
-            if s in tail:
-                return s
-        return None
+        found = find_stop(tail, req.stop_strs, regexes)
+        return found.matched if found is not None else None
 
     # -- finishing and outputs ------------------------------------------------------------
 
