@@ -210,6 +210,7 @@ class TokenizerManager:
             raise GenerateError(f"too many requests in flight ({len(self.states)}); retry "
                                 f"later", "overloaded")
         ids = self._tokenize(item)
+        self._check_logit_bias(item)
         st = ReqState(item=item, prompt_ids=ids)
         self.states[item.rid] = st
         msg = GenerateReq(
@@ -220,6 +221,13 @@ class TokenizerManager:
         )
         await self.push.send(ipc.messages.encode(msg))
         return st
+
+    def _check_logit_bias(self, item: GenerateItem) -> None:
+        vocab = len(self.tokenizer)
+        bad = [k for k in item.sampling.logit_bias or {} if int(k) >= vocab]
+        if bad:
+            raise GenerateError(f"logit_bias: token ids {bad} are outside the vocabulary "
+                                f"(size {vocab})")
 
     async def abort(self, rid: str) -> None:
         if rid in self.states:

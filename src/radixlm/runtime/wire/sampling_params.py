@@ -94,6 +94,8 @@ def parse_sampling_params(raw: dict[str, Any] | SamplingParams | None) -> Sampli
                 f"sampling_params must be an object, got {type(raw).__name__}"
             )
         data = {_ALIASES.get(k, k): v for k, v in raw.items()}
+        if isinstance(data.get("logit_bias"), dict):  # Python callers may key it by int
+            data["logit_bias"] = {str(k): v for k, v in data["logit_bias"].items()}
         try:
             params = msgspec.convert(data, SamplingParams, strict=False)
         except msgspec.ValidationError as exc:
