@@ -86,6 +86,13 @@ class Req:
         token), more while prefilling, after a retraction or after a jump-forward."""
         return len(self.fill_ids) - self.kv_len
     @property
+    def is_decoding(self) -> bool:
+        """One token without KV and it is an output token: the next step decodes. A chunked
+        prefill can also leave exactly one token pending, but that one is a prompt token and
+        must go through the prefill path (prompt logprobs, prefill-only finish)."""
+        return self.pending == 1 and self.kv_len >= len(self.input_ids)
+
+    @property
     def wants_input_logprobs(self) -> bool:
         return self.return_logprob and self.logprob_start_len >= 0 and not self.in_logprobs_done
 
