@@ -252,7 +252,14 @@ def _not_shipped(name: str) -> Callable[..., Any]:
     return backend
 
 
-OpenAI = _not_shipped("OpenAI")
+def OpenAI(model_name: str, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - SGLang's name
+    """A backend over any OpenAI-compatible server (``base_url=``, ``api_key=``); see
+    :mod:`radixlm.lang.backend.openai_backend`."""
+    from .backend.openai_backend import OpenAI as backend
+
+    return backend(model_name, *args, **kwargs)
+
+
 Anthropic = _not_shipped("Anthropic")
 LiteLLM = _not_shipped("LiteLLM")
 VertexAI = _not_shipped("VertexAI")

@@ -65,6 +65,7 @@ class _Sampling(_Strict):
     repetition_penalty: float = 1.0
     ignore_eos: bool = False
     stop_token_ids: list[int] | None = None
+    stop_regex: str | list[str] | None = None
     regex: str | None = None
     json_schema: str | None = None
     skip_special_tokens: bool = True
@@ -117,7 +118,7 @@ def _sampling(req: _Sampling, max_tokens: int | None) -> dict[str, Any]:
         "min_p": req.min_p, "min_new_tokens": req.min_tokens,
         "presence_penalty": req.presence_penalty, "frequency_penalty": req.frequency_penalty,
         "repetition_penalty": req.repetition_penalty, "ignore_eos": req.ignore_eos,
-        "stop_token_ids": req.stop_token_ids, "regex": req.regex,
+        "stop_token_ids": req.stop_token_ids, "stop_regex": req.stop_regex, "regex": req.regex,
         "json_schema": req.json_schema, "skip_special_tokens": req.skip_special_tokens,
         "no_stop_trim": req.no_stop_trim, "logit_bias": getattr(req, "logit_bias", None),
     }
