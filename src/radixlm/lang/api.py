@@ -35,10 +35,14 @@ def function(func: Callable[..., Any] | None = None, num_api_spec_tokens: int | 
 
 def set_default_backend(backend: Any) -> None:
     """The backend programs run on when ``run`` is given none: a RuntimeEndpoint, a Runtime,
-    an Engine (radixlm's, used in-process) or any BaseBackend."""
+    an Engine (radixlm's, used in-process) or any BaseBackend.
+
+    The object itself is kept (as SGLang does): ``global_config.default_backend.endpoint``
+    still reaches a Runtime's endpoint; programs resolve it to a backend when they run."""
     from .backend.resolve import as_backend
 
-    global_config.default_backend = as_backend(backend)
+    as_backend(backend)  # refuse what cannot serve programs now, not at the first run
+    global_config.default_backend = backend
 
 
 def _backend_or_default(backend: Any) -> Any:
@@ -251,7 +255,14 @@ def _not_shipped(name: str) -> Callable[..., Any]:
     return backend
 
 
-OpenAI = _not_shipped("OpenAI")
+def OpenAI(model_name: str, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - SGLang's name
+    """A backend over any OpenAI-compatible server (``base_url=``, ``api_key=``); see
+    :mod:`radixlm.lang.backend.openai_backend`."""
+    from .backend.openai_backend import OpenAI as backend
+
+    return backend(model_name, *args, **kwargs)
+
+
 Anthropic = _not_shipped("Anthropic")
 LiteLLM = _not_shipped("LiteLLM")
 VertexAI = _not_shipped("VertexAI")

@@ -63,6 +63,7 @@ class DetokParams(msgspec.Struct, frozen=True):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     stop_strs: list[str] = []
+    stop_regexes: list[str] = []
     no_stop_trim: bool = False
 
 
