@@ -23,6 +23,7 @@ from ..server_args import ServerArgs
 from ..wire import ipc
 from ..wire.messages import (
     AbortReq,
+    ControlKind,
     ControlOut,
     ControlReq,
     ErrorOut,
@@ -235,7 +236,7 @@ class TokenizerManager:
         if rid in self.states:
             await self.push.send(ipc.messages.encode(AbortReq(rid=rid)))
 
-    async def control(self, kind: str, timeout: float = 30.0, **args: Any) -> ControlOut:
+    async def control(self, kind: ControlKind, timeout: float = 30.0, **args: Any) -> ControlOut:
         if self.dead is not None:
             raise EngineDeadError(f"the engine is not running: {self.dead}")
         cid = uuid.uuid4().hex

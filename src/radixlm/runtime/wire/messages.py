@@ -12,7 +12,7 @@ Flow: tokenizer manager --(GenerateReq, AbortReq, ControlReq)--> scheduler
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import msgspec
 
@@ -49,11 +49,16 @@ class AbortReq(msgspec.Struct, tag=True, frozen=True):
     rid: str
 
 
+ControlKind = Literal["flush_cache", "server_info", "audit"]
+
+
 class ControlReq(msgspec.Struct, tag=True, frozen=True):
-    """flush_cache, server_info or health; answered by a ControlOut with the same ``cid``."""
+    """An engine-wide request to the scheduler, answered by a ControlOut with the same ``cid``:
+    ``flush_cache`` (drop the radix cache), ``server_info`` (pool, cache and counters) or
+    ``audit`` (check the KV ownership invariant; ``args["repair"]`` repairs it)."""
 
     cid: str
-    kind: str
+    kind: ControlKind
     args: dict[str, Any] = {}
 
 
