@@ -1,9 +1,11 @@
 """JSON-schema constrained decoding, side by side: radixlm.fsm, xgrammar and outlines-core.
 
-Per JSONSchemaBench subset and engine, on the tiny model's 8k byte-level vocabulary:
+Per JSONSchemaBench subset and engine, on one vocabulary (``--tokenizer``: SmolLM2's 49k
+byte-level BPE, Mistral's 131k tekken, Mistral's 32k SentencePiece with byte fallback, or the
+tiny model's 8k; see :mod:`radixlm.real_vocabularies`):
 declared coverage (compiles within the time budget), correctness on the test instances (judged
 by ``jsonschema`` with a format checker, not by the labels), compile time p50/p90/p99, mask
-time per token p50/p99 (random-logit walks), walks that finish / parse / validate, and for
+time per token p50/p99/max (random-logit walks), walks that finish / parse / validate, and for
 radixlm the share of output tokens produced by jump-forward. Prints a table, writes JSON.
 
 An instance counts as accepted when some spelling of it is: its own serialisation (compact or
@@ -11,7 +13,7 @@ with spaces) or, for radixlm, a key order found by :mod:`radixlm.fsm.json_witnes
 also get that schema-ordered spelling. xgrammar gets a ``TokenizerInfo`` built from the same
 bytes (specials other than EOS empty, so masked); outlines-core a byte-keyed vocabulary.
 
-    python benchmarks/json_decoding.py --per-subset 20 --out results.json
+    python benchmarks/json_decoding.py --tokenizer smollm2 --per-subset 20 --out results.json
 """
 
 from __future__ import annotations
@@ -42,26 +44,14 @@ from radixlm.fsm import (
     jump_forward,
 )
 from radixlm.fsm.json_witness import find_accepted_text
+from radixlm.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "jsonschemabench"
 DEFAULT_SUBSETS = ("Glaiveai2K", "Github_easy", "Github_medium", "Github_hard",
                    "JsonSchemaStore", "Github_trivial", "JME", "MCPspec", "BFCL_multiple",
                    "Synthesized", "Handwritten")
-EOS_IDS = (1, 4)
-MODEL_VOCAB = 8192
-
 
 # -- shared pieces ----------------------------------------------------------------------------
-
-
-def load_tokenizer(cache: Path):  # noqa: ANN201
-    """The tiny model's tokenizer (built offline, cached)."""
-    from transformers import AutoTokenizer
-
-    from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
-
-    path = ensure_tiny_model(TinyModelSpec(arch="llama", size="test"), cache)
-    return AutoTokenizer.from_pretrained(path)
 
 
 def judge(schema: Any) -> jsonschema.protocols.Validator:
@@ -118,11 +108,10 @@ class RadixEngine:
 
     name = "radixlm"
 
-    def __init__(self, vocab: TokenVocabulary, tokenizer: Any, timeout: float,
-                 limits: JsonLimits) -> None:
-        self.vocab = vocab
+    def __init__(self, tokenizer: RealVocabulary, timeout: float, limits: JsonLimits) -> None:
+        self.vocab = tokenizer.vocab
         self.tokenizer = tokenizer
-        self.compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=timeout))
+        self.compiler = GrammarCompiler(self.vocab, CompileBudget(max_seconds=timeout))
         self.limits = limits
         self.cold_steps = 0  # steps whose mask was computed on the spot
 
@@ -141,7 +130,7 @@ class RadixEngine:
                             extendable=lambda t: bool(self.vocab.extendable[t]))
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        return self.tokenizer.encode(text)
 
     def witness(self, grammar: Any, value: Any) -> str | None:
         found = find_accepted_text(grammar.dfa, value)
@@ -206,7 +195,7 @@ class XGrammarEngine:
         self.xgr = xgr
         encoded = [b or b"" for b in vocab.token_bytes]  # specials/EOS empty: masked
         info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=vocab.vocab_size,
-                                 stop_token_ids=list(EOS_IDS))
+                                 stop_token_ids=list(vocab.eos_token_ids))
         self.compiler = xgr.GrammarCompiler(info, max_threads=1)
         self.vocab = vocab
 
@@ -216,7 +205,8 @@ class XGrammarEngine:
     def accepts(self, grammar: Any, texts: list[str]) -> bool:
         for text in texts:
             matcher = self.xgr.GrammarMatcher(grammar)
-            if matcher.accept_string(text) and matcher.accept_token(EOS_IDS[0]) and \
+            if matcher.accept_string(text) and matcher.accept_token(self.vocab.eos_token_ids[0]) \
+                    and \
                     matcher.is_terminated():
                 return True
         return False
@@ -239,11 +229,11 @@ class XGrammarEngine:
         return out, 0, times, False
 
 
-def _outlines_build(regex: str, mapping: dict[bytes, list[int]]) -> tuple[Any, float]:
+def _outlines_build(regex: str, mapping: dict[bytes, list[int]], eos: int) -> tuple[Any, float]:
     import outlines_core
 
     start = time.perf_counter()
-    index = outlines_core.Index(regex, outlines_core.Vocabulary(EOS_IDS[0], mapping))
+    index = outlines_core.Index(regex, outlines_core.Vocabulary(eos, mapping))
     return index, time.perf_counter() - start
 
 
@@ -267,7 +257,8 @@ class OutlinesEngine:
         regex = build_regex_from_schema(json.dumps(schema))
         regex_seconds = time.perf_counter() - start
         # the Index build runs in a child process so a runaway build can be killed
-        index, index_seconds = run_with_timeout(_outlines_build, (regex, self.mapping),
+        index, index_seconds = run_with_timeout(_outlines_build,
+                                                (regex, self.mapping, self.vocab.eos_token_ids[0]),
                                                 max(self.timeout - regex_seconds, 0.1))
         return (regex, index, regex_seconds + index_seconds)
 
@@ -290,7 +281,7 @@ class OutlinesEngine:
             guide.write_mask_into(mask.data_ptr(), mask.numel(), 4)
             times.append(time.perf_counter() - start)
             token = sample(mask, self.vocab.vocab_size, gen)
-            if token in EOS_IDS:
+            if token in self.vocab.eos_token_ids:
                 return out, 0, times, True
             guide.advance(token)
             out.append(token)
@@ -309,7 +300,7 @@ def sample(mask_row: torch.Tensor, vocab_size: int, gen: torch.Generator) -> int
 
 
 def measure_schema(engines: list[Any], schema: Any, tests: list[dict], args: argparse.Namespace,
-                   tokenizer: Any, seed: int, results: dict) -> None:
+                   tokenizer: RealVocabulary, seed: int, results: dict) -> None:
     """Compile with every engine, check instances, run walks; append to ``results``."""
     validator = judge(schema)
     truths = []
@@ -355,7 +346,8 @@ def measure_schema(engines: list[Any], schema: Any, tests: list[dict], args: arg
 
 
 def walk_engine(engine: Any, grammar: Any, schema: Any, validator: Any,
-                args: argparse.Namespace, tokenizer: Any, seed: int, rec: dict) -> None:
+                args: argparse.Namespace, tokenizer: RealVocabulary, seed: int,
+                rec: dict) -> None:
     """Random-logit walks: mask times, finished/parsed/valid outputs, forced share."""
     if engine.name == "radixlm" and args.walk_limits:
         try:
@@ -408,6 +400,7 @@ def summarize(rec: dict) -> dict:
         "compile_ms_p50": percentile(ms, 50), "compile_ms_p90": percentile(ms, 90),
         "compile_ms_p99": percentile(ms, 99),
         "mask_us_p50": percentile(us, 50), "mask_us_p99": percentile(us, 99),
+        "mask_us_max": max(us) if us else None,
         "mask_steps": len(us), "cold_mask_steps": rec["cold_steps"],
         "walks": rec["walks"], "walk_errors": rec["walk_errors"],
         "finished": rec["finished"], "parsed": rec["parsed"],
@@ -420,7 +413,7 @@ def summarize(rec: dict) -> dict:
 
 def print_table(summary: dict) -> None:
     cols = ("subset", "engine", "cov", "rej-valid", "acc-invalid", "comp p50/p90/p99 ms",
-            "mask p50/p99 us (cold)", "walks fin/parse/valid", "forced", "JF saves")
+            "mask p50/p99/max us (cold)", "walks fin/parse/valid", "forced", "JF saves")
     print(" | ".join(cols))
     for subset, engines in summary.items():
         for name, s in engines.items():
@@ -430,7 +423,7 @@ def print_table(summary: dict) -> None:
                 f"{s['valid_rejected']}/{s['valid_instances']}",
                 f"{s['invalid_accepted']}/{s['invalid_instances']}",
                 f"{f(s['compile_ms_p50'])}/{f(s['compile_ms_p90'])}/{f(s['compile_ms_p99'])}",
-                f"{f(s['mask_us_p50'])}/{f(s['mask_us_p99'])} "
+                f"{f(s['mask_us_p50'])}/{f(s['mask_us_p99'])}/{f(s['mask_us_max'], 0)} "
                 f"({s['cold_mask_steps']}/{s['mask_steps']})",
                 f"{s['finished']}/{s['parsed']}/{s['valid_outputs']} of {s['walks']}"
                 + (f" ({s['walk_errors']} budget errors)" if s["walk_errors"] else ""),
@@ -441,6 +434,8 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONSchemaBench folder")
+    p.add_argument("--tokenizer", choices=NAMES, default="smollm2",
+                   help="vocabulary to constrain (radixlm.real_vocabularies)")
     p.add_argument("--subsets", nargs="*", default=list(DEFAULT_SUBSETS))
     p.add_argument("--per-subset", type=int, default=20, help="schemas per subset (sorted)")
     p.add_argument("--engines", default="radixlm,xgrammar,outlines-core")
@@ -460,11 +455,13 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(1)
-    tokenizer = load_tokenizer(args.cache)
-    vocab = TokenVocabulary.from_tokenizer(tokenizer, MODEL_VOCAB, EOS_IDS)
+    tokenizer = load_vocabulary(args.tokenizer, args.cache)
+    vocab = tokenizer.vocab
+    print(f"vocabulary {args.tokenizer}: {vocab.vocab_size} ids, "
+          f"{len(vocab.walk_ids)} text tokens, EOS {vocab.eos_token_ids}", flush=True)
     limits = JsonLimits(max_string_length=16, max_array_items=4, max_object_properties=3,
                         max_number_digits=6, any_value_depth=3, max_recursion_depth=2)
-    makers = {"radixlm": lambda: RadixEngine(vocab, tokenizer, args.timeout, limits),
+    makers = {"radixlm": lambda: RadixEngine(tokenizer, args.timeout, limits),
               "xgrammar": lambda: XGrammarEngine(vocab),
               "outlines-core": lambda: OutlinesEngine(vocab, args.timeout)}
     engines = [makers[n]() for n in args.engines.split(",")]
@@ -481,6 +478,7 @@ def main() -> None:
         print(f"done {subset}", flush=True)
     print_table(summary)
     args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                    "vocab_size": vocab.vocab_size,
                                     "summary": summary}, indent=1))
     print(f"wrote {args.out}")
 

@@ -59,7 +59,8 @@ def _byte_level_bytes(token: str) -> bytes | None:
         return None
 
 
-def _sentencepiece_bytes(token: str) -> bytes:
+def sentencepiece_piece_bytes(token: str) -> bytes:
+    """Bytes of a SentencePiece piece: ``<0xXX>`` is that byte, ``▁`` a space."""
     m = _BYTE_FALLBACK.match(token)
     if m:
         return bytes([int(m.group(1), 16)])
@@ -84,7 +85,7 @@ def tokenizer_token_bytes(tokenizer: Any) -> list[bytes | None]:
         elif byte_level:
             out.append(_byte_level_bytes(token) or token.encode("utf-8"))
         else:
-            out.append(_sentencepiece_bytes(token))
+            out.append(sentencepiece_piece_bytes(token))
     return out
 
 
