@@ -36,11 +36,15 @@ class TokenIndex:
     """Allowed tokens and token transitions of a DFA over a vocabulary (lazily, per state)."""
 
     def __init__(self, dfa: LazyDFA, vocab: TokenVocabulary,
-                 max_mask_bytes: int = 1 << 30, max_mask_seconds: float = float("inf")) -> None:
+                 max_mask_bytes: int = 1 << 30, max_mask_seconds: float = float("inf"),
+                 max_mask_terms: int | None = None) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.max_mask_bytes = max_mask_bytes
         self.max_mask_seconds = max_mask_seconds
+        # derivative terms one mask may create (None: no limit), liveness searches included:
+        # a budget counted in steps, the same on any machine, unlike max_mask_seconds
+        self.max_mask_terms = max_mask_terms
         self._masks: dict[int, torch.Tensor] = {}
         self._np_masks: dict[int, np.ndarray] = {}  # the same buffers as numpy (faster copies)
         self._distinct = 0  # masks actually computed (shared ones counted once)
@@ -65,7 +69,10 @@ class TokenIndex:
         byte, longest first, dropping dead tokens as they go.
         """
         vocab, dfa = self.vocab, self.dfa
+        extra = self.max_mask_terms if self.max_mask_terms is not None else 1 << 62
+        terms_limit = dfa.builder.num_terms + extra
         row = dfa.row(state).copy()
+        self._check_budget(terms_limit, deadline)
         first_ok = row[vocab.walk_first] != DEAD
         looping = row == state
         if looping.any():
@@ -83,10 +90,7 @@ class TokenIndex:
             live = cur[:n]
             if not dfa.built[live].all():
                 dfa.ensure_rows(live)
-                if time.perf_counter() > deadline:
-                    raise GrammarBudgetError(
-                        "mask time", f"{self.max_mask_seconds} s",
-                        "computing the allowed tokens of one state took too long")
+                self._check_budget(terms_limit, deadline)
             flat = dfa.trans.reshape(-1)
             cur[:n] = flat[live * 256 + vocab.walk_cols[i][idx[:n]]]
             alive = cur != DEAD
@@ -99,6 +103,15 @@ class TokenIndex:
             ids = np.concatenate([ids, looped])
             states = np.concatenate([states, np.full(looped.size, state, dtype=states.dtype)])
         return ids, states
+
+    def _check_budget(self, terms_limit: int, deadline: float) -> None:
+        if self.dfa.builder.num_terms > terms_limit:
+            raise GrammarBudgetError(
+                "mask steps", f"{self.max_mask_terms} derivative terms",
+                "computing the allowed tokens of one state created too many terms")
+        if time.perf_counter() > deadline:
+            raise GrammarBudgetError("mask time", f"{self.max_mask_seconds} s",
+                                     "computing the allowed tokens of one state took too long")
 
     @property
     def masks(self) -> dict[int, torch.Tensor]:
