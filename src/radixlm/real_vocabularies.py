@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .fsm import TokenVocabulary
 from .fsm.vocabulary_sources import sentencepiece_token_bytes, tekken_token_bytes
@@ -36,11 +37,13 @@ class VocabularyUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class RealVocabulary:
-    """A vocabulary and its tokenizer's own text encoding (no special tokens added)."""
+    """A vocabulary, its tokenizer's own text encoding (no special tokens added) and the
+    tokenizer object it came from (``backend``: for tests that check against it)."""
 
     name: str
     vocab: TokenVocabulary
     encode: Callable[[str], list[int]]
+    backend: Any
 
     def decode(self, ids: Sequence[int]) -> str:
         """Plain concatenating decode (specials and EOS contribute nothing)."""
@@ -67,7 +70,8 @@ def load_vocabulary(name: str, cache: Path | None = None) -> RealVocabulary:
 def _hf(name: str, tokenizer, vocab_size: int, eos: Sequence[int]) -> RealVocabulary:  # noqa: ANN001
     vocab = TokenVocabulary.from_tokenizer(tokenizer, vocab_size, eos)
     return RealVocabulary(name, vocab,
-                          lambda text: tokenizer.encode(text, add_special_tokens=False))
+                          lambda text: tokenizer.encode(text, add_special_tokens=False),
+                          tokenizer)
 
 
 def _smollm2() -> RealVocabulary:
@@ -97,7 +101,7 @@ def _tekken() -> RealVocabulary:
     tekken = Tekkenizer.from_file(path)
     vocab = TokenVocabulary(tekken_token_bytes(path), tekken.n_words, [tekken.eos_id])
     return RealVocabulary("tekken", vocab,
-                          lambda text: tekken.encode(text, bos=False, eos=False))
+                          lambda text: tekken.encode(text, bos=False, eos=False), tekken)
 
 
 def _sentencepiece() -> RealVocabulary:
@@ -111,7 +115,7 @@ def _sentencepiece() -> RealVocabulary:
     vocab = TokenVocabulary(sentencepiece_token_bytes(processor), processor.get_piece_size(),
                             [processor.eos_id()])
     return RealVocabulary("sentencepiece", vocab, lambda text: _without_dummy_prefix(
-        processor, processor.encode(text)))
+        processor, processor.encode(text)), processor)
 
 
 def _without_dummy_prefix(processor, ids: list[int]) -> list[int]:  # noqa: ANN001
