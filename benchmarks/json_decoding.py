@@ -108,7 +108,9 @@ class RadixEngine:
 
     name = "radixlm"
 
-    def __init__(self, tokenizer: RealVocabulary, timeout: float, limits: JsonLimits) -> None:
+    def __init__(self, tokenizer: RealVocabulary, timeout: float, limits: JsonLimits,
+                 forward_ms: float = 0.0) -> None:
+        self.forward_ms = forward_ms  # > 0: prefetch after each token, then "run the model"
         self.vocab = tokenizer.vocab
         self.tokenizer = tokenizer
         self.compiler = GrammarCompiler(self.vocab, CompileBudget(max_seconds=timeout))
@@ -170,7 +172,10 @@ class RadixEngine:
                 out = out[: len(out) - plan.rollback] + list(plan.tokens)
                 forced += len(plan.tokens)
                 continue
-            cold = grammar.index.cached_mask(matcher.state) is None
+            if self.forward_ms:  # as the scheduler: prefetch, then the forward runs
+                self.compiler.prefetch(matcher)
+                time.sleep(self.forward_ms / 1e3)  # the GIL is free, as in a model forward
+            cold = not matcher.mask_ready()
             start = time.perf_counter()
             matcher.fill_bitmask(row)
             times.append(time.perf_counter() - start)
@@ -444,6 +449,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=400, help="tokens per walk at most")
     p.add_argument("--no-jump-forward", dest="jump_forward", action="store_false",
                    help="radixlm walks without jump-forward")
+    p.add_argument("--forward-ms", type=float, default=0.0,
+                   help="radixlm walks as the scheduler drives them: after each token "
+                        "compiler.prefetch(matcher), then this long a (simulated) model "
+                        "forward before the next mask; 0: masks right after the token")
     p.add_argument("--walk-limits", action="store_true",
                    help="radixlm walks on the schema with bounded lengths (JsonLimits), so "
                         "every walk ends; by default all engines walk the same grammar")
@@ -461,7 +470,8 @@ def main() -> None:
           f"{len(vocab.walk_ids)} text tokens, EOS {vocab.eos_token_ids}", flush=True)
     limits = JsonLimits(max_string_length=16, max_array_items=4, max_object_properties=3,
                         max_number_digits=6, any_value_depth=3, max_recursion_depth=2)
-    makers = {"radixlm": lambda: RadixEngine(tokenizer, args.timeout, limits),
+    makers = {"radixlm": lambda: RadixEngine(tokenizer, args.timeout, limits,
+                                             args.forward_ms),
               "xgrammar": lambda: XGrammarEngine(vocab),
               "outlines-core": lambda: OutlinesEngine(vocab, args.timeout)}
     engines = [makers[n]() for n in args.engines.split(",")]

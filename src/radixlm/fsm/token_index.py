@@ -32,6 +32,11 @@ def _subset_of(bytesets: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return stray == 0
 
 
+# States looping on at least this many bytes take the byte-set shortcut (unbounded strings
+# loop on ~200 bytes; structural states on a handful at most).
+_LOOPING_BYTES = 128
+
+
 class TokenIndex:
     """Allowed tokens and token transitions of a DFA over a vocabulary (lazily, per state)."""
 
@@ -64,17 +69,24 @@ class TokenIndex:
                  ) -> tuple[np.ndarray, np.ndarray]:
         """(token ids allowed from ``state``, the state each leads to).
 
-        Tokens made only of bytes that loop on ``state`` (plain characters inside an
-        unbounded string) are accepted at once from their byte sets; the rest walk byte by
-        byte, longest first, dropping dead tokens as they go.
+        Usually the vocabulary's byte trie is walked through the DFA (tokens sharing a prefix
+        share its walk: :mod:`token_trie`). In states where most bytes loop (inside an
+        unbounded string), tokens made only of looping bytes are accepted at once from their
+        byte sets, and the rest walk byte by byte, longest first, dropping dead tokens.
         """
         vocab, dfa = self.vocab, self.dfa
         extra = self.max_mask_terms if self.max_mask_terms is not None else 1 << 62
         terms_limit = dfa.builder.num_terms + extra
         row = dfa.row(state).copy()
         self._check_budget(terms_limit, deadline)
-        first_ok = row[vocab.walk_first] != DEAD
         looping = row == state
+        if np.count_nonzero(looping) < _LOOPING_BYTES:  # most states: the trie walk
+            def ensure_rows(states: np.ndarray) -> None:
+                dfa.ensure_rows(states)
+                self._check_budget(terms_limit, deadline)
+
+            return vocab.trie.walk(lambda: dfa.trans, state, ensure_rows)
+        first_ok = row[vocab.walk_first] != DEAD
         if looping.any():
             inside = _subset_of(vocab.walk_bytesets, looping) & first_ok
             walking = first_ok & ~inside

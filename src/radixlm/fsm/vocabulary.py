@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .token_trie import TokenTrie
+
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
@@ -114,6 +116,7 @@ class TokenVocabulary:
         self.token_bytes = table
         self.num_words = (vocab_size + 31) // 32
         self._build_walk_arrays()
+        self.trie = TokenTrie(table)  # distinct prefixes, for walks that share them
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any, vocab_size: int,
