@@ -53,3 +53,20 @@ def test_cold_masks_are_counted_as_waits(vocab) -> None:  # noqa: ANN001
     assert grammar.waits.count == 1
     assert grammar.waits.max_seconds == grammar.waits.seconds > 0
     assert np.array_equal(row, grammar.mask(grammar.initial_state).numpy())
+
+
+def test_fill_within_a_bound_defers_and_resumes_to_the_exact_mask(vocab) -> None:  # noqa: ANN001
+    spec = GrammarSpec.json_schema(SCHEMA)
+    grammar = GrammarCompiler(vocab, COLD).compile(spec)
+    matcher = grammar.new_matcher()
+    row = np.zeros(vocab.num_words, dtype=np.int32)
+    attempts = 0
+    while not matcher.fill_bitmask_within(row, 0.0):  # each try keeps its automaton rows
+        attempts += 1
+        assert not row.any() and attempts < 10_000
+    assert grammar.waits.deferred == attempts > 0
+    assert grammar.waits.count == attempts + 1
+    fresh = GrammarCompiler(vocab, COLD).compile(spec)
+    assert np.array_equal(row, fresh.mask(fresh.initial_state).numpy())
+    assert matcher.fill_bitmask_within(row, 0.0)  # ready now: a copy, not a wait
+    assert grammar.waits.count == attempts + 1

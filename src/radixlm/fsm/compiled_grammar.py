@@ -23,7 +23,7 @@ from .errors import GrammarBudgetError, GrammarError
 from .grammar_spec import CompileBudget, GrammarSpec
 from .lazy_dfa import DEAD, LazyDFA, check_satisfiable
 from .matcher import GrammarMatcher
-from .token_index import TokenIndex
+from .token_index import MaskDeferred, TokenIndex
 from .vocabulary import TokenVocabulary
 
 
@@ -31,13 +31,15 @@ from .vocabulary import TokenVocabulary
 class MaskWaits:
     """Masks a caller had to compute itself because no warm-up had (the critical path)."""
 
-    count: int = 0
-    seconds: float = 0.0
+    count: int = 0  # fills that found no mask ready
+    seconds: float = 0.0  # time those fills spent (computing, or trying to)
     max_seconds: float = 0.0
+    deferred: int = 0  # of them: gave up at their bound (the caller skips the row a step)
 
-    def add(self, seconds: float) -> None:
-        """Record one cold mask that took ``seconds``."""
+    def add(self, seconds: float, deferred: bool = False) -> None:
+        """Record one fill that found no mask ready and took ``seconds``."""
         self.count += 1
+        self.deferred += deferred
         self.seconds += seconds
         self.max_seconds = max(self.max_seconds, seconds)
 
@@ -112,6 +114,30 @@ class CompiledGrammar:
             return cached
         with self._lock:
             mask = self.index.mask(state)
+        return self._checked(state, mask)
+
+    def mask_within(self, state: int, seconds: float) -> torch.Tensor | None:
+        """The mask of ``state`` if it is cached or can be computed within about ``seconds``
+        (one automaton row past it at most); None otherwise. The work done is kept, so
+        calling again (next step) resumes; the background warm-up may also finish it.
+        """
+        cached = self.index.cached_mask(state)
+        if cached is not None:
+            return cached
+        if not self._lock.acquire(timeout=seconds):  # the warm-up holds it: try next step
+            return None
+        try:
+            self.index.yield_at = time.perf_counter() + seconds
+            self.index.yield_terms = self.dfa.builder.num_terms
+            mask = self.index.mask(state)
+        except MaskDeferred:
+            return None
+        finally:
+            self.index.yield_at = float("inf")
+            self._lock.release()
+        return self._checked(state, mask)
+
+    def _checked(self, state: int, mask: torch.Tensor) -> torch.Tensor:
         self._check_memory()
         if not self.dfa.accepting[state] and not mask.numpy().any():
             raise GrammarError("no token of the vocabulary can continue the grammar at a "

@@ -113,6 +113,22 @@ class GrammarMatcher:
         mask = self.grammar.cached_masks.get(state)  # one dict lookup
         out.copy_(mask if mask is not None else self._cold_mask(state))
 
+    def fill_bitmask_within(self, out: np.ndarray, seconds: float) -> bool:
+        """Like :meth:`fill_bitmask` into a numpy row, but give up after about ``seconds``
+        when the mask is not ready (False: ``out`` untouched; hold this request out of the
+        step and try again, the work done is kept). Counted in ``grammar.waits``."""
+        state = self._history[-1]
+        words = self.grammar.cached_np_masks.get(state)
+        if words is None and state != _FINISHED:
+            start = time.perf_counter()
+            mask = self.grammar.mask_within(state, seconds)
+            self.grammar.waits.add(time.perf_counter() - start, deferred=mask is None)
+            if mask is None:
+                return False
+            words = mask.numpy()
+        np.copyto(out, self.grammar.eos_mask.numpy() if words is None else words)
+        return True
+
     def _cold_mask(self, state: int) -> torch.Tensor:
         start = time.perf_counter()
         try:

@@ -37,6 +37,11 @@ def _subset_of(bytesets: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 _LOOPING_BYTES = 128
 
 
+class MaskDeferred(Exception):  # noqa: N818 (a signal, not an error)
+    """A mask computation stopped at its caller's ``yield_at`` (resumable: the automaton
+    rows it built stay)."""
+
+
 class TokenIndex:
     """Allowed tokens and token transitions of a DFA over a vocabulary (lazily, per state)."""
 
@@ -50,6 +55,10 @@ class TokenIndex:
         # derivative terms one mask may create (None: no limit), liveness searches included:
         # a budget counted in steps, the same on any machine, unlike max_mask_seconds
         self.max_mask_terms = max_mask_terms
+        # a caller that cannot wait sets this (perf_counter time; under the grammar's lock):
+        # past it the walk stops with MaskDeferred, keeping the rows it built for next time
+        self.yield_at = float("inf")
+        self.yield_terms = 0  # terms when yield_at was set (see _check_budget)
         self._masks: dict[int, torch.Tensor] = {}
         self._np_masks: dict[int, np.ndarray] = {}  # the same buffers as numpy (faster copies)
         self._distinct = 0  # masks actually computed (shared ones counted once)
@@ -82,8 +91,9 @@ class TokenIndex:
         looping = row == state
         if np.count_nonzero(looping) < _LOOPING_BYTES:  # most states: the trie walk
             def ensure_rows(states: np.ndarray) -> None:
-                dfa.ensure_rows(states)
-                self._check_budget(terms_limit, deadline)
+                for s in np.unique(states[~dfa.built[states]]).tolist():
+                    dfa.build_row(s)  # one row at a time: the granularity of yield_at
+                    self._check_budget(terms_limit, deadline)
 
             return vocab.trie.walk(lambda: dfa.trans, state, ensure_rows)
         first_ok = row[vocab.walk_first] != DEAD
@@ -121,7 +131,10 @@ class TokenIndex:
             raise GrammarBudgetError(
                 "mask steps", f"{self.max_mask_terms} derivative terms",
                 "computing the allowed tokens of one state created too many terms")
-        if time.perf_counter() > deadline:
+        now = time.perf_counter()
+        if now > self.yield_at and self.dfa.builder.num_terms > self.yield_terms:
+            raise MaskDeferred  # only once this attempt made progress: retries converge
+        if now > deadline:
             raise GrammarBudgetError("mask time", f"{self.max_mask_seconds} s",
                                      "computing the allowed tokens of one state took too long")
 
