@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
-import re
 import tempfile
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import numpy as np
 import torch
+from json_decoding_support import OutlinesEngine, sample  # this folder (run as a script)
 
 from radixlm.fsm import (
     CompileBudget,
@@ -72,34 +70,6 @@ def spellings(value: Any) -> list[str]:
             json.dumps(value, ensure_ascii=False)]
 
 
-def _child(fn: Callable[..., Any], args: tuple, conn: Any) -> None:
-    try:
-        conn.send(("ok", fn(*args)))
-    except Exception as exc:  # reported to the parent
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-
-
-def run_with_timeout(fn: Callable[..., Any], args: tuple, timeout: float) -> Any:
-    """Run ``fn(*args)`` in a child process; TimeoutError past ``timeout`` (process killed).
-
-    Children come from a fork server, not from this (large) process: forking it would mark
-    all its memory copy-on-write, and the page faults that follow would be billed to whichever
-    engine compiles next."""
-    ctx = mp.get_context("forkserver")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(fn, args, child), daemon=True)
-    proc.start()
-    if not parent.poll(timeout):
-        proc.kill()
-        proc.join()
-        raise TimeoutError(f"over {timeout} s")
-    status, payload = parent.recv()
-    proc.join()
-    if status == "error":
-        raise RuntimeError(payload)
-    return payload
-
-
 # -- engines ----------------------------------------------------------------------------------
 
 
@@ -109,8 +79,9 @@ class RadixEngine:
     name = "radixlm"
 
     def __init__(self, tokenizer: RealVocabulary, timeout: float, limits: JsonLimits,
-                 forward_ms: float = 0.0) -> None:
-        self.forward_ms = forward_ms  # > 0: prefetch after each token, then "run the model"
+                 forward_ms: float, mask_bound_ms: float | None) -> None:
+        self.forward_ms, self.mask_bound_ms = forward_ms, mask_bound_ms  # see --help
+        self.deferred_steps = 0
         self.vocab = tokenizer.vocab
         self.tokenizer = tokenizer
         self.compiler = GrammarCompiler(self.vocab, CompileBudget(max_seconds=timeout))
@@ -177,7 +148,15 @@ class RadixEngine:
                 time.sleep(self.forward_ms / 1e3)  # the GIL is free, as in a model forward
             cold = not matcher.mask_ready()
             start = time.perf_counter()
-            matcher.fill_bitmask(row)
+            if self.mask_bound_ms is None:
+                matcher.fill_bitmask(row)
+            else:
+                while not matcher.fill_bitmask_within(row, self.mask_bound_ms / 1e3):
+                    times.append(time.perf_counter() - start)  # the step it sat out
+                    self.deferred_steps += 1
+                    self.compiler.prefetch(matcher)
+                    time.sleep(self.forward_ms / 1e3)  # the others' forward
+                    start = time.perf_counter()
             times.append(time.perf_counter() - start)
             self.cold_steps += cold
             token = sample(masks[1], self.vocab.vocab_size, gen)
@@ -234,73 +213,6 @@ class XGrammarEngine:
         return out, 0, times, False
 
 
-def _outlines_build(regex: str, mapping: dict[bytes, list[int]], eos: int) -> tuple[Any, float]:
-    import outlines_core
-
-    start = time.perf_counter()
-    index = outlines_core.Index(regex, outlines_core.Vocabulary(eos, mapping))
-    return index, time.perf_counter() - start
-
-
-class OutlinesEngine:
-    """outlines-core 0.2.14: its own schema → regex, Index over a byte-keyed vocabulary."""
-
-    name = "outlines-core"
-
-    def __init__(self, vocab: TokenVocabulary, timeout: float) -> None:
-        self.vocab = vocab
-        self.timeout = timeout
-        self.mapping: dict[bytes, list[int]] = {}
-        for tid, data in enumerate(vocab.token_bytes):
-            if data:
-                self.mapping.setdefault(data, []).append(tid)
-
-    def compile(self, schema: Any) -> Any:
-        from outlines_core.json_schema import build_regex_from_schema
-
-        start = time.perf_counter()
-        regex = build_regex_from_schema(json.dumps(schema))
-        regex_seconds = time.perf_counter() - start
-        # the Index build runs in a child process so a runaway build can be killed
-        index, index_seconds = run_with_timeout(_outlines_build,
-                                                (regex, self.mapping, self.vocab.eos_token_ids[0]),
-                                                max(self.timeout - regex_seconds, 0.1))
-        return (regex, index, regex_seconds + index_seconds)
-
-    def accepts(self, grammar: Any, texts: list[str]) -> bool:
-        regex = grammar[0]
-        try:
-            return any(re.fullmatch(regex, t) for t in texts)
-        except re.error:
-            return False
-
-    def walk(self, grammar: Any, gen: torch.Generator, max_steps: int,
-             jump: bool) -> tuple[list[int], int, list[float], bool]:
-        import outlines_core
-
-        guide = outlines_core.Guide(grammar[1])
-        mask = torch.zeros(self.vocab.num_words, dtype=torch.int32)
-        out, times = [], []
-        for _ in range(max_steps):
-            start = time.perf_counter()
-            guide.write_mask_into(mask.data_ptr(), mask.numel(), 4)
-            times.append(time.perf_counter() - start)
-            token = sample(mask, self.vocab.vocab_size, gen)
-            if token in self.vocab.eos_token_ids:
-                return out, 0, times, True
-            guide.advance(token)
-            out.append(token)
-        return out, 0, times, False
-
-
-def sample(mask_row: torch.Tensor, vocab_size: int, gen: torch.Generator) -> int:
-    """argmax of random logits over the allowed tokens (uniform over them)."""
-    shifts = torch.arange(32, dtype=torch.int32)
-    allowed = ((mask_row.unsqueeze(-1) >> shifts) & 1).reshape(-1)[:vocab_size].bool()
-    logits = torch.randn(vocab_size, generator=gen).masked_fill(~allowed, float("-inf"))
-    return int(logits.argmax())
-
-
 # -- measuring --------------------------------------------------------------------------------
 
 
@@ -345,9 +257,10 @@ def measure_schema(engines: list[Any], schema: Any, tests: list[dict], args: arg
                                                             if t is not None])
             key = ("valid" if truth else "invalid") + ("_accepted" if accepted else "_rejected")
             rec[key] += 1
-        cold_before = getattr(engine, "cold_steps", 0)
+        before = {k: getattr(engine, k, 0) for k in ("cold_steps", "deferred_steps")}
         walk_engine(engine, grammar, schema, validator, args, tokenizer, seed, rec)
-        rec["cold_steps"] += getattr(engine, "cold_steps", 0) - cold_before
+        for k, v in before.items():
+            rec[k] += getattr(engine, k, 0) - v
 
 
 def walk_engine(engine: Any, grammar: Any, schema: Any, validator: Any,
@@ -407,6 +320,7 @@ def summarize(rec: dict) -> dict:
         "mask_us_p50": percentile(us, 50), "mask_us_p99": percentile(us, 99),
         "mask_us_max": max(us) if us else None,
         "mask_steps": len(us), "cold_mask_steps": rec["cold_steps"],
+        "deferred_steps": rec["deferred_steps"],
         "walks": rec["walks"], "walk_errors": rec["walk_errors"],
         "finished": rec["finished"], "parsed": rec["parsed"],
         "valid_outputs": rec["valid_out"],
@@ -429,7 +343,8 @@ def print_table(summary: dict) -> None:
                 f"{s['invalid_accepted']}/{s['invalid_instances']}",
                 f"{f(s['compile_ms_p50'])}/{f(s['compile_ms_p90'])}/{f(s['compile_ms_p99'])}",
                 f"{f(s['mask_us_p50'])}/{f(s['mask_us_p99'])}/{f(s['mask_us_max'], 0)} "
-                f"({s['cold_mask_steps']}/{s['mask_steps']})",
+                f"({s['cold_mask_steps']}/{s['mask_steps']}"
+                + (f", {s['deferred_steps']} deferred)" if s["deferred_steps"] else ")"),
                 f"{s['finished']}/{s['parsed']}/{s['valid_outputs']} of {s['walks']}"
                 + (f" ({s['walk_errors']} budget errors)" if s["walk_errors"] else ""),
                 f(s["forced_share"], 3), f(s["jf_steps_saved"], 3)]))
@@ -439,8 +354,7 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONSchemaBench folder")
-    p.add_argument("--tokenizer", choices=NAMES, default="smollm2",
-                   help="vocabulary to constrain (radixlm.real_vocabularies)")
+    p.add_argument("--tokenizer", choices=NAMES, default="smollm2", help="vocabulary")
     p.add_argument("--subsets", nargs="*", default=list(DEFAULT_SUBSETS))
     p.add_argument("--per-subset", type=int, default=20, help="schemas per subset (sorted)")
     p.add_argument("--engines", default="radixlm,xgrammar,outlines-core")
@@ -449,10 +363,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=400, help="tokens per walk at most")
     p.add_argument("--no-jump-forward", dest="jump_forward", action="store_false",
                    help="radixlm walks without jump-forward")
-    p.add_argument("--forward-ms", type=float, default=0.0,
-                   help="radixlm walks as the scheduler drives them: after each token "
-                        "compiler.prefetch(matcher), then this long a (simulated) model "
-                        "forward before the next mask; 0: masks right after the token")
+    p.add_argument("--forward-ms", type=float, default=0.0, help="radixlm as the scheduler: "
+                   "prefetch after each token, then a simulated forward this long")
+    p.add_argument("--mask-bound-ms", type=float, default=None, help="with --forward-ms: "
+                   "fill_bitmask_within this bound, else sit out a step and retry")
     p.add_argument("--walk-limits", action="store_true",
                    help="radixlm walks on the schema with bounded lengths (JsonLimits), so "
                         "every walk ends; by default all engines walk the same grammar")
@@ -466,12 +380,11 @@ def main() -> None:
     torch.set_num_threads(1)
     tokenizer = load_vocabulary(args.tokenizer, args.cache)
     vocab = tokenizer.vocab
-    print(f"vocabulary {args.tokenizer}: {vocab.vocab_size} ids, "
-          f"{len(vocab.walk_ids)} text tokens, EOS {vocab.eos_token_ids}", flush=True)
+    print(f"{args.tokenizer}: {vocab.vocab_size} ids, EOS {vocab.eos_token_ids}", flush=True)
     limits = JsonLimits(max_string_length=16, max_array_items=4, max_object_properties=3,
                         max_number_digits=6, any_value_depth=3, max_recursion_depth=2)
     makers = {"radixlm": lambda: RadixEngine(tokenizer, args.timeout, limits,
-                                             args.forward_ms),
+                                             args.forward_ms, args.mask_bound_ms),
               "xgrammar": lambda: XGrammarEngine(vocab),
               "outlines-core": lambda: OutlinesEngine(vocab, args.timeout)}
     engines = [makers[n]() for n in args.engines.split(",")]
@@ -488,7 +401,6 @@ def main() -> None:
         print(f"done {subset}", flush=True)
     print_table(summary)
     args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                    "vocab_size": vocab.vocab_size,
                                     "summary": summary}, indent=1))
     print(f"wrote {args.out}")
 
