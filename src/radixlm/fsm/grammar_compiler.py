@@ -22,6 +22,7 @@ from .errors import GrammarError
 from .grammar_cache import DiskMaskCache, MemoryCache
 from .grammar_spec import DTYPE_REGEXES, CompileBudget, GrammarSpec
 from .json import SchemaCompiler
+from .matcher import GrammarMatcher
 from .regex_parser import regex_to_node
 from .structural_tag import StructuralTag, structural_tag_to_node
 from .vocabulary import TokenVocabulary
@@ -140,6 +141,33 @@ class GrammarCompiler:
         if grammar.warm_up_pending and left - done > 0 and not self._closed:
             self._pool.submit(self._warm_in_background, grammar, left - done)
 
+    def prefetch(self, matcher: GrammarMatcher) -> bool:
+        """Have the worker compute the mask of ``matcher``'s state and of the states one
+        token after it, ahead of the breadth-first warm-up; True when the current mask is
+        ready already. Call it after each accepted token, before the model's next forward:
+        the masks are then usually computed while the forward runs. Never blocks.
+        """
+        ready = matcher.prefetch()
+        grammar = matcher.grammar
+        if not grammar.prefetch_scheduled and not self._closed:
+            grammar.prefetch_scheduled = True
+            self._pool.submit(self._prefetch_in_background, grammar)
+        return ready
+
+    def _prefetch_in_background(self, grammar: CompiledGrammar) -> None:
+        grammar.prefetch_scheduled = False  # prefetches from now on queue another slice
+        while grammar.prefetch_pending:  # bounded: depth 1 after each prefetched state
+            try:
+                grammar.warm_up(_PREFETCH_SLICE, float("inf"), polite=True,
+                                stop=lambda: not self._idle.is_set())
+            except GrammarError:
+                return  # the matcher reports it if decoding ever gets there
+            if not self._idle.is_set():  # a compile waits for this worker: yield to it
+                if grammar.prefetch_pending and not grammar.prefetch_scheduled:
+                    grammar.prefetch_scheduled = True
+                    self._pool.submit(self._prefetch_in_background, grammar)
+                return
+
     def _build(self, spec: GrammarSpec, key: str) -> CompiledGrammar:
         start = time.perf_counter()
         deadline = make_deadline(self.budget.max_seconds, "compiling the grammar")
@@ -160,6 +188,9 @@ class GrammarCompiler:
         """Stop the worker threads (pending compiles finish first)."""
         self._closed = True
         self._pool.shutdown(wait=True)
+
+
+_PREFETCH_SLICE = 8  # masks per warm-up call of a prefetch (a compile may cut in between)
 
 
 def _done(result: CompiledGrammar | GrammarError) -> Future:

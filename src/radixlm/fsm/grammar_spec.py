@@ -150,9 +150,11 @@ class GrammarSpec:
 class CompileBudget:
     """Limits on one grammar: wall time to compile, automaton states, memory, warm-up.
 
-    ``max_states``, ``max_memory_bytes`` and ``max_mask_seconds`` (one state's allowed
-    tokens) also hold while decoding (the automaton grows lazily): going past them raises
-    :class:`GrammarBudgetError` from the matcher, which should fail that request.
+    ``max_states``, ``max_memory_bytes``, ``max_mask_seconds`` and ``max_mask_terms`` (one
+    state's allowed tokens: wall time, and derivative terms created, a machine-independent
+    count of steps; None = no limit) also hold while decoding (the automaton grows lazily):
+    going past them raises :class:`GrammarBudgetError` from the matcher, which should fail
+    that request.
     At compile time (off the caller) up to ``warmup_states`` masks are computed, for at most
     ``warmup_seconds``; after the compile returns, up to ``background_warmup_states`` more
     are computed in the compiler's worker thread in short slices (0 turns that off); the
@@ -166,6 +168,7 @@ class CompileBudget:
     warmup_seconds: float = 0.005
     background_warmup_states: int = 256
     max_mask_seconds: float = 0.5
+    max_mask_terms: int | None = None
 
     def __post_init__(self) -> None:
         if not self.max_seconds > 0:
@@ -178,6 +181,8 @@ class CompileBudget:
             raise ValueError(f"warmup_states must be >= 0, got {self.warmup_states}")
         if not self.max_mask_seconds > 0:
             raise ValueError(f"max_mask_seconds must be > 0, got {self.max_mask_seconds}")
+        if self.max_mask_terms is not None and self.max_mask_terms < 1:
+            raise ValueError(f"max_mask_terms must be >= 1 or None, got {self.max_mask_terms}")
         if self.background_warmup_states < 0:
             raise ValueError(f"background_warmup_states must be >= 0, got "
                              f"{self.background_warmup_states}")
