@@ -307,6 +307,7 @@ class Scheduler:
             **c,
             **self.output.counters,
             **self.kv.stats(),
+            **self.grammar.mask_waits.summary(),
             "waiting": len(self.waiting),
             "running": len(self.running),
             "cache_hit_rate": c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"]
