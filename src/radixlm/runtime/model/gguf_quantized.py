@@ -74,7 +74,7 @@ def gguf_source(model_folder: str | Path) -> Path | None:
 @dataclass(frozen=True)
 class GGUFQuantizedWeights:
     """Our fused linears (``layers.3.mlp.gate_up_proj``, ``lm_head``) kept as int4, and the
-    GGUF tensors left dequantized with their types (for the start-up log)."""
+    quantized GGUF projection tensors that run dequantized instead, with their types."""
 
     int4: dict[str, Int4Weight]
     dequantized: dict[str, str]
@@ -95,7 +95,8 @@ def load_gguf_int4(path: str | Path) -> GGUFQuantizedWeights:
             continue
         type_name = t.tensor_type.name
         if type_name not in EXACT_INT4_TYPES:
-            dequantized[t.name] = type_name
+            if type_name not in ("F32", "F16", "BF16"):  # float types are not "dequantized"
+                dequantized[t.name] = type_name
             continue
         rows, cols = (int(d) for d in reversed(t.shape))
         codes = decode_int4_blocks(t.data, type_name, rows, cols)
