@@ -52,7 +52,14 @@ class ServerArgs:
     num_threads: int = field(default_factory=env.num_threads_default)
     kernel_backend: str = field(default_factory=env.kernel_backend)
     cpu_gemm: str = field(default="auto", metadata={
-        "help": "CPU matmuls: auto/onednn (weights packed for oneDNN) or torch (F.linear)"})
+        "help": "CPU matmuls: auto (fastest of F.linear / oneDNN-packed per shape and row "
+                "count, measured at load), onednn or torch (one fixed choice)"})
+    quantization: str | None = field(default=None, metadata={
+        "help": "CPU weight-only quantization: int8 (per output channel), int4 (groups of "
+                "--quantization-group-size), gguf (a GGUF's Q4_0/Q4_1 weights on their own "
+                "bits; other types dequantized)"})
+    quantization_group_size: int = field(default=32, metadata={
+        "help": "int4 group size along the input dimension: 32, 64 or 128"})
     random_seed: int = 0
     tp_size: int = field(default=1, metadata={"help": "tensor parallelism (only 1 supported)"})
     # constrained decoding
@@ -100,6 +107,9 @@ class ServerArgs:
         _choice(self, "dtype", ("auto", "float32", "bfloat16", "float16"))
         _choice(self, "kernel_backend", ("auto", "torch", "triton"))
         _choice(self, "cpu_gemm", ("auto", "onednn", "torch"))
+        if self.quantization is not None:
+            _choice(self, "quantization", ("int8", "int4", "gguf"))
+        _choice(self, "quantization_group_size", (32, 64, 128))
         _choice(self, "constrained_json_whitespace", WHITESPACE_POLICIES)
         if self.tp_size != 1:
             raise ValueError(f"tp_size must be 1 (tensor parallelism is not implemented), "
@@ -181,6 +191,6 @@ def _positive(args: ServerArgs, *names: str) -> None:
             raise ValueError(f"{name} must be >= 1, got {value}")
 
 
-def _choice(args: ServerArgs, name: str, allowed: tuple[str, ...]) -> None:
+def _choice(args: ServerArgs, name: str, allowed: tuple[object, ...]) -> None:
     if getattr(args, name) not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {getattr(args, name)!r}")

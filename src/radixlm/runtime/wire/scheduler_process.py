@@ -75,6 +75,7 @@ def _load(args: ServerArgs):  # noqa: ANN202 - returns (Scheduler, info dict)
         dtype=args.dtype, device=args.device, page_size=args.page_size,
         kernel_backend=args.kernel_backend, num_threads=args.num_threads,
         max_context=args.context_length, cpu_gemm=args.cpu_gemm,
+        quantization=args.quantization, quantization_group_size=args.quantization_group_size,
     )
     pool, weights = _pool_size(args, runner_cfg)  # weights: as loaded (before any packing)
     runner = ModelRunner(args.model_path, dataclasses.replace(
@@ -85,6 +86,9 @@ def _load(args: ServerArgs):  # noqa: ANN202 - returns (Scheduler, info dict)
         time.perf_counter() - start, weights / 2**20, pool.tokens, pool.bytes / 2**20,
         pool.bytes_per_token, pool.limited_by, str(runner.dtype).removeprefix("torch."),
         args.page_size, args.num_threads)
+    if getattr(runner, "linear_kinds", None):
+        logger.info("CPU linears: %s (quantization %s); GEMM per shape measured in %.1f s",
+                    runner.linear_kinds, args.quantization, runner.gemm_chooser.seconds)
     tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
     scheduler = Scheduler(args, runner, tokenizer)
     info = {"max_total_tokens": runner.allocator.num_pages * args.page_size,
