@@ -147,6 +147,8 @@ class LlamaForCausalLM(nn.Module):
             None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, False)
         )
         self.packed_head: nn.Module | None = None  # set by pack_linears
+        # Tensor parallelism: vocabulary slices -> full logits (parallel/layers.py)
+        self.gather_logits: nn.Module | None = None
 
     def pack_linears(self) -> None:
         """Swap every projection (and the LM head) for a oneDNN-packed one (CPU path)."""
@@ -173,9 +175,13 @@ class LlamaForCausalLM(nn.Module):
             x[rows].contiguous(), residual[rows].contiguous(), self.norm, self.config.rms_norm_eps
         )
         if self.packed_head is not None:
-            return self.packed_head(h).float()
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(h, weight).float()
+            logits = self.packed_head(h)
+        else:
+            weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+            logits = F.linear(h, weight)
+        if self.gather_logits is not None:
+            logits = self.gather_logits(logits)
+        return logits.float()
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face-named tensors into the fused parameters; every one must arrive."""
