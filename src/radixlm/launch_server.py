@@ -23,6 +23,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_args = ServerArgs.from_cli_args(args)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
+    if server_args.node_rank > 0:  # no API on this node: its TP ranks only
+        from .runtime.wire.tp_worker_process import run_worker_node
+
+        return run_worker_node(server_args)
     launch_server(server_args)
     return 0
 

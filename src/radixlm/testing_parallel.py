@@ -8,7 +8,6 @@ run time.
 from __future__ import annotations
 
 import io
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -17,13 +16,7 @@ import torch.multiprocessing as tmp
 
 from .runtime.memory.page_allocator import pages_of
 from .runtime.model.model_runner import ModelRunner, RunnerConfig
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from .runtime.wire.ipc import free_tcp_port
 
 
 def _rank_main(rank: int, tp_size: int, addr: str, model_path: str, config: RunnerConfig,
@@ -56,7 +49,7 @@ def run_tensor_parallel(model_path: str, tp_size: int, job: Callable[[ModelRunne
     """``job(runner)`` on rank 0 of a ``tp_size``-process gloo group (CPU); its result."""
     ctx = tmp.get_context("spawn")
     results = ctx.SimpleQueue()
-    addr = f"127.0.0.1:{free_port()}"
+    addr = f"127.0.0.1:{free_tcp_port()}"
     procs = tmp.start_processes(_rank_main, args=(tp_size, addr, str(model_path),
                                                   config or RunnerConfig(), job, results),
                                 nprocs=tp_size, join=False, start_method="spawn")

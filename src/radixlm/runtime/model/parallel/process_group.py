@@ -105,3 +105,10 @@ def destroy_tp_group() -> None:
     """Leave the group (at shutdown)."""
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def min_over_ranks(group: TPGroup, value: int) -> int:
+    """The smallest ``value`` any rank holds (e.g. the KV pool size every rank can fit)."""
+    t = torch.tensor([value], dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=group.cpu_group)
+    return int(t.item())
