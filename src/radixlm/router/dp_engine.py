@@ -44,6 +44,7 @@ class DataParallelEngine:
         self.loads = {i: 0 for i in range(args.dp_size)}  # in flight per live replica
         self.routed = [0] * args.dp_size
         self.dead: dict[int, str] = {}
+        self.max_spread = 0  # largest max - min in-flight seen at a routing decision
         self._lock = threading.Lock()
 
     # -- routing --------------------------------------------------------------------------
@@ -61,6 +62,9 @@ class DataParallelEngine:
     def _routed(self, tokens: list[int]) -> Iterator[int]:
         with self._lock:
             self._refresh()
+            if self.loads:
+                spread = max(self.loads.values()) - min(self.loads.values())
+                self.max_spread = max(self.max_spread, spread)
             pick = self.policy.choose(tokens, self.loads)
             self.loads[pick] += 1
             self.routed[pick] += 1
