@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +28,9 @@ from .models import LlamaForCausalLM
 from .models.rope import RopeTables
 from .quantized_linear import QUANTIZATIONS, CpuLinearBuilder
 from .weight_loader import iter_weights
+
+if TYPE_CHECKING:
+    from .parallel.process_group import TPGroup
 
 DTYPES = {
     "float32": torch.float32,
@@ -87,10 +91,20 @@ class RunnerConfig:
 
 
 class ModelRunner:
-    """A loaded model plus its KV pool; :meth:`forward` runs one mixed batch."""
+    """A loaded model plus its KV pool; :meth:`forward` runs one mixed batch.
 
-    def __init__(self, model_path: str | Path, config: RunnerConfig | None = None) -> None:
+    With ``tp_group`` this process holds one tensor-parallel shard (its heads, MLP rows and
+    vocabulary slice, and a KV pool of its KV heads); rank 0's :meth:`forward` first
+    broadcasts the batch to the other ranks (``parallel/tp_worker.py`` runs theirs).
+    """
+
+    def __init__(self, model_path: str | Path, config: RunnerConfig | None = None,
+                 tp_group: TPGroup | None = None) -> None:
         self.config = config or RunnerConfig()
+        self.tp_group = tp_group
+        if tp_group is not None and self.config.quantization is not None:
+            raise ValueError("quantization with tensor parallelism is not supported yet: the "
+                             "quantized linears are built from whole weights; use tp_size=1")
         torch.set_num_threads(self.config.num_threads)
         self.gguf_path = find_gguf(model_path)
         self.model_path = str(resolve_model_path(model_path))  # a .gguf converts once
@@ -103,8 +117,14 @@ class ModelRunner:
             self.model_config.max_position_embeddings,
         )
         self.ops = get_kernel_ops(self.config.kernel_backend, self.device)
-        self.model = self._load_model()
-        cfg = self.model_config
+        self.sharding = None
+        cfg = self.model_config  # this rank's shapes below (the whole model without TP)
+        if tp_group is not None:
+            from .parallel.sharding import TPSharding
+
+            self.sharding = TPSharding.create(self.model_config, tp_group.size, tp_group.rank)
+            cfg = self.sharding.local_config(self.model_config)
+        self.model = self._load_model(cfg)
         page_size = self.config.page_size
         num_pages = -(-self.config.max_total_tokens // page_size)
         self.kv_pool = KVPool(
@@ -114,16 +134,24 @@ class ModelRunner:
         self.allocator = PageAllocator(num_pages, page_size)
         self.workspace: dict[str, torch.Tensor] = {}  # attention gather buffers, reused
 
-    def _load_model(self) -> LlamaForCausalLM:
-        cfg = self.model_config
+    def _load_model(self, cfg: ModelConfig) -> LlamaForCausalLM:
         # float32 tables on the device, built before the meta-device construction below
         rope = RopeTables.build(cfg.rope, cfg.head_dim, self.max_context, self.device)
         with torch.device("meta"):
             model = LlamaForCausalLM(cfg, self.ops, rope)
         model = model.to_empty(device=self.device).to(self.dtype)
-        model.load_weights(iter_weights(self.model_path))
+        if self.sharding is None:
+            model.load_weights(iter_weights(self.model_path))
+        else:
+            from .parallel.sharded_weights import iter_sharded_weights
+
+            model.load_weights(iter_sharded_weights(self.model_path, self.sharding))
         if self.device.type == "cpu":
             self._build_cpu_linears(model)
+        if self.tp_group is not None:
+            from .parallel.layers import apply_tensor_parallel
+
+            apply_tensor_parallel(model, self.sharding, self.tp_group)
         return model.eval()
 
     def _build_cpu_linears(self, model: LlamaForCausalLM) -> None:
@@ -159,4 +187,8 @@ class ModelRunner:
     def forward(self, seqs: Sequence[SeqSpec] | ForwardBatch) -> torch.Tensor:
         """Run one step; returns float32 logits for each request's requested rows, in order."""
         batch = seqs if isinstance(seqs, ForwardBatch) else self.build_batch(seqs)
+        if self.tp_group is not None and self.tp_group.is_leader:
+            from .parallel.batch_broadcast import send_batch
+
+            send_batch(self.tp_group, batch)
         return self.model(batch, self.kv_pool)

@@ -147,6 +147,8 @@ class LlamaForCausalLM(nn.Module):
             None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, False)
         )
         self.head: nn.Module | None = None  # set by replace_linears
+        # Tensor parallelism: vocabulary slices -> full logits (parallel/layers.py)
+        self.gather_logits: nn.Module | None = None
 
     def replace_linears(
         self, build: Callable[[str, torch.Tensor, torch.Tensor | None], nn.Module]
@@ -175,9 +177,13 @@ class LlamaForCausalLM(nn.Module):
             x[rows].contiguous(), residual[rows].contiguous(), self.norm, self.config.rms_norm_eps
         )
         if self.head is not None:
-            return self.head(h).float()
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(h, weight).float()
+            logits = self.head(h)
+        else:
+            weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+            logits = F.linear(h, weight)
+        if self.gather_logits is not None:
+            logits = self.gather_logits(logits)
+        return logits.float()
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face-named tensors into the fused parameters; every one must arrive."""
