@@ -89,11 +89,19 @@ def gen(
     regex: str | None = None,
     json_schema: Any = None,
     ebnf: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: Any = None,
 ) -> SglExpr:
     """Generate text and store it as ``s[name]``. Unset arguments inherit the program's
     defaults. ``dtype`` (int, float, str, bool), ``regex``, ``json_schema`` (a JSON string,
     a dict or a Pydantic model class) and ``ebnf`` (GBNF grammar text, start rule ``root``)
-    constrain the output; ``choices`` makes this a select."""
+    constrain the output; ``choices`` makes this a select.
+
+    ``tools`` (OpenAI function tools) with ``tool_choice`` "required" (the default), a named
+    function (``{"type": "function", "function": {"name": ...}}``) or "auto" constrain the
+    output to Hermes-style ``<tool_call>`` calls whose arguments match the tools' schemas;
+    the parsed calls are in ``s.get_meta_info(name)["tool_calls"]`` (``name`` and
+    ``arguments``, a dict). Put the tools in the prompt with :func:`tools_prompt`."""
     _check_name("gen", name)
     if choices is not None:
         return select(name, choices, 0.0 if temperature is None else temperature,
@@ -108,6 +116,8 @@ def gen(
         return_logprob=return_logprob, logprob_start_len=logprob_start_len,
         top_logprobs_num=top_logprobs_num, return_text_in_logprobs=return_text_in_logprobs,
         dtype=dtype, regex=regex, ebnf=ebnf))
+    if tool_choice is not None and tools is None:
+        raise ValueError("gen(): tool_choice needs tools")
     params = SglSamplingParams(
         max_new_tokens=max_tokens, min_new_tokens=min_tokens, n=n, stop=stop,
         stop_token_ids=stop_token_ids, stop_regex=stop_regex, temperature=temperature,
@@ -116,7 +126,7 @@ def gen(
         return_logprob=return_logprob, logprob_start_len=logprob_start_len,
         top_logprobs_num=top_logprobs_num, return_text_in_logprobs=return_text_in_logprobs,
         dtype=dtype, regex=regex, json_schema=json_schema_string("gen", json_schema),
-        ebnf=ebnf)
+        ebnf=ebnf, tools=tools, tool_choice=tool_choice or ("required" if tools else None))
     return SglGen(name, params)
 
 

@@ -32,7 +32,7 @@ DTYPE_REGEX: dict[str, tuple[str, tuple[str, ...]]] = {
 SAMPLING_FIELDS = (
     "max_new_tokens", "min_new_tokens", "n", "stop", "stop_token_ids", "stop_regex",
     "temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
-    "ignore_eos", "regex", "json_schema", "ebnf",
+    "ignore_eos", "regex", "json_schema", "ebnf", "structural_tag",
 )
 # Fields sent at the top level of a ``/generate`` body.
 REQUEST_FIELDS = ("return_logprob", "logprob_start_len", "top_logprobs_num",
@@ -64,6 +64,9 @@ class SglSamplingParams:
     regex: str | None = None
     json_schema: str | None = None
     ebnf: str | None = None
+    structural_tag: str | None = None  # set by the backend from ``tools``
+    tools: list[dict[str, Any]] | None = None  # OpenAI-style function tools
+    tool_choice: Any = None  # "auto" | "required" | {"type": "function", "function": ...}
 
     def clone(self) -> SglSamplingParams:
         return dataclasses.replace(self, stop=_copy_list(self.stop),

@@ -140,6 +140,13 @@ class ServerArgs:
                              f"{self.ebnf_max_recursion_depth}")
         if self.grammar_compile_timeout <= 0:
             raise ValueError("grammar_compile_timeout must be positive")
+        from .agents.reasoning_parser import REASONING_FORMATS
+        from .agents.tool_parser import TOOL_PARSERS
+
+        for name, known in (("tool_call_parser", TOOL_PARSERS),
+                            ("reasoning_parser", REASONING_FORMATS)):
+            if getattr(self, name) is not None:
+                _choice(self, name, tuple(sorted(known)))
 
     @property
     def resolved_tokenizer_path(self) -> str:

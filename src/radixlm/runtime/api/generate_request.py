@@ -76,6 +76,7 @@ class GenerateItem:
     top_logprobs_num: int
     return_text_in_logprobs: bool
     cache_salt: str
+    grammar_after: str | None = None  # the constraint starts after this output text
 
     @property
     def grammar(self) -> GrammarReq | None:
@@ -84,7 +85,7 @@ class GenerateItem:
             return None
         return GrammarReq(json_schema=p.json_schema, regex=p.regex, choices=p.choices,
                           json_object=p.json_object, ebnf=p.ebnf,
-                          structural_tag=p.structural_tag)
+                          structural_tag=p.structural_tag, start_after=self.grammar_after)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ package works unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -20,6 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .generate_request import RequestValidationError, parse_generate_request
 from .http_common import ServerState, error_response, read_json, sse, until_disconnect
+from .openai_chat_tools import (
+    ChatPlan,
+    chat_finish_reason,
+    plan_chat,
+    stream_delta,
+    whole_message,
+)
 from .tokenizer_manager import GenerateError
 
 
@@ -100,6 +108,7 @@ class ChatRequest(_Sampling):
     logit_bias: dict[str, float] | None = None
     parallel_tool_calls: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    separate_reasoning: bool = True  # SGLang: reasoning_content apart from content
 
 
 def _parse(model: type[BaseModel], body: Any) -> Any:
@@ -261,58 +270,37 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
     async def chat(request: Request) -> Response:
 
         req: ChatRequest = _parse(ChatRequest, await read_json(request))
-        _unsupported(req, tools=bool(req.tools))
         if req.top_logprobs is not None and not req.logprobs:
             raise RequestValidationError("field 'top_logprobs': requires logprobs=true")
-        text = _render_chat(state, req)
+        plan = plan_chat(state, req)
         params = _sampling(req, req.max_completion_tokens or req.max_tokens)
         params.update(_response_format(req.response_format))
+        params.update(plan.grammar)
         gen = parse_generate_request({
-            "text": text, "sampling_params": params, "stream": req.stream,
+            "text": plan.prompt, "sampling_params": params, "stream": req.stream,
             "return_logprob": req.logprobs, "top_logprobs_num": req.top_logprobs or 0,
             "return_text_in_logprobs": True,
             **({"cache_salt": req.cache_salt} if req.cache_salt else {}),
         })
+        if plan.constraint_after is not None:  # reasoning first, then the constraint
+            gen = dataclasses.replace(gen, items=[dataclasses.replace(
+                it, grammar_after=plan.constraint_after) for it in gen.items])
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
-            return sse(_stream_chat(state, gen, rid, created, model_name, req), openai_error)
+            return sse(_stream_chat(state, gen, rid, created, model_name, req, plan),
+                       openai_error)
         results = await until_disconnect(request, state.manager.generate_once(gen))
         results = results if isinstance(results, list) else [results]
-        choices = [{"index": i, "message": {"role": "assistant", "content": r["text"]},
-                    "logprobs": _chat_logprobs(r["meta_info"]) if req.logprobs else None,
-                    "finish_reason": _finish(r["meta_info"]["finish_reason"])}
-                   for i, r in enumerate(results)]
+        choices = []
+        for i, r in enumerate(results):
+            decoder = plan.decoder()
+            message = whole_message(decoder, r["text"])
+            choices.append({"index": i, "message": message, "logprobs": _chat_logprobs(
+                r["meta_info"]) if req.logprobs else None, "finish_reason": chat_finish_reason(
+                _finish(r["meta_info"]["finish_reason"]), decoder)})
         return JSONResponse({"id": rid, "object": "chat.completion", "created": created,
                              "model": model_name, "choices": choices,
                              "usage": _usage(results, req.n)})
-
-
-def _render_chat(state: ServerState, req: ChatRequest) -> str:
-    messages = []
-    for m in req.messages:
-        content = m.content
-        if isinstance(content, list):  # text parts only: this is a text model
-            parts = []
-            for part in content:
-                if part.get("type") != "text":
-                    raise RequestValidationError(
-                        f"messages: content part of type {part.get('type')!r} is not "
-                        f"supported (text only)")
-                parts.append(part.get("text", ""))
-            content = "".join(parts)
-        messages.append({"role": m.role, "content": content or ""})
-    template = state.args.chat_template
-    kwargs = dict(req.chat_template_kwargs or {})
-    if template is not None:
-        from pathlib import Path
-
-        path = Path(template)
-        kwargs["chat_template"] = path.read_text() if path.is_file() else template
-    try:
-        return state.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                   add_generation_prompt=True, **kwargs)
-    except Exception as exc:  # a template error is the request's problem, reported as such
-        raise RequestValidationError(f"messages: chat template failed: {exc}") from None
 
 
 def _response_format(fmt: ResponseFormat | None) -> dict[str, Any]:
@@ -362,9 +350,10 @@ async def _stream_completion(state: ServerState, gen: Any, rid: str, created: in
 
 
 async def _stream_chat(state: ServerState, gen: Any, rid: str, created: int, model: str,
-                       req: ChatRequest) -> AsyncIterator[dict[str, Any]]:
+                       req: ChatRequest, plan: ChatPlan) -> AsyncIterator[dict[str, Any]]:
     base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
     started: set[int] = set()
+    decoders: dict[int, Any] = {}
     finals: dict[int, dict] = {}
     async for i, delta, chunk in _deltas(state, gen):
         meta = chunk["meta_info"]  # stream chunks carry only the new output logprobs
@@ -375,12 +364,15 @@ async def _stream_chat(state: ServerState, gen: Any, rid: str, created: int, mod
                                         "logprobs": None, "finish_reason": None}]}
         lp = _chat_logprobs(meta) if req.logprobs else None
         reason = _finish(meta["finish_reason"])
+        decoder = decoders.setdefault(i, plan.decoder())
+        events = decoder.feed(delta)
         if reason is not None:
             finals[i] = chunk
-        if delta or reason is not None:
-            yield {**base, "choices": [{"index": i, "delta": {"content": delta}
-                                        if delta else {}, "logprobs": lp,
-                                        "finish_reason": reason}]}
+            events += decoder.finish()
+            reason = chat_finish_reason(reason, decoder)
+        if events or (lp and lp["content"]) or reason is not None:
+            yield {**base, "choices": [{"index": i, "delta": stream_delta(events),
+                                        "logprobs": lp, "finish_reason": reason}]}
     if req.stream_options and req.stream_options.include_usage:
         yield {**base, "choices": [], "usage": _usage([finals[i] for i in sorted(finals)],
                                                       req.n)}

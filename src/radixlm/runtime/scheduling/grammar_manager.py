@@ -7,7 +7,8 @@ rows are filled and applied to the logits in one call (unconstrained rows are un
 each sampled token advances its matcher. A grammar that can only end finishes the request at
 once; with jump-forward, a deterministic run of text is appended as forced tokens (see
 :meth:`GrammarManager.jump`). With ``reasoning_end_marker`` set, a request's constraint starts
-only after that marker appears in its output.
+only after that marker appears in its output (a request's own ``start_after`` marker, set by
+the chat route for reasoning models, takes precedence).
 
 The manager changes only grammar state (a request's matcher, compile future and grammar
 fields); what follows from it is returned as data for the scheduler to act on: the compiles
@@ -113,7 +114,8 @@ class GrammarManager:
         except GrammarError as exc:
             raise RequestError(f"invalid constraint: {exc}") from None
         req.grammar_future = future
-        req.grammar_active = self.args.reasoning_end_marker is None
+        req.grammar_after = grammar.start_after or self.args.reasoning_end_marker
+        req.grammar_active = req.grammar_after is None
         if future.done():
             self._resolve(req)
 
@@ -212,7 +214,7 @@ class GrammarManager:
         return None
 
     def _maybe_activate(self, req: Req) -> None:
-        marker = self.args.reasoning_end_marker
+        marker = req.grammar_after
         assert marker is not None
         tail = self.tokenizer.decode(req.output_ids[-(len(marker) + 2):])
         if marker in tail:

@@ -91,6 +91,7 @@ class Req:
     grammar: Any = None  # fsm matcher, when constrained
     grammar_future: Any = None  # pending compile
     grammar_active: bool = True  # False until the reasoning end marker (when configured)
+    grammar_after: str | None = None  # that marker (the request's, else the server's)
     grammar_start: int = 0  # output index where the constraint began
     grammar_error: str | None = None  # a budget hit while decoding: the request ends with it
     pending_rollback: int = 0

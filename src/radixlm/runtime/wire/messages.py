@@ -20,7 +20,9 @@ from .sampling_params import SamplingParams
 
 
 class GrammarReq(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A constraint on the output: exactly one of the fields is set."""
+    """A constraint on the output: exactly one of the grammar fields is set. ``start_after``
+    (e.g. ``</think>``): the constraint starts only after this text appears in the output
+    (the request's reasoning end; the server's ``reasoning_end_marker`` when None)."""
 
     json_schema: str | None = None
     regex: str | None = None
@@ -28,6 +30,7 @@ class GrammarReq(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     json_object: bool = False
     ebnf: str | None = None
     structural_tag: str | None = None  # JSON text
+    start_after: str | None = None
 
 
 class GenerateReq(msgspec.Struct, tag=True, frozen=True):
