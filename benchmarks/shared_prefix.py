@@ -136,6 +136,8 @@ def main() -> None:
                         help="run only this many transformers generate batches and "
                              "extrapolate (0 = all)")
     parser.add_argument("--skip-hf-plain", action="store_true")
+    parser.add_argument("--skip-no-cache", action="store_true",
+                        help="leave out radixlm with the radix cache disabled")
     args = parser.parse_args()
     setup_threads(args.threads)
     model = resolve_model(args.model)
@@ -150,8 +152,9 @@ def main() -> None:
     rows["radixlm page 1"] = run_radixlm(model, prompts, args.new_tokens, page_size=1, **common)
     rows["radixlm page 16"] = run_radixlm(model, prompts, args.new_tokens, page_size=16,
                                           **common)
-    rows["radixlm, cache disabled"] = run_radixlm(model, prompts, args.new_tokens,
-                                                  disable_radix_cache=True, **common)
+    if not args.skip_no_cache:
+        rows["radixlm, cache disabled"] = run_radixlm(model, prompts, args.new_tokens,
+                                                      disable_radix_cache=True, **common)
     hf = load_hf_model(model)
     rows["transformers, hand-made doc KV reuse"] = hf_reuse(hf, doc, questions,
                                                             args.new_tokens, args.hf_batch)
