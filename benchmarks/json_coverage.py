@@ -9,18 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
 
+import json_decoding as jd  # the tokenizer and the corpus path are shared
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import json_decoding as jd  # noqa: E402  (the tokenizer and the corpus path are shared)
-
-from radixlm.fsm import (  # noqa: E402
+from radixlm.fsm import (
     CompileBudget,
     GrammarCompiler,
     GrammarError,

@@ -15,7 +15,7 @@ stops wherever the model samples EOS; "none, no EOS" runs every request to the t
 the non-model share rather than wall time alone. Last, 16 requests on one schema with long
 keys, with and without jump-forward: model steps (sampled tokens) saved.
 
-    python benchmarks/json_e2e.py --schemas 16 --max-new-tokens 160 --out results.json
+    python benchmarks/json_e2e.py --schemas 16 --max-new-tokens 160
 """
 
 from __future__ import annotations
@@ -23,29 +23,27 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
+import json_decoding as jd  # the engines and the corpus reader are shared
 import torch
+from _common import RESULTS_DIR
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import json_decoding as jd  # noqa: E402  (the engines and the corpus reader are shared)
-
-from radixlm import env  # noqa: E402
-from radixlm.fsm import (  # noqa: E402
+from radixlm import env
+from radixlm.fsm import (
     CompileBudget,
     GrammarCompiler,
     GrammarError,
     TokenVocabulary,
 )
-from radixlm.kernels.token_bitmask import apply_token_bitmask_ref  # noqa: E402
-from radixlm.runtime.memory.page_allocator import pages_of  # noqa: E402
-from radixlm.runtime.model.forward_batch import ForwardBatch  # noqa: E402
-from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig  # noqa: E402
-from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model  # noqa: E402
+from radixlm.kernels.token_bitmask import apply_token_bitmask_ref
+from radixlm.runtime.memory.page_allocator import pages_of
+from radixlm.runtime.model.forward_batch import ForwardBatch
+from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
+from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
 
 
 class Unconstrained:
@@ -322,7 +320,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--train-seconds", type=float, default=90.0,
                    help="the tiny model's training (the examples' model by default)")
     p.add_argument("--timeout", type=float, default=20.0)
-    p.add_argument("--out", type=Path, default=Path("json_e2e_results.json"))
+    p.add_argument("--out", type=Path, default=RESULTS_DIR / "json_e2e.json")
     return p.parse_args()
 
 
@@ -380,6 +378,7 @@ def main() -> None:
               f"{r['ms_per_output_token']:7.2f} {r['mask_us_per_request_step']:8.1f} "
               f"{r['grammar_share']:9.1%} {r['valid']:>3}/{r['requests']}")
     long_keys = long_key_rows(runner, radix, tokenizer, args, vocab)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                     "schemas": [n for n, _, _ in picked], "rows": rows,
                                     "long_keys": long_keys},

@@ -3,30 +3,30 @@
 Each turn appends a user message (~60 tokens) and a generated reply (24 tokens, EOS ignored) to
 the history; all conversations of a turn are sent at once. Reports, per turn, the median time
 to first token and the cache hit rate, with the radix cache on and off (same run), and the KV
-waste (share of allocated slots holding no live token) at page sizes 1 and 16.
+waste (share of allocated slots holding no live token) at page sizes 1 and 16. ``--model``
+defaults to SmolLM2-135M-Instruct (see ``_common.py``); the chat template is the model's.
 
-    .venv/bin/python benchmarks/multi_turn.py [--chats 16] [--turns 6]
+    python benchmarks/multi_turn.py [--model smollm2] [--chats 16] [--turns 6]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import torch
+from _common import (
+    BenchModel,
+    WasteSampler,
+    add_common_args,
+    resolve_model,
+    setup_threads,
+    write_results,
+)
 
-from radixlm import env
 from radixlm.runtime.api.engine import Engine
-from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
 from radixlm.tiny_model.corpus import generate_corpus
-
-sys.path.insert(0, str(Path(__file__).parent))
-from shared_prefix import WasteSampler  # noqa: E402
 
 
 def user_messages(chats: int, turns: int, words: int) -> list[list[str]]:
@@ -44,9 +44,9 @@ def user_messages(chats: int, turns: int, words: int) -> list[list[str]]:
     return out
 
 
-def run(path: Path, msgs: list[list[str]], new: int, **server_args) -> dict:
+def run(model: BenchModel, msgs: list[list[str]], new: int, **server_args) -> dict:
     per_turn = []
-    with Engine(model_path=str(path), **server_args) as engine:
+    with Engine(model_path=str(model.path), **server_args) as engine:
         tok = engine.tokenizer
         histories: list[list[dict]] = [[] for _ in msgs]
         params = {"temperature": 0.0, "max_new_tokens": new, "ignore_eos": True}
@@ -75,25 +75,25 @@ def run(path: Path, msgs: list[list[str]], new: int, **server_args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(parser, "multi_turn")
     parser.add_argument("--chats", type=int, default=16)
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--user-words", type=int, default=45)
     parser.add_argument("--new-tokens", type=int, default=24)
-    parser.add_argument("--size", default="small")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default="benchmarks/results/multi_turn.json")
+    parser.add_argument("--max-total-tokens", type=int, default=32768,
+                        help="KV pool per engine (the histories of every chat must fit)")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    path = ensure_tiny_model(TinyModelSpec(arch="llama", size=args.size),
-                             env.cache_dir() / "models")
+    setup_threads(args.threads)
+    model = resolve_model(args.model)
     msgs = user_messages(args.chats, args.turns, args.user_words)
-    common = dict(num_threads=args.threads, chunked_prefill_size=1024)
+    common = dict(num_threads=args.threads, chunked_prefill_size=1024,
+                  max_total_tokens=args.max_total_tokens)
     runs = {
-        "cache, page 1": run(path, msgs, args.new_tokens, page_size=1, **common),
-        "cache, page 16": run(path, msgs, args.new_tokens, page_size=16, **common),
-        "no cache": run(path, msgs, args.new_tokens, disable_radix_cache=True, **common),
+        "cache, page 1": run(model, msgs, args.new_tokens, page_size=1, **common),
+        "cache, page 16": run(model, msgs, args.new_tokens, page_size=16, **common),
+        "no cache": run(model, msgs, args.new_tokens, disable_radix_cache=True, **common),
     }
-    print(f"\n{args.chats} chats x {args.turns} turns, llama-{args.size}, {args.threads} "
+    print(f"\n{args.chats} chats x {args.turns} turns, {model.describe()}, {args.threads} "
           f"thread(s), {args.new_tokens} output tokens per turn\n")
     print("| turn | mean prompt tokens | TTFT p50 cache (ms) | TTFT p50 no cache (ms) | "
           "TTFT ratio | hit rate (page 1) | hit rate (page 16) |")
@@ -107,9 +107,7 @@ def main() -> None:
     print("\n| run | total seconds | KV waste (mean while running) |\n|---|---|---|")
     for name, r in runs.items():
         print(f"| {name} | {r['seconds']:.1f} | {r['kv_waste']:.2%} |")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "runs": runs}, indent=2))
+    write_results(args.out, {"args": vars(args), "model": model.label, "runs": runs})
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@ work): few-shot multiple choice (5-shot prefix, ``select`` over A-D), tree of th
 gen per document, unconstrained so that the transformers loop does the same work). Systems:
 radixlm (Engine backend, ``run_batch``), the same engine with the radix cache disabled, and a
 naive loop of ``transformers`` ``generate`` / forward calls behind the same programs (one at a
-time). One torch thread on every side. Reports programs/s, the throughput ratios, the cache hit
-rate (prompt tokens served from the cache) and how many programs produced exactly the naive
-loop's outputs.
+time). The same torch thread count on every side (``--threads``, default 1); ``--model``
+defaults to SmolLM2-135M-Instruct (see ``_common.py``). Reports programs/s, the throughput
+ratios, the cache hit rate (prompt tokens served from the cache) and how many programs
+produced exactly the naive loop's outputs.
 
-    .venv/bin/python benchmarks/programs.py [--scale 1.0]
+    python benchmarks/programs.py [--model smollm2] [--scale 1.0]
 """
 
 from __future__ import annotations
@@ -22,20 +23,25 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from _common import (
+    BenchModel,
+    add_common_args,
+    load_hf_model,
+    load_tokenizer,
+    resolve_model,
+    setup_threads,
+    write_results,
+)
 
 import radixlm as sgl
-from radixlm import env
 from radixlm.lang.backend.base import BaseBackend
 from radixlm.lang.backend.select_scoring import choice_start
 from radixlm.lang.chat_template import resolve_chat_template
 from radixlm.lang.choices import mean_logprob
 from radixlm.runtime.api.engine import Engine
-from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
 from radixlm.tiny_model.corpus import CITIES, JOBS, NAMES, generate_corpus
 
 # -- workloads -----------------------------------------------------------------------------
@@ -145,11 +151,12 @@ class TransformersBackend(BaseBackend):
     """Each gen is one ``generate`` call on the full text, each select one forward pass per
     choice; nothing is cached across calls and calls run one at a time."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, model: BenchModel) -> None:
         super().__init__()
-        self.tok = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-        self.chat_template = resolve_chat_template(str(path), self.tok)
+        self.tok = load_tokenizer(model)
+        self.model = load_hf_model(model)  # EOS off: ignore_eos below decides per call
+        self.eos_token_id = self.tok.eos_token_id
+        self.chat_template = resolve_chat_template(str(model.hf_path), self.tok)
         self.lock = threading.Lock()
 
     def generate(self, s: Any, sampling_params: Any) -> tuple[str, dict[str, Any]]:
@@ -161,7 +168,7 @@ class TransformersBackend(BaseBackend):
             out = self.model.generate(
                 torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                 max_new_tokens=p.max_new_tokens, do_sample=False,
-                eos_token_id=None if p.ignore_eos else self.model.generation_config.eos_token_id,
+                eos_token_id=None if p.ignore_eos else self.eos_token_id,
                 pad_token_id=self.tok.pad_token_id)
         new = out[0, len(ids):].tolist()
         meta = {"prompt_tokens": len(ids), "cached_tokens": 0, "completion_tokens": len(new)}
@@ -211,8 +218,8 @@ def _run(workload: Workload, backend: Any, threads: int | str,
             "outputs": _outputs(states, workload.output_vars)}
 
 
-def _engine_system(path: Path, loads: list[Workload], **server_args: Any) -> list[dict]:
-    with Engine(model_path=str(path), num_threads=1, **server_args) as engine:
+def _engine_system(model: BenchModel, loads: list[Workload], **server_args: Any) -> list[dict]:
+    with Engine(model_path=str(model.path), **server_args) as engine:
         def counters() -> tuple[int, int]:
             info = engine.get_server_info()
             return info["prompt_tokens"], info["cached_tokens"]
@@ -228,21 +235,22 @@ def _engine_system(path: Path, loads: list[Workload], **server_args: Any) -> lis
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(parser, "programs")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies program counts")
-    parser.add_argument("--size", default="small")
-    parser.add_argument("--out", default="benchmarks/results/programs.json")
+    parser.add_argument("--max-total-tokens", type=int, default=32768, help="KV pool")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    path = ensure_tiny_model(TinyModelSpec(arch="llama", size=args.size),
-                             env.cache_dir() / "models")
+    setup_threads(args.threads)
+    model = resolve_model(args.model)
     loads = workloads(args.scale)
-    systems = {"radixlm": _engine_system(path, loads),
-               "no radix cache": _engine_system(path, loads, disable_radix_cache=True)}
-    naive = TransformersBackend(path)
+    common = dict(num_threads=args.threads, max_total_tokens=args.max_total_tokens)
+    systems = {"radixlm": _engine_system(model, loads, **common),
+               "no radix cache": _engine_system(model, loads, disable_radix_cache=True,
+                                                **common)}
+    naive = TransformersBackend(model)
     loads[0].program.run_batch(loads[0].args[:1], backend=naive, temperature=0)  # warm-up
     systems["transformers loop"] = [_run(w, naive, 1, None) for w in loads]
 
-    print(f"\nllama-{args.size} (~20M parameters), 1 torch thread per process, CPU\n")
+    print(f"\n{model.describe()}, {args.threads} torch thread(s) per process, CPU\n")
     print("| workload | programs | radixlm prog/s | no-cache prog/s | transformers prog/s | "
           "vs no cache | vs transformers | hit rate | hit rate, no cache | same outputs |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -257,9 +265,7 @@ def main() -> None:
               f"{ours['programs_per_s'] / off['programs_per_s']:.1f}x | "
               f"{ours['programs_per_s'] / hf['programs_per_s']:.1f}x | "
               f"{ours['hit_rate']:.0%} | {off['hit_rate']:.0%} | {same}/{len(w.args)} |")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+    write_results(args.out, {"args": vars(args), "model": model.label, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ For each request rate: requests arrive as a Poisson process for ``--duration`` s
 and output lengths are drawn from ranges; a share of the requests starts with one of a few
 long common system prompts (the cacheable part). Each request streams from ``/generate``;
 the client measures time to first token and inter-token latency. The same load (same seed) is
-run against a server with ``--disable-radix-cache`` in the same run.
+run against a server with ``--disable-radix-cache`` in the same run. ``--model`` defaults to
+SmolLM2-135M-Instruct (see ``_common.py``); the server is given the same path.
 
-    .venv/bin/python benchmarks/serving.py [--rates 1,2,4] [--duration 20]
+    python benchmarks/serving.py [--model smollm2] [--rates 1,2,4] [--duration 20]
 """
 
 from __future__ import annotations
@@ -21,12 +22,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import requests
+from _common import BenchModel, add_common_args, resolve_model, setup_threads, write_results
 
-from radixlm import env
-from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
 from radixlm.tiny_model.corpus import generate_corpus
 
 
@@ -47,10 +46,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(path: Path, threads: int, extra: list[str]) -> tuple[subprocess.Popen, str]:
+def start_server(model: BenchModel, args: argparse.Namespace, extra: list[str]
+                 ) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "radixlm.launch_server", "--model-path", str(path), "--port",
-           str(port), "--num-threads", str(threads), "--max-queued-requests", "100000", *extra]
+    cmd = [sys.executable, "-m", "radixlm.launch_server", "--model-path", str(model.path),
+           "--port", str(port), "--num-threads", str(args.threads),
+           "--max-total-tokens", str(args.max_total_tokens),
+           "--max-queued-requests", "100000", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -142,28 +144,28 @@ def run_rate(url: str, rate: float, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(parser, "serving")
     parser.add_argument("--rates", default="1,2,4")
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--prompt-chars", type=int, nargs=2, default=(200, 1200))
     parser.add_argument("--prefix-chars", type=int, default=2400)
     parser.add_argument("--shared-share", type=float, default=0.6)
     parser.add_argument("--output-tokens", type=int, nargs=2, default=(8, 64))
-    parser.add_argument("--size", default="small")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default="benchmarks/results/serving.json")
+    parser.add_argument("--max-total-tokens", type=int, default=32768, help="KV pool")
     args = parser.parse_args()
-    path = ensure_tiny_model(TinyModelSpec(arch="llama", size=args.size),
-                             env.cache_dir() / "models")
+    setup_threads(args.threads)
+    model = resolve_model(args.model)
     rates = [float(r) for r in args.rates.split(",")]
     report = {}
     for name, extra in (("radix cache", []), ("cache disabled", ["--disable-radix-cache"])):
-        proc, url = start_server(path, args.threads, extra)
+        proc, url = start_server(model, args, extra)
         try:
             report[name] = [run_rate(url, r, args) for r in rates]
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    print(f"\nllama-{args.size}, {args.duration:.0f} s of Poisson arrivals per rate, "
+    print(f"\n{model.describe()}, {args.threads} thread(s), {args.duration:.0f} s of Poisson "
+          f"arrivals per rate, "
           f"{args.shared_share:.0%} of prompts share one of 4 long prefixes\n")
     print("| server | rate (req/s) | ok | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) | "
           "ITL p50 (ms) | ITL p99 (ms) | hit rate |")
@@ -174,9 +176,7 @@ def main() -> None:
                   f"{r['throughput_tok_s']:.0f} | {r['ttft_p50'] * 1e3:.0f} | "
                   f"{r['ttft_p99'] * 1e3:.0f} | {r['itl_p50'] * 1e3:.1f} | "
                   f"{r['itl_p99'] * 1e3:.1f} | {r['hit_rate']:.1%} |")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "report": report}, indent=2))
+    write_results(args.out, {"args": vars(args), "model": model.label, "report": report})
 
 
 if __name__ == "__main__":
