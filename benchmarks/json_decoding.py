@@ -371,7 +371,8 @@ def parse_args() -> argparse.Namespace:
                    help="radixlm walks on the schema with bounded lengths (JsonLimits), so "
                         "every walk ends; by default all engines walk the same grammar")
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
-    p.add_argument("--out", type=Path, default=Path("json_decoding_results.json"))
+    p.add_argument("--out", type=Path,
+                   default=Path(__file__).resolve().parent / "results" / "json_decoding.json")
     return p.parse_args()
 
 
@@ -400,6 +401,7 @@ def main() -> None:
         summary[subset] = {name: summarize(rec) for name, rec in results.items()}
         print(f"done {subset}", flush=True)
     print_table(summary)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                     "summary": summary}, indent=1))
     print(f"wrote {args.out}")
