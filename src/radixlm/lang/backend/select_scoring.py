@@ -17,13 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..choices import ChoicesDecision, ChoicesSamplingMethod, mean_logprob
 
 if TYPE_CHECKING:
     from ..interpreter import StreamExecutor
-    from .native import NativeBackend
+
+
+class ScoringBackend(Protocol):
+    """What choice scoring needs of a native backend (``native.NativeBackend`` is one)."""
+
+    def send(self, body: dict[str, Any]) -> Any: ...
+
+    def prefill(self, text: str, rid: str | None = None) -> dict[str, Any]: ...
+
+    def select_tokenizer(self) -> Any | None: ...
 
 FIRST_WINDOW = 8  # prefix tokens scored alongside the choices when no tokenizer is at hand
 _SCORE_PARAMS = {"max_new_tokens": 0, "temperature": 0}
@@ -65,7 +74,7 @@ def _check_ids(entries: list[list[Any]], expected: Sequence[int], choice: str) -
                            f"expected {list(expected)}")
 
 
-def _with_tokenizer(backend: NativeBackend, s: StreamExecutor, tok: Any, choices: list[str],
+def _with_tokenizer(backend: ScoringBackend, s: StreamExecutor, tok: Any, choices: list[str],
                     unconditional: bool) -> list[ScoredChoice]:
     prefix_ids = tok(s.text_).input_ids
     full = [tok(s.text_ + c).input_ids for c in choices]
@@ -88,7 +97,7 @@ def _with_tokenizer(backend: NativeBackend, s: StreamExecutor, tok: Any, choices
     return scored
 
 
-def _windowed(backend: NativeBackend, s: StreamExecutor, choices: list[str],
+def _windowed(backend: ScoringBackend, s: StreamExecutor, choices: list[str],
               unconditional: bool) -> list[ScoredChoice]:
     prefix = s.text_
     rid = s.new_rid()
@@ -130,7 +139,7 @@ def _windowed(backend: NativeBackend, s: StreamExecutor, choices: list[str],
     return scored
 
 
-def score_choices(backend: NativeBackend, s: StreamExecutor, choices: list[str],
+def score_choices(backend: ScoringBackend, s: StreamExecutor, choices: list[str],
                   method: ChoicesSamplingMethod) -> ChoicesDecision:
     """Score ``choices`` after ``s.text_`` and let ``method`` decide."""
     need_uncond = method.requires_unconditional_logprobs
