@@ -53,8 +53,10 @@ class ServerArgs:
     num_threads: int = field(default_factory=env.num_threads_default)
     kernel_backend: str = field(default_factory=env.kernel_backend)
     cpu_gemm: str = field(default="auto", metadata={
-        "help": "CPU matmuls: auto (fastest of F.linear / oneDNN-packed per shape and row "
-                "count, measured at load), onednn or torch (one fixed choice)"})
+        "help": "CPU matmuls: auto (fastest of F.linear / oneDNN-packed / a quantized kernel "
+                "per shape and row count, measured at load), onednn or torch (one fixed "
+                "choice), quantized (the weight-only kernel wherever a linear has one: "
+                "numerics independent of timings)"})
     quantization: str | None = field(default=None, metadata={
         "help": "CPU weight-only quantization: int8 (per output channel), int4 (groups of "
                 "--quantization-group-size), gguf (a GGUF's Q4_0/Q4_1 weights on their own "
@@ -121,7 +123,7 @@ class ServerArgs:
         _choice(self, "schedule_policy", SCHEDULE_POLICIES)
         _choice(self, "dtype", ("auto", "float32", "bfloat16", "float16"))
         _choice(self, "kernel_backend", ("auto", "torch", "triton"))
-        _choice(self, "cpu_gemm", ("auto", "onednn", "torch"))
+        _choice(self, "cpu_gemm", ("auto", "onednn", "torch", "quantized"))
         if self.quantization is not None:
             _choice(self, "quantization", ("int8", "int4", "gguf"))
         _choice(self, "quantization_group_size", (32, 64, 128))

@@ -76,11 +76,16 @@ class ChosenLinear(nn.Module):
         return f"in={self.in_features}, out={self.out_features}, plan={self.plan}"
 
 
+QUANTIZED_KERNELS = ("int8", "int4")  # quant_impls' names of the weight-only kernels
+
+
 class GemmChooser:
     """Measures candidates per ``(kind, out, in)`` (once per process) and builds linears.
 
     ``fixed`` names one implementation to use everywhere it is offered, skipping the
-    measurement; ``max_rows`` caps the buckets measured (the LM head never sees 512 rows).
+    measurement (``"quantized"`` means the weight-only kernel, ``int8`` or ``int4``, wherever
+    a linear has one: numerics that do not depend on timings); ``max_rows`` caps the buckets
+    measured (the LM head never sees 512 rows).
     """
 
     _cache: dict[tuple[object, ...], GemmPlan] = {}
@@ -105,8 +110,9 @@ class GemmChooser:
 
     def plan(self, kind: str, impls: Mapping[str, Impl], in_features: int, out_features: int,
              buckets: tuple[int, ...]) -> GemmPlan:
-        if self.fixed in impls:
-            return GemmPlan(buckets, (self.fixed,) * len(buckets))
+        fixed = self._fixed_in(impls)
+        if fixed is not None:
+            return GemmPlan(buckets, (fixed,) * len(buckets))
         if len(impls) == 1:
             return GemmPlan(buckets, (next(iter(impls)),) * len(buckets))
         key = (kind, out_features, in_features, torch.get_num_threads(), tuple(sorted(impls)),
@@ -117,6 +123,11 @@ class GemmChooser:
             self.seconds += time.perf_counter() - start
             logger.debug("gemm plan %s: %s", key[:3], self._cache[key])
         return self._cache[key]
+
+    def _fixed_in(self, impls: Mapping[str, Impl]) -> str | None:
+        if self.fixed == "quantized":
+            return next((n for n in QUANTIZED_KERNELS if n in impls), None)
+        return self.fixed if self.fixed in impls else None
 
     def _measure(self, impls: Mapping[str, Impl], in_features: int,
                  buckets: tuple[int, ...]) -> GemmPlan:

@@ -68,8 +68,11 @@ class RunnerConfig:
             )
         if self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
-        if self.cpu_gemm not in ("auto", "onednn", "torch"):
-            raise ValueError(f"cpu_gemm must be auto, onednn or torch, got {self.cpu_gemm!r}")
+        if self.cpu_gemm not in ("auto", "onednn", "torch", "quantized"):
+            raise ValueError(f"cpu_gemm must be auto, onednn, torch or quantized, got "
+                             f"{self.cpu_gemm!r}")
+        if self.cpu_gemm == "quantized" and self.quantization is None:
+            raise ValueError("cpu_gemm=quantized needs a quantization (int8, int4 or gguf)")
         if self.quantization not in (None, *QUANTIZATIONS):
             raise ValueError(f"quantization must be one of {list(QUANTIZATIONS)} or None, "
                              f"got {self.quantization!r}")
