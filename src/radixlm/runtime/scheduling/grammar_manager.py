@@ -116,6 +116,10 @@ class GrammarManager:
             req.grammar = future.result().new_matcher()
         except GrammarError as exc:
             raise RequestError(f"invalid constraint: {exc}") from None
+        except Exception as exc:  # a compiler bug fails this request, never the scheduler
+            logger.exception("compiling the constraint of %s failed", req.rid)
+            raise RequestError(f"the constraint could not be compiled (internal error: "
+                               f"{type(exc).__name__}: {exc})") from None
 
     def poll_compiles(self, waiting: Iterable[Req]) -> CompilePoll:
         """Attach finished compiles to their waiting requests; the owner fails the ones
@@ -134,11 +138,17 @@ class GrammarManager:
 
     # -- per step -------------------------------------------------------------------------
 
-    def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> None:
-        """Disallow, in place, every token the active grammars forbid (one batched call)."""
+    def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> list[tuple[Req, Exception]]:
+        """Disallow, in place, every token the active grammars forbid (one batched call).
+
+        A budget hit sets the request's ``grammar_error`` (it ends with that message); any
+        other exception while filling one mask is returned with its request, for the owner to
+        fail that request alone. Either way that row is left unmasked and the batch goes on.
+        """
+        faults: list[tuple[Req, Exception]] = []
         rows = [i for i, r in enumerate(reqs) if r.grammar is not None and r.grammar_active]
         if not rows:
-            return
+            return faults
         if self._masks.shape[0] < len(rows):
             self._masks = torch.zeros(max(len(rows), 2 * self._masks.shape[0]),
                                       self._masks.shape[1], dtype=torch.int32)
@@ -150,8 +160,12 @@ class GrammarManager:
             except GrammarError as exc:  # over budget: end this request, not the batch
                 reqs[i].grammar_error = str(exc)
                 rows_np[k] = -1  # the output processor ends it, dropping its sampled token
+            except Exception as exc:  # a bug in one matcher: fail that request only
+                faults.append((reqs[i], exc))
+                rows_np[k] = -1
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
+        return faults
 
     def after_token(self, req: Req, token: int) -> GrammarStep:
         """Advance ``req``'s grammar by its new token (already appended to its output).

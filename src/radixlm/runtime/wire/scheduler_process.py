@@ -146,14 +146,20 @@ def _loop(scheduler, inbox: zmq.Socket, outbox: zmq.Socket) -> None:  # noqa: AN
 
 
 def _handle(scheduler, msg: Message) -> Message | None:  # noqa: ANN001
+    """Apply one incoming message; an exception while doing so fails that request alone."""
     if isinstance(msg, GenerateReq):
         try:
             scheduler.add_request(msg)
         except RequestError as exc:
             return ErrorOut(rid=msg.rid, message=str(exc))
+        except Exception as exc:  # a bug admitting this request: fail it, not the engine
+            return _request_fault(scheduler, msg.rid, "admitting the request", exc)
         return None
     if isinstance(msg, AbortReq):
-        out = scheduler.abort(msg.rid)
+        try:
+            out = scheduler.abort(msg.rid)
+        except Exception as exc:
+            return _request_fault(scheduler, msg.rid, "aborting the request", exc)
         return TokenBatchOut(outs=[out]) if isinstance(out, ReqOut) else None
     if isinstance(msg, ControlReq):
         try:
@@ -162,3 +168,11 @@ def _handle(scheduler, msg: Message) -> Message | None:  # noqa: ANN001
             return ControlOut(msg.cid, False, error=f"{type(exc).__name__}: {exc}")
     logger.warning("scheduler: unexpected message %s dropped", type(msg).__name__)
     return None
+
+
+def _request_fault(scheduler, rid: str, stage: str, exc: Exception) -> ErrorOut:  # noqa: ANN001
+    """Drop ``rid`` after an internal error and say so (logged with the traceback)."""
+    message = f"internal error while {stage}: {type(exc).__name__}: {exc}"
+    logger.error("request %s failed: %s", rid, message, exc_info=exc)
+    scheduler.fail(rid)
+    return ErrorOut(rid=rid, message=message, code="internal")
