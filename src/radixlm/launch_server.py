@@ -23,8 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_args = ServerArgs.from_cli_args(args)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
-    launch_server(server_args)
-    return 0
+    return launch_server(server_args)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import shutil
+import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +28,24 @@ class EngineProcesses:
     info: dict[str, Any] = field(default_factory=dict)
 
     def health(self) -> str | None:
-        """None while every child is alive, else which one died and how."""
+        """None while every child is alive, else which one died and how (its exit code)."""
         for name, p in self.procs.items():
             if not p.is_alive():
-                return f"{name} process exited with code {p.exitcode}"
+                return f"{name} process (pid {p.pid}) {describe_exit(p.exitcode)}"
         return None
+
+    def describe(self) -> str:
+        """Every child's status in words, e.g. for the log when the engine died."""
+        return "; ".join(f"{name} process (pid {p.pid}) {describe_exit(p.exitcode)}"
+                         for name, p in self.procs.items())
+
+    def wait_for_a_death(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s until some child has exited (a crashing child first sends
+        its error, then exits: waiting lets its real exit code be reported)."""
+        from multiprocessing.connection import wait
+
+        if all(p.is_alive() for p in self.procs.values()):
+            wait([p.sentinel for p in self.procs.values()], timeout)
 
     def shutdown(self) -> None:
         for p in self.procs.values():
@@ -43,6 +57,19 @@ class EngineProcesses:
                 p.kill()
                 p.join(timeout=5)
         shutil.rmtree(self.ipc_dir, ignore_errors=True)
+
+
+def describe_exit(code: int | None) -> str:
+    """A child's exit status in words: multiprocessing reports death by signal N as -N."""
+    if code is None:
+        return "is still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name} (exit code {code})"
+    return f"exited with code {code}"
 
 
 def _wait_ready(name: str, conn: Any, proc: Any) -> dict[str, Any]:

@@ -1,13 +1,16 @@
 """The scheduler process: receive requests, step the scheduler, send token outputs.
 
 A request-level error (bad prompt, bad constraint) is answered with an ``ErrorOut`` for that
-request and the loop carries on; an unexpected exception fails every in-flight request with the
-error (so no client hangs) and ends the process.
+request and the loop carries on, as is an internal error while handling one request (see
+``output_processor.py``). An exception outside any one request (the forward, the KV manager)
+fails every in-flight request with the error (so no client hangs), sends a fatal ``ErrorOut``
+and ends the process with exit code :data:`CRASH_EXIT_CODE`, so its parent sees a crash.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import traceback
 from multiprocessing.connection import Connection
 
@@ -30,6 +33,7 @@ from .messages import (
 
 logger = logging.getLogger(__name__)
 IDLE_POLL_MS = 200
+CRASH_EXIT_CODE = 1  # a crash after start-up (a clean return would read as exit code 0)
 AUDIT_EVERY_IDLE_POLLS = 25
 
 
@@ -103,7 +107,7 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
         scheduler, info = _load(args)
     except Exception as exc:  # report the load failure to the launcher, then exit
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
-        return
+        sys.exit(CRASH_EXIT_CODE)
     ctx = zmq.Context()
     inbox = ipc.bind_pull(ctx, endpoints.scheduler)
     outbox = ipc.connect_push(ctx, endpoints.detokenizer)
@@ -117,9 +121,10 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
             ipc.send(outbox, ErrorOut(rid=rid, message=message, fatal=True, code="internal"))
         ipc.send(outbox, ErrorOut(rid=None, message=message, fatal=True, code="internal"))
     finally:
-        outbox.close(linger=2000)
+        outbox.close(linger=2000)  # let the errors out before the process ends
         inbox.close()
         ctx.term()
+    sys.exit(CRASH_EXIT_CODE)  # _loop only ever ends by raising
 
 
 def _loop(scheduler, inbox: zmq.Socket, outbox: zmq.Socket) -> None:  # noqa: ANN001
