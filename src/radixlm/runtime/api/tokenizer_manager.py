@@ -201,7 +201,7 @@ class TokenizerManager:
         return [lp, tid, self.tokenizer.decode([tid]) if with_text else None]
 
     def _on_error(self, e: ErrorOut) -> None:
-        if e.rid is None:
+        if e.rid is None or e.fatal:  # the scheduler crashed: every request fails with it
             self._fail_all(e.message)
             return
         st = self.states.get(e.rid)
