@@ -31,13 +31,12 @@ class EngineProcesses:
         """None while every child is alive, else which one died and how (its exit code)."""
         for name, p in self.procs.items():
             if not p.is_alive():
-                return f"{name} process (pid {p.pid}) {describe_exit(p.exitcode)}"
+                return describe_exit(name, p)
         return None
 
     def describe(self) -> str:
         """Every child's status in words, e.g. for the log when the engine died."""
-        return "; ".join(f"{name} process (pid {p.pid}) {describe_exit(p.exitcode)}"
-                         for name, p in self.procs.items())
+        return "; ".join(describe_exit(name, p) for name, p in self.procs.items())
 
     def wait_for_a_death(self, timeout: float) -> None:
         """Wait up to ``timeout`` s until some child has exited (a crashing child first sends
@@ -59,17 +58,20 @@ class EngineProcesses:
         shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
 
-def describe_exit(code: int | None) -> str:
-    """A child's exit status in words: multiprocessing reports death by signal N as -N."""
+def describe_exit(name: str, proc: Any) -> str:
+    """A child's status in words, with its real exit code (multiprocessing reports death by
+    signal N as exit code -N), e.g. ``scheduler process exited: killed by SIGKILL (exit code
+    -9, pid 123)``."""
+    code = proc.exitcode
     if code is None:
-        return "is still running"
+        return f"{name} process is running (pid {proc.pid})"
     if code < 0:
         try:
-            name = signal.Signals(-code).name
+            sig = signal.Signals(-code).name
         except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name} (exit code {code})"
-    return f"exited with code {code}"
+            sig = f"signal {-code}"
+        return f"{name} process exited: killed by {sig} (exit code {code}, pid {proc.pid})"
+    return f"{name} process exited with code {code} (pid {proc.pid})"
 
 
 def _wait_ready(name: str, conn: Any, proc: Any) -> dict[str, Any]:
