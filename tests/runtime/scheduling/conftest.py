@@ -19,10 +19,10 @@ def make_scheduler(tiny_llama_path) -> Callable[..., Scheduler]:  # noqa: ANN001
     tok = AutoTokenizer.from_pretrained(tiny_llama_path)
 
     def make(**kw: Any) -> Scheduler:
+        kw.setdefault("max_total_tokens", 8192)  # ServerArgs' default is None: sized at start-up
         args = ServerArgs(model_path=str(tiny_llama_path), **kw)
-        pool = {} if args.max_total_tokens is None else {"max_total_tokens":
-                                                         args.max_total_tokens}
-        runner = ModelRunner(tiny_llama_path, RunnerConfig(page_size=args.page_size, **pool))
+        runner = ModelRunner(tiny_llama_path, RunnerConfig(page_size=args.page_size,
+                                                           max_total_tokens=args.max_total_tokens))
         return Scheduler(args, runner, tok)
 
     return make

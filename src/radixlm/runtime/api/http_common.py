@@ -69,7 +69,8 @@ def error_response(message: str, status: int = 400, code: str = "invalid_request
 
 
 def _openai_type(status: int) -> str:
-    return {400: "invalid_request_error", 401: "authentication_error", 413:
+    return {400: "invalid_request_error", 401: "authentication_error",
+            404: "invalid_request_error", 405: "invalid_request_error", 413:
             "invalid_request_error", 503: "server_overloaded"}.get(status, "server_error")
 
 

@@ -28,6 +28,7 @@ from ..server_args import ServerArgs
 from ..wire import ipc
 from ..wire.messages import (
     AbortReq,
+    ControlKind,
     ControlOut,
     ControlReq,
     ErrorOut,
@@ -78,6 +79,7 @@ class ReqState:
     out_top: list[Any] = field(default_factory=list)
     in_logprobs: list[list[Any]] | None = None
     in_top: list[Any] | None = None
+    streamed_logprobs: int = 0  # output logprob entries already sent in stream chunks
 
 
 class TokenizerManager:
@@ -244,6 +246,7 @@ class TokenizerManager:
             raise GenerateError(f"too many requests in flight ({len(self.states)}); retry "
                                 f"later", "overloaded")
         ids = self._tokenize(item)
+        self._check_logit_bias(item)
         # Checked next to the insertion (no await between): a second request with the rid of
         # one in flight would take over its state, and the first would never be answered.
         if item.rid in self.states:
@@ -260,11 +263,18 @@ class TokenizerManager:
         await self.push.send(ipc.messages.encode(msg))
         return st
 
+    def _check_logit_bias(self, item: GenerateItem) -> None:
+        vocab = len(self.tokenizer)
+        bad = [k for k in item.sampling.logit_bias or {} if int(k) >= vocab]
+        if bad:
+            raise GenerateError(f"logit_bias: token ids {bad} are outside the vocabulary "
+                                f"(size {vocab})")
+
     async def abort(self, rid: str) -> None:
         if rid in self.states and self.dead is None:  # (a dead scheduler reads nothing)
             await self.push.send(ipc.messages.encode(AbortReq(rid=rid)))
 
-    async def control(self, kind: str, timeout: float = 30.0, **args: Any) -> ControlOut:
+    async def control(self, kind: ControlKind, timeout: float = 30.0, **args: Any) -> ControlOut:
         if self.dead is not None:
             raise EngineDeadError(f"the engine is not running: {self.dead}")
         cid = uuid.uuid4().hex
@@ -278,13 +288,21 @@ class TokenizerManager:
 
     # -- results --------------------------------------------------------------------------
 
-    def _result(self, st: ReqState) -> dict[str, Any]:
+    def _result(self, st: ReqState, stream_delta: bool = False) -> dict[str, Any]:
+        """The result so far. ``stream_delta``: a stream chunk, whose output logprobs are
+        only those new since the previous chunk (SGLang's streaming contract; clients
+        concatenate them), while ``output_token_logprobs_length`` counts all so far."""
         meta = {"id": st.item.rid, **st.meta,
                 "e2e_latency": time.monotonic() - st.created}
         meta.setdefault("finish_reason", None)
         if st.item.return_logprob:
-            meta["output_token_logprobs"] = list(st.out_logprobs)
-            meta["output_top_logprobs"] = list(st.out_top)
+            # A jump-forward rollback may have removed entries already streamed.
+            start = min(st.streamed_logprobs, len(st.out_logprobs)) if stream_delta else 0
+            meta["output_token_logprobs"] = st.out_logprobs[start:]
+            meta["output_top_logprobs"] = st.out_top[start:]
+            meta["output_token_logprobs_length"] = len(st.out_logprobs)
+            if stream_delta:
+                st.streamed_logprobs = len(st.out_logprobs)
             meta["input_token_logprobs"] = st.in_logprobs or []
             meta["input_top_logprobs"] = st.in_top or []
         return {"text": st.text, "output_ids": list(st.output_ids), "meta_info": meta}
@@ -343,7 +361,7 @@ class TokenizerManager:
                 st = states[i]
                 st.updated.clear()
                 self._raise_error(st)
-                chunk = self._result(st)
+                chunk = self._result(st, stream_delta=True)
                 if is_batch:
                     chunk["index"] = st.item.index
                 yield chunk

@@ -12,7 +12,7 @@ Flow: tokenizer manager --(GenerateReq, AbortReq, ControlReq)--> scheduler
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import msgspec
 
@@ -26,6 +26,8 @@ class GrammarReq(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     regex: str | None = None
     choices: list[str] | None = None
     json_object: bool = False
+    ebnf: str | None = None
+    structural_tag: str | None = None  # JSON text
 
 
 class GenerateReq(msgspec.Struct, tag=True, frozen=True):
@@ -47,11 +49,16 @@ class AbortReq(msgspec.Struct, tag=True, frozen=True):
     rid: str
 
 
+ControlKind = Literal["flush_cache", "server_info", "audit"]
+
+
 class ControlReq(msgspec.Struct, tag=True, frozen=True):
-    """flush_cache, server_info or health; answered by a ControlOut with the same ``cid``."""
+    """An engine-wide request to the scheduler, answered by a ControlOut with the same ``cid``:
+    ``flush_cache`` (drop the radix cache), ``server_info`` (pool, cache and counters) or
+    ``audit`` (check the KV ownership invariant; ``args["repair"]`` repairs it)."""
 
     cid: str
-    kind: str
+    kind: ControlKind
     args: dict[str, Any] = {}
 
 
@@ -61,6 +68,7 @@ class DetokParams(msgspec.Struct, frozen=True):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     stop_strs: list[str] = []
+    stop_regexes: list[str] = []
     no_stop_trim: bool = False
 
 
