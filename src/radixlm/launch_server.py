@@ -30,8 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .runtime.wire.tp_worker_process import run_worker_node
 
         return run_worker_node(server_args)
-    launch_server(server_args)
-    return 0
+    return launch_server(server_args)
 
 
 if __name__ == "__main__":

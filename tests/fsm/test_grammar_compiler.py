@@ -155,3 +155,44 @@ def test_unspellable_grammar_is_refused(tokenizer) -> None:  # noqa: ANN001
     compiler = GrammarCompiler(TokenVocabulary(letters_only, 8192, [1]), QUIET)
     with pytest.raises(GrammarError, match="no token of the vocabulary"):
         compiler.compile(GrammarSpec.regex("ab7"))
+
+
+def _nested(kind: str, levels: int) -> dict:
+    """``levels`` arrays (one JSON level each) or objects (two: properties, then the key)
+    around an integer."""
+    schema: dict = {"type": "integer"}
+    for _ in range(levels):
+        schema = ({"type": "array", "items": schema, "minItems": 1, "maxItems": 1}
+                  if kind == "array" else
+                  {"type": "object", "properties": {"a": schema}, "required": ["a"]})
+    return schema
+
+
+@pytest.mark.parametrize(("kind", "levels"), [("array", 63), ("object", 31)])
+def test_schema_at_the_nesting_limit_compiles_and_decodes(vocab, tokenizer, kind, levels
+                                                          ) -> None:  # noqa: ANN001
+    from radixlm.fsm.json.document import MAX_SCHEMA_DEPTH, nesting_depth
+
+    schema = _nested(kind, levels)
+    assert MAX_SCHEMA_DEPTH - 1 <= nesting_depth(schema, 1000) <= MAX_SCHEMA_DEPTH  # one more
+    # level of either kind passes the limit
+    matcher = GrammarCompiler(vocab, QUIET).compile(GrammarSpec.json_schema(schema)
+                                                    ).new_matcher()
+    inner = "1"
+    for _ in range(levels):
+        inner = f"[{inner}]" if kind == "array" else f'{{"a":{inner}}}'
+    out = torch.zeros(vocab.num_words, dtype=torch.int32)
+    for token in tokenizer.encode(inner, add_special_tokens=False):
+        matcher.fill_bitmask(out)
+        assert matcher.accept_token(token)
+    assert matcher.can_end()
+
+
+@pytest.mark.parametrize("schema", [
+    "[" * 1000 + "]" * 1000,  # deeper than Python's JSON decoder goes
+    _nested("array", 64),
+    _nested("object", 500),
+], ids=["json-text-1000", "array-64", "object-500"])
+def test_schema_nested_too_deep_is_refused_naming_the_limit(vocab, schema) -> None:  # noqa: ANN001
+    with pytest.raises(GrammarError, match="nested more than 64 levels"):
+        GrammarCompiler(vocab, QUIET).compile(GrammarSpec.json_schema(schema))

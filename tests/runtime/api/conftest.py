@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,13 +23,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class LiveServer:
+    """A started ``radixlm serve``: its base URL, its process and its log file."""
+
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+
 @pytest.fixture(scope="module")
-def start_server(tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[Callable[..., str]]:
-    """``start_server(*flags, env=None)`` -> base URL; every server stops with the module."""
+def start_live_server(tmp_path_factory: pytest.TempPathFactory
+                      ) -> Iterator[Callable[..., LiveServer]]:
+    """``start_live_server(*flags, env=None)`` -> :class:`LiveServer` once ``/health`` answers;
+    every server stops with the module."""
     procs: list[subprocess.Popen] = []
 
-    def start(*flags: str, env: dict[str, str] | None = None) -> str:
+    def start(*flags: str, env: dict[str, str] | None = None) -> LiveServer:
         port = free_port()
         log: Path = tmp_path_factory.mktemp("server") / "server.log"
         cmd = [sys.executable, "-m", "radixlm.launch_server", *flags, "--port", str(port)]
@@ -42,7 +53,7 @@ def start_server(tmp_path_factory: pytest.TempPathFactory
                 pytest.fail(f"server exited: {log.read_text()[-3000:]}")
             try:
                 if requests.get(f"{url}/health", timeout=1).ok:
-                    return url
+                    return LiveServer(url, proc, log)
             except requests.ConnectionError:
                 pass
             time.sleep(0.3)
@@ -50,5 +61,12 @@ def start_server(tmp_path_factory: pytest.TempPathFactory
 
     yield start
     for proc in procs:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def start_server(start_live_server: Callable[..., LiveServer]) -> Callable[..., str]:
+    """``start_server(*flags, env=None)`` -> base URL; every server stops with the module."""
+    return lambda *flags, env=None: start_live_server(*flags, env=env).url

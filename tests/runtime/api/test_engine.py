@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from radixlm.runtime.api.tokenizer_manager import GenerateError
+from radixlm.runtime.api.tokenizer_manager import EngineDeadError, GenerateError
 
 PROMPTS = [
     "The capital of France is",
@@ -285,6 +285,12 @@ def test_scheduler_crash_is_reported_not_hung(make_engine, tiny_llama_path):
     assert time.monotonic() - start < 10
     with pytest.raises(GenerateError, match="not running"):
         eng.generate("anything")
+    with pytest.raises(EngineDeadError, match="not running: .*scheduler process exited: "
+                       r"killed by SIGKILL \(exit code -9, pid \d+\)"):
+        eng.generate("anything")
+    eng.shutdown()
+    with pytest.raises(EngineDeadError, match="shut down"):  # not a hang on a stopped loop
+        eng.generate("after shutdown")
 
 
 def test_child_processes_die_with_the_parent(tiny_llama_path, tmp_path):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.runtime.model.sampler import SampleRow, _filter_probs, apply_penalties, sample
+from radixlm.runtime.model.sampler import (
+    MIN_LOGPROB,
+    SampleRow,
+    _filter_probs,
+    apply_penalties,
+    sample,
+)
 from radixlm.runtime.wire.sampling_params import SamplingParams
 
 
@@ -43,6 +49,24 @@ def test_greedy_and_logprobs():
     for i, t in enumerate(res.next_ids):
         assert res.logprobs[i] == pytest.approx(expected_lp[i, t].item(), abs=1e-6)
         assert [tid for _, tid in res.top_logprobs[i]] == expected_lp[i].topk(4).indices.tolist()
+
+
+def test_masked_logprobs_are_the_masked_distribution_and_finite():
+    """A constraint's mask (-inf logits) gives the renormalised distribution over the allowed
+    tokens; forbidden ones report the finite floor, and top-k asked beyond V is clamped."""
+    logits = torch.randn(2, 6, generator=torch.Generator().manual_seed(1))
+    allowed = [1, 4]
+    masked = torch.full_like(logits, float("-inf"))
+    masked[:, allowed] = logits[:, allowed]
+    res = sample(masked.clone(), [row(temperature=0.0), row(temperature=1.0, seed=3)],
+                 torch.Generator(), True, 100)
+    expected = torch.log_softmax(logits[:, allowed], -1)
+    for i, t in enumerate(res.next_ids):
+        assert t in allowed
+        assert res.logprobs[i] == pytest.approx(expected[i, allowed.index(t)].item(), abs=1e-6)
+        top = res.top_logprobs[i]
+        assert len(top) == 6 and {tid for _, tid in top[:2]} == set(allowed)
+        assert [lp for lp, _ in top[2:]] == [MIN_LOGPROB] * 4
 
 
 def test_banned_ids_are_never_chosen():

@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from transformers import AutoTokenizer
 
-from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.scheduling.scheduler import Scheduler
-from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.wire.messages import (
     FinishStop,
     GenerateReq,
@@ -17,20 +14,6 @@ from radixlm.runtime.wire.messages import (
     finish_reason_json,
 )
 from radixlm.runtime.wire.sampling_params import SamplingParams
-
-
-@pytest.fixture()
-def make_scheduler(tiny_llama_path):
-    tok = AutoTokenizer.from_pretrained(tiny_llama_path)
-
-    def make(**kw) -> Scheduler:
-        kw.setdefault("max_total_tokens", 8192)  # ServerArgs' default is None: sized at start-up
-        args = ServerArgs(model_path=str(tiny_llama_path), **kw)
-        runner = ModelRunner(tiny_llama_path, RunnerConfig(page_size=args.page_size,
-                                                           max_total_tokens=args.max_total_tokens))
-        return Scheduler(args, runner, tok)
-
-    return make
 
 
 def req(rid: str, ids: list[int], new: int = 4) -> GenerateReq:

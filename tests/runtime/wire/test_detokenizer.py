@@ -5,8 +5,16 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from radixlm.runtime.wire.detokenizer import IncrementalDetokenizer
-from radixlm.runtime.wire.messages import DetokParams, FinishLength, FinishStop, ReqOut
+from radixlm.runtime.wire.detokenizer import IncrementalDetokenizer, detokenize_batch
+from radixlm.runtime.wire.messages import (
+    DetokParams,
+    ErrorOut,
+    FinishLength,
+    FinishStop,
+    ReqOut,
+    TextBatchOut,
+    TokenBatchOut,
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +60,27 @@ def test_no_stop_trim_keeps_the_stop_string(tok):
     deltas = feed(IncrementalDetokenizer(tok), ids, 2, DetokParams(stop_strs=[" three"],
                   no_stop_trim=True), FinishStop(matched=" three"))
     assert "".join(deltas) == "one two three"
+
+
+def test_a_decode_error_fails_that_request_alone(tok):
+    class Flaky:
+        """The tokenizer, except that decoding the id 1234 raises."""
+
+        def __len__(self):
+            return len(tok)
+
+        def decode(self, ids, **kw):
+            if 1234 in ids:
+                raise ValueError("cannot decode 1234")
+            return tok.decode(ids, **kw)
+
+    detok = IncrementalDetokenizer(Flaky())
+    batch = TokenBatchOut(outs=[ReqOut(rid="a", new_ids=[300, 301]),
+                                ReqOut(rid="b", new_ids=[1234]),
+                                ReqOut(rid="c", new_ids=[302], finish_reason=FinishLength(1))])
+    text, err = detokenize_batch(detok, batch)
+    assert isinstance(text, TextBatchOut) and [t.out.rid for t in text.outs] == ["a", "c"]
+    assert text.outs[1].text_delta == tok.decode([302])
+    assert err == ErrorOut(rid="b", code="internal", message="internal error while "
+                           "detokenizing: ValueError: cannot decode 1234")
+    assert set(detok.states) == {"a"}, "b's state is dropped, c finished"

@@ -21,21 +21,54 @@ from .formats import DRAFT_FORMATS
 
 _LEGACY_REF_DRAFTS = ("Draft3Validator", "Draft4Validator", "Draft6Validator", "Draft7Validator")
 _BOOLEAN_EXCLUSIVE_DRAFTS = ("Draft3Validator", "Draft4Validator")
+# How deeply a schema document may nest (objects and arrays, counted as JSON levels). The
+# compiler walks sub-schemas recursively, so an unbounded document would exhaust Python's
+# stack; real schemas stay far below this (an object property costs two levels).
+MAX_SCHEMA_DEPTH = 64
 
 
 def load_schema(schema: Any) -> Any:
-    """A schema from JSON text, a dict/bool, or a Pydantic model class."""
+    """A schema from JSON text, a dict/bool, or a Pydantic model class, nested at most
+    :data:`MAX_SCHEMA_DEPTH` levels deep."""
     if isinstance(schema, str):
         try:
-            return json.loads(schema)
+            doc = json.loads(schema)
         except json.JSONDecodeError as exc:
             raise GrammarError(f"JSON schema is not valid JSON: {exc}") from exc
-    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        return schema.model_json_schema()
-    if isinstance(schema, (dict, bool)):
-        return schema
-    raise GrammarError(f"JSON schema: expected JSON text, a dict, a bool or a Pydantic model "
-                       f"class, got {type(schema).__name__}")
+        except RecursionError:  # the decoder's own stack bound, far past ours
+            raise _too_deep() from None
+    elif isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        doc = schema.model_json_schema()
+    elif isinstance(schema, (dict, bool)):
+        doc = schema
+    else:
+        raise GrammarError(f"JSON schema: expected JSON text, a dict, a bool or a Pydantic "
+                           f"model class, got {type(schema).__name__}")
+    if nesting_depth(doc, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+        raise _too_deep()
+    return doc
+
+
+def _too_deep() -> GrammarError:
+    return GrammarError(f"JSON schema is nested more than {MAX_SCHEMA_DEPTH} levels deep "
+                        f"(objects and arrays); flatten it or use $defs with $ref")
+
+
+def nesting_depth(value: Any, limit: int) -> int:
+    """How deeply ``value`` nests lists and dicts (a scalar is 0), counted without recursion;
+    stops early and returns ``limit + 1`` once the depth passes ``limit``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else (
+            node if isinstance(node, list) else None)
+        if children is None:
+            continue
+        if depth > limit:
+            return limit + 1
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
 
 
 def _pointer_get(doc: Any, pointer: str, ref: str) -> Any:

@@ -6,6 +6,9 @@ a ``sampling_params`` dict (or one per prompt), ``return_logprob``, ``logprob_st
 list for a batch or ``n > 1``), or an iterator of cumulative chunks when streaming. The
 tokenizer manager runs on a private event-loop thread, so ``generate`` is safe to call from
 many threads at once.
+
+Once the engine's processes die (or after :meth:`Engine.shutdown`), every call raises
+:class:`EngineDeadError` saying which process died and how; calls in flight get it too.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from ..server_args import ServerArgs
 from ..wire.launch import EngineProcesses, launch_engine_processes
-from .tokenizer_manager import GenerateError, TokenizerManager
+from .tokenizer_manager import EngineDeadError, GenerateError, TokenizerManager
 
 
 class Engine:
@@ -57,6 +60,9 @@ class Engine:
         return dict(self._procs.info)
 
     def _call(self, coro: Any, timeout: float | None = None) -> Any:
+        if self._procs is None:  # the loop is stopped: a submitted call would never return
+            coro.close()
+            raise EngineDeadError("the engine has been shut down; create a new Engine")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     @staticmethod
@@ -176,4 +182,4 @@ class Engine:
         self.shutdown()
 
 
-__all__ = ["Engine", "GenerateError"]
+__all__ = ["Engine", "EngineDeadError", "GenerateError"]

@@ -32,6 +32,23 @@ class ServerState:
         self.metrics = ServerMetrics()
         self.tm: TokenizerManager | None = None
         self.started = time.time()
+        self.engine_dead: str | None = None  # why, once the engine died (the server exits)
+        self.stop_server: Callable[[], None] | None = None  # set by whoever runs the server
+
+    def problem(self) -> str | None:
+        """Why the server cannot serve (a dead engine), or None while it is healthy."""
+        if self.engine_dead is not None:
+            return self.engine_dead
+        if self.tm is not None and self.tm.dead is not None:
+            return self.tm.dead
+        return self.procs.health()
+
+    def on_engine_dead(self, reason: str) -> None:
+        """A supervisor can only restart what exits: stop serving (the process then exits
+        non-zero) once in-flight requests have had their error."""
+        self.engine_dead = reason
+        if self.stop_server is not None:
+            self.stop_server()
 
     @property
     def manager(self) -> TokenizerManager:

@@ -5,6 +5,11 @@ tokenizer manager, and the scheduler and detokenizer are its children. Every rou
 ``/health`` requires ``Authorization: Bearer <api key>`` when ``--api-key`` is set; bodies over
 ``--max-request-bytes`` get 413; more than ``--max-queued-requests`` in flight get 503 with
 ``Retry-After``. A client that disconnects has its requests aborted.
+
+A dead engine is never served: when a child process dies or the scheduler crashes,
+``/health`` fails at once, in-flight requests get the error, and :func:`launch_server` stops
+serving within :data:`SHUTDOWN_GRACE_S` and returns :data:`ENGINE_DIED_EXIT_CODE` (the
+process exits with it, so a supervisor restarts it).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from .tokenizer_manager import GenerateError, TokenizerManager
 logger = logging.getLogger(__name__)
 HEALTH_GENERATE_TIMEOUT_S = 20.0
 STATUS = {"invalid_request": 400, "overloaded": 503, "internal": 500}
+ENGINE_DIED_EXIT_CODE = 1
+SHUTDOWN_GRACE_S = 2  # for in-flight responses (already failed) to be written on a death
 
 
 def create_app(args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> FastAPI:
@@ -43,6 +50,7 @@ def create_app(args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> Fast
         state.tm = await TokenizerManager.create(args, procs.endpoints, tokenizer,
                                                  procs.health)
         state.tm.finish_hooks.append(state.metrics.on_finish)
+        state.tm.on_dead.append(state.on_engine_dead)
         yield
         await state.tm.close()
 
@@ -115,7 +123,7 @@ def _native_routes(app: FastAPI, state: ServerState) -> None:
 
     @app.get("/health")
     async def health() -> Response:
-        problem = state.procs.health()
+        problem = state.problem()
         if problem:
             return error_response(problem, 503, "internal")
         return JSONResponse({"status": "ok"})
@@ -142,7 +150,8 @@ def _native_routes(app: FastAPI, state: ServerState) -> None:
     async def server_info() -> dict[str, Any]:
         info = (await state.manager.control("server_info")).data
         return {**asdict(args), "api_key": None, "version": __version__,
-                "internal_states": [info], **info}
+                "internal_states": [info], **info,
+                "process_ids": {name: p.pid for name, p in state.procs.procs.items()}}
 
     for path in ("/get_server_info", "/server_info"):
         app.add_api_route(path, server_info, methods=["GET"])
@@ -169,8 +178,9 @@ def _native_routes(app: FastAPI, state: ServerState) -> None:
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
-def launch_server(args: ServerArgs) -> None:
-    """Start the engine processes and serve HTTP until interrupted."""
+def launch_server(args: ServerArgs) -> int:
+    """Start the engine processes and serve HTTP until interrupted (exit code 0) or until
+    the engine dies (:data:`ENGINE_DIED_EXIT_CODE`); returns the process exit code."""
     import uvicorn
     from transformers import AutoTokenizer
 
@@ -181,8 +191,18 @@ def launch_server(args: ServerArgs) -> None:
     procs = launch_engine_processes(args)
     try:
         app = create_app(args, procs, tokenizer)
+        server = uvicorn.Server(uvicorn.Config(
+            app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=30,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+        state: ServerState = app.state.radixlm
+        state.stop_server = lambda: setattr(server, "should_exit", True)
         logger.info("serving %s on http://%s:%d", args.model_path, args.host, args.port)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
-                    timeout_keep_alive=30)
+        server.run()
+        if state.engine_dead is not None:
+            procs.wait_for_a_death(SHUTDOWN_GRACE_S)
+            logger.error("the engine died (%s): %s; the HTTP server exits with code %d",
+                         state.engine_dead, procs.describe(), ENGINE_DIED_EXIT_CODE)
+            return ENGINE_DIED_EXIT_CODE
+        return 0
     finally:
         procs.shutdown()

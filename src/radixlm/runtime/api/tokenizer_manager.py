@@ -4,6 +4,11 @@ Lives in the caller's process on one asyncio loop (the Engine's private loop thr
 HTTP server's loop). It sends tokenized requests to the scheduler and receives text from the
 detokenizer; each in-flight sequence has a :class:`ReqState` that collects text, ids, meta info
 and logprobs. A cancelled caller (a client that went away) aborts its requests.
+
+A dead engine is never served: when a child process dies (found by polling its status every
+:data:`WATCH_INTERVAL_S`) or the scheduler reports a fatal error, the manager logs it, fails
+every in-flight request and control call, refuses new ones with :class:`EngineDeadError`, and
+calls its ``on_dead`` hooks once (the HTTP server exits on it).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from ..wire.messages import (
 from .generate_request import GenerateItem, GenerateRequest, parse_generate_request
 
 logger = logging.getLogger(__name__)
+WATCH_INTERVAL_S = 0.25  # how often the children's status is checked
 
 
 class GenerateError(RuntimeError):
@@ -97,6 +103,8 @@ class TokenizerManager:
         self._tasks: list[asyncio.Task] = []
         # Called with a summary dict when a request ends (metrics, structured logs).
         self.finish_hooks: list[Callable[[dict[str, Any]], None]] = []
+        # Called once, with the reason, when the engine dies.
+        self.on_dead: list[Callable[[str], None]] = []
 
     @classmethod
     async def create(cls, args: ServerArgs, endpoints: ipc.Endpoints, tokenizer: Any,
@@ -116,24 +124,39 @@ class TokenizerManager:
     # -- receiving ------------------------------------------------------------------------
 
     async def _recv_loop(self) -> None:
-        while True:
-            msg = ipc.try_decode(await self.pull.recv())
-            if isinstance(msg, TextBatchOut):
-                for out in msg.outs:
-                    self._on_text(out)
-            elif isinstance(msg, ControlOut):
-                fut = self.controls.pop(msg.cid, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(msg)
-            elif isinstance(msg, ErrorOut):
-                self._on_error(msg)
+        try:
+            while True:
+                msg = ipc.try_decode(await self.pull.recv())
+                if isinstance(msg, TextBatchOut):
+                    for out in msg.outs:
+                        self._on_text_isolated(out)
+                elif isinstance(msg, ControlOut):
+                    fut = self.controls.pop(msg.cid, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+                elif isinstance(msg, ErrorOut):
+                    self._on_error(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # without this loop no result arrives: the engine is dead
+            logger.exception("the result receiver failed")
+            self._fail_all(f"the API's result receiver failed: {type(exc).__name__}: {exc}")
 
     async def _watch_children(self) -> None:
         while self.dead is None:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(WATCH_INTERVAL_S)
             problem = self._health()
             if problem:
                 self._fail_all(f"engine process died: {problem}")
+
+    def _on_text_isolated(self, t: TextOut) -> None:
+        """Apply one request's text; a failure there fails that request alone."""
+        try:
+            self._on_text(t)
+        except Exception as exc:
+            logger.exception("assembling the output of %s failed", t.out.rid)
+            self._on_error(ErrorOut(rid=t.out.rid, code="internal", message=f"internal error "
+                                    f"while assembling the output: {type(exc).__name__}: {exc}"))
 
     def _on_text(self, t: TextOut) -> None:
         st = self.states.get(t.out.rid)
@@ -180,7 +203,7 @@ class TokenizerManager:
         return [lp, tid, self.tokenizer.decode([tid]) if with_text else None]
 
     def _on_error(self, e: ErrorOut) -> None:
-        if e.rid is None:
+        if e.rid is None or e.fatal:  # the scheduler crashed: every request fails with it
             self._fail_all(e.message)
             return
         st = self.states.get(e.rid)
@@ -190,7 +213,12 @@ class TokenizerManager:
             st.updated.set()
 
     def _fail_all(self, message: str) -> None:
-        self.dead = message
+        """The engine is dead: fail everything in flight and tell the hooks (once)."""
+        first = self.dead is None
+        if first:
+            self.dead = message
+            logger.error("the engine is dead: %s; failing %d request(s) in flight", message,
+                         sum(not st.finished for st in self.states.values()))
         for st in self.states.values():
             if not st.finished:
                 st.error, st.error_code, st.finished = message, "internal", True
@@ -198,6 +226,11 @@ class TokenizerManager:
         for fut in self.controls.values():
             if not fut.done():
                 fut.set_exception(EngineDeadError(message))
+        for hook in self.on_dead if first else ():
+            try:
+                hook(message)
+            except Exception:  # one hook's bug must not stop the others
+                logger.exception("on_dead hook failed")
 
     # -- sending --------------------------------------------------------------------------
 
@@ -214,6 +247,11 @@ class TokenizerManager:
                                 f"later", "overloaded")
         ids = self._tokenize(item)
         self._check_logit_bias(item)
+        # Checked next to the insertion (no await between): a second request with the rid of
+        # one in flight would take over its state, and the first would never be answered.
+        if item.rid in self.states:
+            raise GenerateError(f"rid {item.rid!r} is already used by a request in flight; "
+                                f"each request needs a unique rid")
         st = ReqState(item=item, prompt_ids=ids)
         self.states[item.rid] = st
         msg = GenerateReq(
@@ -233,7 +271,7 @@ class TokenizerManager:
                                 f"(size {vocab})")
 
     async def abort(self, rid: str) -> None:
-        if rid in self.states:
+        if rid in self.states and self.dead is None:  # (a dead scheduler reads nothing)
             await self.push.send(ipc.messages.encode(AbortReq(rid=rid)))
 
     async def control(self, kind: ControlKind, timeout: float = 30.0, **args: Any) -> ControlOut:
@@ -287,7 +325,9 @@ class TokenizerManager:
                 yield results if req.is_batch else results[0]
         finally:
             for st in states:
-                if not st.finished:
+                # An error raised after the scheduler (detokenizing, assembling) leaves it
+                # running there: abort it too (the scheduler ignores rids it no longer has).
+                if not st.finished or st.error_code == "internal":
                     await self.abort(st.item.rid)
                 self.states.pop(st.item.rid, None)
 
@@ -298,8 +338,15 @@ class TokenizerManager:
                 if st.finished:
                     break
                 await st.updated.wait()
-            if st.error is not None:
-                raise GenerateError(st.error, st.error_code)
+            self._raise_error(st)
+
+    def _raise_error(self, st: ReqState) -> None:
+        """Raise the error ``st`` ended with, if any (EngineDeadError when the engine died)."""
+        if st.error is None:
+            return
+        if self.dead is not None and st.error == self.dead:
+            raise EngineDeadError(st.error)
+        raise GenerateError(st.error, st.error_code)
 
     async def _stream(self, states: list[ReqState], is_batch: bool
                       ) -> AsyncIterator[dict[str, Any]]:
@@ -313,8 +360,7 @@ class TokenizerManager:
                 i = waiters[w]
                 st = states[i]
                 st.updated.clear()
-                if st.error is not None:
-                    raise GenerateError(st.error, st.error_code)
+                self._raise_error(st)
                 chunk = self._result(st, stream_delta=True)
                 if is_batch:
                     chunk["index"] = st.item.index

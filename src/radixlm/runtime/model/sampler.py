@@ -4,7 +4,10 @@ All per-request parameters become [B] tensors and every step of the pipeline run
 batch at once. Greedy rows take the argmax. Sampled rows use the exponential-race form of
 categorical sampling (``argmax(p / E)``, ``E ~ Exp(1)``) so that a request with a ``seed`` draws
 its noise from its own generator: the same seed gives the same text whatever else is batched.
-Logprobs are those of the model's distribution (before penalties, temperature and masks).
+Logprobs are those of the distribution the token was drawn from before penalties and
+temperature, but after the constraint's mask (as SGLang and vLLM report them): a token the
+grammar forbids has probability 0, reported as :data:`MIN_LOGPROB` (a finite floor, as the
+OpenAI API reports impossible tokens), so every logprob is a finite JSON number.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from dataclasses import dataclass
 import torch
 
 from ..wire.sampling_params import SamplingParams, logit_bias_ids
+
+# The logprob reported for a token of probability 0 (masked by a constraint, or below float
+# range); -inf is not JSON.
+MIN_LOGPROB = -9999.0
 
 
 @dataclass
@@ -33,6 +40,19 @@ class SampleResult:
     next_ids: list[int]
     logprobs: list[float] | None  # logprob of each chosen id (when asked)
     top_logprobs: list[list[tuple[float, int]]] | None
+
+
+def finite_logprobs(logits: torch.Tensor) -> torch.Tensor:
+    """log_softmax over the last dim [.., V], floored at :data:`MIN_LOGPROB` (masked = -inf
+    logits become the floor; NaN, never expected, too)."""
+    lp = torch.log_softmax(logits.float(), dim=-1)
+    return torch.nan_to_num(lp, nan=MIN_LOGPROB).clamp_(min=MIN_LOGPROB)
+
+
+def top_logprobs(logprobs: torch.Tensor, k: int) -> list[list[tuple[float, int]]]:
+    """The ``k`` best (logprob, id) per row of ``logprobs`` [B, V], ``k`` clamped to V."""
+    vals, ids = logprobs.topk(min(k, logprobs.shape[-1]), dim=-1)
+    return [list(zip(v, i)) for v, i in zip(vals.tolist(), ids.tolist())]
 
 
 def apply_penalties(logits: torch.Tensor, rows: Sequence[SampleRow]) -> None:
@@ -107,7 +127,7 @@ def sample(
     top_logprobs_num: int = 0,
 ) -> SampleResult:
     """Pick one token per row of ``logits`` [B, V] (float32; modified in place)."""
-    logprobs = torch.log_softmax(logits, dim=-1) if want_logprobs or top_logprobs_num else None
+    logprobs = finite_logprobs(logits) if want_logprobs or top_logprobs_num else None
     if any(r.params.uses_penalties for r in rows):
         apply_penalties(logits, rows)
     apply_logit_bias(logits, rows)
@@ -128,6 +148,5 @@ def sample(
     if logprobs is not None:
         chosen_lp = logprobs.gather(1, next_ids[:, None]).squeeze(1).tolist()
         if top_logprobs_num:
-            vals, ids = logprobs.topk(top_logprobs_num, dim=-1)
-            top = [list(zip(v, i)) for v, i in zip(vals.tolist(), ids.tolist())]
+            top = top_logprobs(logprobs, top_logprobs_num)
     return SampleResult(chosen, chosen_lp, top)

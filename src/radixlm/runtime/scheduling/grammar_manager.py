@@ -123,9 +123,13 @@ class GrammarManager:
         future, req.grammar_future = req.grammar_future, None
         try:
             req.grammar = future.result().new_matcher()
+            self.prefetch(req)  # the first mask, before the request's prefill finishes
         except GrammarError as exc:
             raise RequestError(f"invalid constraint: {exc}") from None
-        self.prefetch(req)  # the first mask, before the request's prefill finishes
+        except Exception as exc:  # a compiler bug fails this request, never the scheduler
+            logger.exception("compiling the constraint of %s failed", req.rid)
+            raise RequestError(f"the constraint could not be compiled (internal error: "
+                               f"{type(exc).__name__}: {exc})") from None
 
     def poll_compiles(self, waiting: Iterable[Req]) -> CompilePoll:
         """Attach finished compiles to their waiting requests; the owner fails the ones
@@ -144,11 +148,17 @@ class GrammarManager:
 
     # -- per step -------------------------------------------------------------------------
 
-    def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> None:
-        """Disallow, in place, every token the active grammars forbid (one batched call)."""
+    def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> list[tuple[Req, Exception]]:
+        """Disallow, in place, every token the active grammars forbid (one batched call).
+
+        A budget hit sets the request's ``grammar_error`` (it ends with that message); any
+        other exception while filling one mask is returned with its request, for the owner to
+        fail that request alone. Either way that row is left unmasked and the batch goes on.
+        """
+        faults: list[tuple[Req, Exception]] = []
         rows = [i for i, r in enumerate(reqs) if r.grammar is not None and r.grammar_active]
         if not rows:
-            return
+            return faults
         if self._masks.shape[0] < len(rows):
             self._masks = torch.zeros(max(len(rows), 2 * self._masks.shape[0]),
                                       self._masks.shape[1], dtype=torch.int32)
@@ -157,16 +167,20 @@ class GrammarManager:
         start, cold = time.perf_counter(), 0
         for k, i in enumerate(rows):
             grammar = reqs[i].grammar
-            before = grammar.grammar.waits.count
             try:
+                before = grammar.grammar.waits.count
                 grammar.fill_bitmask(rows_np[k])
+                cold += grammar.grammar.waits.count - before
             except GrammarError as exc:  # over budget: end this request, not the batch
                 reqs[i].grammar_error = str(exc)
                 rows_np[k] = -1  # the output processor ends it, dropping its sampled token
-            cold += grammar.grammar.waits.count - before
+            except Exception as exc:  # a bug in one matcher: fail that request only
+                faults.append((reqs[i], exc))
+                rows_np[k] = -1
         self.mask_waits.record(time.perf_counter() - start, cold)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
+        return faults
 
     def after_token(self, req: Req, token: int) -> GrammarStep:
         """Advance ``req``'s grammar by its new token (already appended to its output).

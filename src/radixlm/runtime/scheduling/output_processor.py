@@ -5,11 +5,20 @@ The processor changes requests (their output, logprobs and finish reason) and th
 a request whose output a jump-forward retokenized; it never releases memory or touches the
 queues. It returns what happened (:class:`StepOutput`) and the scheduler acts on it: the
 requests that finished are released by the scheduler.
+
+Fault isolation: an exception while handling one request (its prompt logprobs, its mask, its
+sample, its grammar step, its finish check, its output) fails that request alone: it is
+reported in ``StepOutput.faulted`` with a message naming the stage and the error, and the rest
+of the batch carries on. The batched sampler is retried row by row when it fails, so one bad
+row cannot fail its batch-mates.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -17,21 +26,49 @@ import torch
 from ...fsm import JumpForwardPlan
 from ..memory.kv_manager import KVManager
 from ..model.forward_batch import ForwardBatch
-from ..model.sampler import SampleRow, sample
+from ..model.sampler import SampleResult, SampleRow, finite_logprobs, sample, top_logprobs
 from ..server_args import ServerArgs
 from ..wire.messages import FinishLength, FinishReason, ReqOut
 from .finish_check import FinishCheck
 from .grammar_manager import GrammarManager
 from .request import PrefillChunk, Req
 
+logger = logging.getLogger(__name__)
+# One drawn token: (id, its logprob or None, its top alternatives or None).
+Draw = tuple[int, float | None, list[tuple[float, int]] | None]
+
 
 @dataclass
 class StepOutput:
-    """What one step produced: the outputs to send, in batch order, and the requests that
-    finished in it (their ``finish_reason`` set, their last output among ``outs``)."""
+    """What one step produced: the outputs to send, in batch order; the requests that
+    finished in it (their ``finish_reason`` set, their last output among ``outs``); and the
+    requests that failed on an internal error, with the message to report (no output of
+    theirs is among ``outs``; the owner fails them without caching their KV)."""
 
     outs: list[ReqOut] = field(default_factory=list)
     finished: list[Req] = field(default_factory=list)
+    faulted: list[tuple[Req, str]] = field(default_factory=list)
+
+    def is_faulted(self, req: Req) -> bool:
+        return any(r is req for r, _ in self.faulted)
+
+    def fault(self, req: Req, stage: str, exc: BaseException) -> None:
+        """Record that handling ``req`` raised ``exc`` during ``stage`` (logged with the
+        traceback: an internal error is a bug to fix, not the client's fault)."""
+        message = f"internal error while {stage}: {type(exc).__name__}: {exc}"
+        logger.error("request %s failed: %s", req.rid, message, exc_info=exc)
+        self.outs = [o for o in self.outs if o.rid != req.rid]
+        self.finished = [r for r in self.finished if r is not req]
+        if not self.is_faulted(req):
+            self.faulted.append((req, message))
+
+    @contextmanager
+    def isolate(self, req: Req, stage: str) -> Iterator[None]:
+        """Run a block for ``req`` alone: an exception in it faults ``req`` and is swallowed."""
+        try:
+            yield
+        except Exception as exc:
+            self.fault(req, stage, exc)
 
 
 class OutputProcessor:
@@ -57,22 +94,31 @@ class OutputProcessor:
         for i, req in enumerate(reqs):
             assert req.kv is not None
             self.kv.mark_computed(req.kv)
-            if i >= len(decodes):
-                chunk = chunks[i - len(decodes)]
-                self._collect_input_logprobs(chunk, logits[ptr[i] : ptr[i + 1]])
-                # Only the prompt is cached while running: output tokens may still be
-                # retokenized by jump-forward; all of it is cached when the request ends.
-                self.kv.commit_prefix(req.kv, req.input_ids[:])
-                if req.pending:  # a chunk of a longer prefill: nothing to sample yet
-                    continue
-                if req.sampling.max_new_tokens == 0:
-                    req.in_logprobs_done = True
-                    self._end(step, req, FinishLength(length=0))
-                    continue
-            to_sample.append((req, ptr[i + 1] - 1))
+            if i < len(decodes):
+                to_sample.append((req, ptr[i + 1] - 1))
+                continue
+            with step.isolate(req, "scoring the prompt"):
+                if self._after_prefill(step, chunks[i - len(decodes)],
+                                       logits[ptr[i] : ptr[i + 1]]):
+                    to_sample.append((req, ptr[i + 1] - 1))
         if to_sample:
             self._sample(step, to_sample, logits)
         return step
+
+    def _after_prefill(self, step: StepOutput, chunk: PrefillChunk, rows: torch.Tensor) -> bool:
+        """Prompt logprobs and caching for a prefilled chunk; True if a token is due now."""
+        req = chunk.req
+        self._collect_input_logprobs(chunk, rows)
+        # Only the prompt is cached while running: output tokens may still be retokenized by
+        # jump-forward; all of it is cached when the request ends.
+        self.kv.commit_prefix(req.kv, req.input_ids[:])
+        if req.pending:  # a chunk of a longer prefill: nothing to sample yet
+            return False
+        if req.sampling.max_new_tokens == 0:
+            req.in_logprobs_done = True
+            self._end(step, req, FinishLength(length=0))
+            return False
+        return True
 
     # -- prompt logprobs ------------------------------------------------------------------
 
@@ -88,14 +134,12 @@ class OutputProcessor:
         # row k holds the logits at position pos0 + k, which score prompt token pos0 + k + 1
         k_max = min(rows.shape[0], req.prompt_len - 1 - pos0)
         if k_max > 0:
-            lp = torch.log_softmax(rows[:k_max].float(), dim=-1)
+            lp = finite_logprobs(rows[:k_max])
             targets = torch.tensor(req.token_ids[pos0 + 1 : pos0 + 1 + k_max])
             chosen = lp.gather(1, targets[:, None]).squeeze(1).tolist()
             req.in_logprobs.extend(zip(chosen, targets.tolist()))
             if req.top_logprobs_num:
-                vals, ids = lp.topk(req.top_logprobs_num, dim=-1)
-                req.in_top_logprobs.extend(
-                    list(zip(v, t)) for v, t in zip(vals.tolist(), ids.tolist()))
+                req.in_top_logprobs.extend(top_logprobs(lp, req.top_logprobs_num))
             else:
                 req.in_top_logprobs.extend([None] * k_max)
         if c.start + c.n >= req.prompt_len:
@@ -105,9 +149,39 @@ class OutputProcessor:
 
     def _sample(self, step: StepOutput, items: list[tuple[Req, int]],
                 logits: torch.Tensor) -> None:
+        """Mask, draw and advance every request due a token (``items``: its logits row)."""
+        index = torch.tensor([row for _, row in items])
         reqs = [r for r, _ in items]
-        rows = logits[torch.tensor([row for _, row in items])]
-        self.grammar.apply_masks(reqs, rows)
+        draws = self._draw(step, reqs, logits, index)
+        for req, draw in zip(reqs, draws):
+            if draw is None:  # faulted while masking or sampling
+                continue
+            with step.isolate(req, "advancing the output"):
+                self._advance(step, req, draw)
+
+    def _draw(self, step: StepOutput, reqs: list[Req], logits: torch.Tensor,
+              index: torch.Tensor) -> list[Draw | None]:
+        """One token per request, sampled in one batch; if the batch raises, row by row, so
+        only the rows that fail alone are faulted (None)."""
+        rows = logits[index]  # a copy: the sampler changes it in place
+        try:
+            return self._draw_batch(step, reqs, rows)
+        except Exception:
+            logger.warning("batched sampling failed; sampling %d rows one by one", len(reqs),
+                           exc_info=True)
+        draws: list[Draw | None] = []
+        for i, req in enumerate(reqs):
+            draw = None
+            if not step.is_faulted(req):
+                with step.isolate(req, "sampling"):
+                    draw = self._draw_batch(step, [req], logits[index[i : i + 1]])[0]
+            draws.append(draw)
+        return draws
+
+    def _draw_batch(self, step: StepOutput, reqs: list[Req], rows: torch.Tensor
+                    ) -> list[Draw | None]:
+        for req, exc in self.grammar.apply_masks(reqs, rows):
+            step.fault(req, "filling the constraint's token mask", exc)
         sample_rows = [
             SampleRow(params=r.sampling, output_ids=r.output_ids, prompt_ids=r.input_ids,
                       banned_ids=self._banned(r), step=r.num_output)
@@ -116,26 +190,30 @@ class OutputProcessor:
         want_lp = any(r.return_logprob for r in reqs)
         top_n = max((r.top_logprobs_num for r in reqs if r.return_logprob), default=0)
         result = sample(rows, sample_rows, self.generator, want_lp, top_n)
-        for i, req in enumerate(reqs):
-            if req.grammar_error is not None:  # no mask: its sampled token is not kept
-                self._end(step, req, self.grammar.error_reason(req))
-                continue
-            token = result.next_ids[i]
-            if not req.num_output:
-                req.first_token_time = time.time()
-            req.append_output(token)
-            self.counters["generated_tokens"] += 1
-            if req.return_logprob and result.logprobs is not None:
-                req.out_logprobs.append((result.logprobs[i], token))
-                if req.top_logprobs_num and result.top_logprobs is not None:
-                    req.out_top_logprobs.append(result.top_logprobs[i][: req.top_logprobs_num])
-            reason = self.finish.check(req, sampled=token)
-            if reason is None:
-                reason = self._grammar_step(req, token)
-            if reason is not None:
-                self._end(step, req, reason)
-            elif (out := self._maybe_output(req)) is not None:
-                step.outs.append(out)
+        return [None if step.is_faulted(r) else _draw_of(result, i, r)
+                for i, r in enumerate(reqs)]
+
+    def _advance(self, step: StepOutput, req: Req, draw: Draw) -> None:
+        """Append the drawn token with its logprobs, then check finish and the grammar."""
+        if req.grammar_error is not None:  # no mask: its sampled token is not kept
+            self._end(step, req, self.grammar.error_reason(req))
+            return
+        token, lp, top = draw
+        if not req.num_output:
+            req.first_token_time = time.time()
+        req.append_output(token)
+        self.counters["generated_tokens"] += 1
+        if lp is not None:
+            req.out_logprobs.append((lp, token))
+            if top is not None:
+                req.out_top_logprobs.append(top)
+        reason = self.finish.check(req, sampled=token)
+        if reason is None:
+            reason = self._grammar_step(req, token)
+        if reason is not None:
+            self._end(step, req, reason)
+        elif (out := self._maybe_output(req)) is not None:
+            step.outs.append(out)
 
     def _banned(self, req: Req) -> list[int]:
         """EOS and stop ids are not allowed before min_new_tokens."""
@@ -215,3 +293,12 @@ class OutputProcessor:
         req.pending_rollback = 0
         return out
 
+
+def _draw_of(result: SampleResult, i: int, req: Req) -> Draw:
+    """Row ``i`` of a batch ``result``, with the logprobs ``req`` asked for."""
+    lp = top = None
+    if req.return_logprob and result.logprobs is not None:
+        lp = result.logprobs[i]
+        if req.top_logprobs_num and result.top_logprobs is not None:
+            top = result.top_logprobs[i][: req.top_logprobs_num]
+    return result.next_ids[i], lp, top

@@ -91,6 +91,9 @@ class Scheduler:
         bad = [t for t in msg.input_ids if not 0 <= t < vocab]
         if bad:
             raise RequestError(f"input_ids contain ids outside [0, {vocab}): {bad[:5]}")
+        if not 0 <= msg.top_logprobs_num <= vocab:
+            raise RequestError(f"top_logprobs_num is {msg.top_logprobs_num}; it must be in "
+                               f"[0, {vocab}] (the vocabulary size)")
         if msg.logprob_start_len >= n and msg.sampling.max_new_tokens > 0:
             raise RequestError(f"logprob_start_len {msg.logprob_start_len} must be < the "
                                f"prompt length {n}")
@@ -111,11 +114,14 @@ class Scheduler:
         return self._finish(req, FinishAbort(message="aborted by the client"))
 
     def fail(self, rid: str) -> None:
-        """Drop a request that errored (its error was reported separately)."""
+        """Drop a request that errored (its error is reported separately); its KV is not
+        cached, since an error may have left its tokens and KV out of step."""
         req = self.reqs.get(rid)
         if req is not None:
             if req in self.waiting:
                 self.waiting.remove(req)
+            if req in self.running:
+                self.running.remove(req)
             self._release(req, cache=False)
             self.reqs.pop(rid, None)
 
@@ -145,6 +151,9 @@ class Scheduler:
         result = self.output.process(batch, decodes, chunks, logits)
         for req in result.finished:
             self._retire(req)
+        for req, message in result.faulted:  # this request alone; the batch went on
+            self.fail(req.rid)
+            self.errors.append(ErrorOut(rid=req.rid, message=message, code="internal"))
         outs.extend(result.outs)
         self.last_step_time = time.monotonic()
         return outs

@@ -133,7 +133,7 @@ def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints,
         detok = IncrementalDetokenizer(AutoTokenizer.from_pretrained(tokenizer_path))
     except Exception as exc:
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
-        return
+        raise SystemExit(1) from None
     ctx = zmq.Context()
     inbox = ipc.bind_pull(ctx, endpoints.detokenizer)
     outbox = ipc.connect_push(ctx, endpoints.tokenizer)
@@ -141,8 +141,26 @@ def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints,
     while True:
         for msg in ipc.recv_all(inbox, 1000):
             if isinstance(msg, TokenBatchOut):
-                ipc.send(outbox, TextBatchOut(outs=[detok.process(o) for o in msg.outs]))
+                for reply in detokenize_batch(detok, msg):
+                    ipc.send(outbox, reply)
             else:  # control replies and errors pass through, in order
                 if isinstance(msg, ErrorOut) and msg.rid is not None:  # its decode state goes
                     detok.drop(msg.rid)
                 ipc.send(outbox, msg)
+
+
+def detokenize_batch(detok: IncrementalDetokenizer, batch: TokenBatchOut
+                     ) -> list[TextBatchOut | ErrorOut]:
+    """The text of every output in ``batch``; an output whose decoding raises fails its
+    request alone (an internal ``ErrorOut``, its state dropped), after the others' text."""
+    texts: list[TextOut] = []
+    errors: list[ErrorOut] = []
+    for out in batch.outs:
+        try:
+            texts.append(detok.process(out))
+        except Exception as exc:
+            message = f"internal error while detokenizing: {type(exc).__name__}: {exc}"
+            logger.error("request %s failed: %s", out.rid, message, exc_info=exc)
+            detok.drop(out.rid)
+            errors.append(ErrorOut(rid=out.rid, message=message, code="internal"))
+    return ([TextBatchOut(outs=texts)] if texts else []) + errors

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import multiprocessing as mp
 import shutil
+import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +29,23 @@ class EngineProcesses:
     info: dict[str, Any] = field(default_factory=dict)
 
     def health(self) -> str | None:
-        """None while every child is alive, else which one died and how."""
+        """None while every child is alive, else which one died and how (its exit code)."""
         for name, p in self.procs.items():
             if not p.is_alive():
-                return f"{name} process exited with code {p.exitcode}"
+                return describe_exit(name, p)
         return None
+
+    def describe(self) -> str:
+        """Every child's status in words, e.g. for the log when the engine died."""
+        return "; ".join(describe_exit(name, p) for name, p in self.procs.items())
+
+    def wait_for_a_death(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s until some child has exited (a crashing child first sends
+        its error, then exits: waiting lets its real exit code be reported)."""
+        from multiprocessing.connection import wait
+
+        if all(p.is_alive() for p in self.procs.values()):
+            wait([p.sentinel for p in self.procs.values()], timeout)
 
     def shutdown(self) -> None:
         # The scheduler first: on SIGTERM it finishes its step and tells its TP workers to
@@ -49,6 +62,22 @@ class EngineProcesses:
                     p.kill()
                     p.join(timeout=5)
         shutil.rmtree(self.ipc_dir, ignore_errors=True)
+
+
+def describe_exit(name: str, proc: Any) -> str:
+    """A child's status in words, with its real exit code (multiprocessing reports death by
+    signal N as exit code -N), e.g. ``scheduler process exited: killed by SIGKILL (exit code
+    -9, pid 123)``."""
+    code = proc.exitcode
+    if code is None:
+        return f"{name} process is running (pid {proc.pid})"
+    if code < 0:
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = f"signal {-code}"
+        return f"{name} process exited: killed by {sig} (exit code {code}, pid {proc.pid})"
+    return f"{name} process exited with code {code} (pid {proc.pid})"
 
 
 def _wait_ready(name: str, conn: Any, proc: Any) -> dict[str, Any]:

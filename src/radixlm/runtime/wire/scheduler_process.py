@@ -1,14 +1,17 @@
 """The scheduler process: receive requests, step the scheduler, send token outputs.
 
 A request-level error (bad prompt, bad constraint) is answered with an ``ErrorOut`` for that
-request and the loop carries on; an unexpected exception fails every in-flight request with the
-error (so no client hangs) and ends the process.
+request and the loop carries on, as is an internal error while handling one request (see
+``output_processor.py``). An exception outside any one request (the forward, the KV manager)
+fails every in-flight request with the error (so no client hangs), sends a fatal ``ErrorOut``
+and ends the process with exit code :data:`CRASH_EXIT_CODE`, so its parent sees a crash.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import traceback
 from multiprocessing.connection import Connection
@@ -32,6 +35,7 @@ from .messages import (
 
 logger = logging.getLogger(__name__)
 IDLE_POLL_MS = 200
+CRASH_EXIT_CODE = 1  # a crash after start-up (a clean return would read as exit code 0)
 AUDIT_EVERY_IDLE_POLLS = 25
 
 
@@ -60,7 +64,7 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
         scheduler, info = _load(args)
     except Exception as exc:  # report the load failure to the launcher, then exit
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
-        return
+        sys.exit(CRASH_EXIT_CODE)
     ctx = zmq.Context()
     inbox = ipc.bind_pull(ctx, endpoints.scheduler)
     outbox = ipc.connect_push(ctx, endpoints.detokenizer)
@@ -81,11 +85,11 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
         ipc.send(outbox, ErrorOut(rid=None, message=message, fatal=True, code="internal"))
         crashed = True
     finally:
-        outbox.close(linger=2000)
+        outbox.close(linger=2000)  # let the errors out before the process ends
         inbox.close()
         ctx.term()
-    if crashed:  # e.g. a tensor-parallel peer died mid-collective: exit non-zero
-        raise SystemExit(1)
+    if crashed:  # (a clean return would read as exit code 0)
+        sys.exit(CRASH_EXIT_CODE)
 
 
 def _stop_on_sigterm() -> threading.Event:
@@ -120,14 +124,20 @@ def _loop(scheduler, inbox: zmq.Socket, outbox: zmq.Socket) -> None:  # noqa: AN
 
 
 def _handle(scheduler, msg: Message) -> Message | None:  # noqa: ANN001
+    """Apply one incoming message; an exception while doing so fails that request alone."""
     if isinstance(msg, GenerateReq):
         try:
             scheduler.add_request(msg)
         except RequestError as exc:
             return ErrorOut(rid=msg.rid, message=str(exc))
+        except Exception as exc:  # a bug admitting this request: fail it, not the engine
+            return _request_fault(scheduler, msg.rid, "admitting the request", exc)
         return None
     if isinstance(msg, AbortReq):
-        out = scheduler.abort(msg.rid)
+        try:
+            out = scheduler.abort(msg.rid)
+        except Exception as exc:
+            return _request_fault(scheduler, msg.rid, "aborting the request", exc)
         return TokenBatchOut(outs=[out]) if isinstance(out, ReqOut) else None
     if isinstance(msg, ControlReq):
         try:
@@ -136,3 +146,11 @@ def _handle(scheduler, msg: Message) -> Message | None:  # noqa: ANN001
             return ControlOut(msg.cid, False, error=f"{type(exc).__name__}: {exc}")
     logger.warning("scheduler: unexpected message %s dropped", type(msg).__name__)
     return None
+
+
+def _request_fault(scheduler, rid: str, stage: str, exc: Exception) -> ErrorOut:  # noqa: ANN001
+    """Drop ``rid`` after an internal error and say so (logged with the traceback)."""
+    message = f"internal error while {stage}: {type(exc).__name__}: {exc}"
+    logger.error("request %s failed: %s", rid, message, exc_info=exc)
+    scheduler.fail(rid)
+    return ErrorOut(rid=rid, message=message, code="internal")
