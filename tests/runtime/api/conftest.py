@@ -25,8 +25,10 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def start_server(tmp_path_factory: pytest.TempPathFactory
                  ) -> Iterator[Callable[..., str]]:
-    """``start_server(*flags, env=None)`` -> base URL; every server stops with the module."""
+    """``start_server(*flags, env=None)`` -> base URL; every server stops with the module.
+    ``start_server.logs[url]`` is the server's log file (stdout and stderr)."""
     procs: list[subprocess.Popen] = []
+    logs: dict[str, Path] = {}
 
     def start(*flags: str, env: dict[str, str] | None = None) -> str:
         port = free_port()
@@ -37,6 +39,7 @@ def start_server(tmp_path_factory: pytest.TempPathFactory
                                     env={**os.environ, **(env or {})})
         procs.append(proc)
         url = f"http://127.0.0.1:{port}"
+        logs[url] = log
         for _ in range(START_POLLS):
             if proc.poll() is not None:
                 pytest.fail(f"server exited: {log.read_text()[-3000:]}")
@@ -48,6 +51,7 @@ def start_server(tmp_path_factory: pytest.TempPathFactory
             time.sleep(0.3)
         pytest.fail("server did not start")
 
+    start.logs = logs  # type: ignore[attr-defined]
     yield start
     for proc in procs:
         proc.terminate()

@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -19,12 +20,26 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .generate_request import RequestValidationError, parse_generate_request
-from .http_common import ServerState, read_json, sse, until_disconnect
-from .tokenizer_manager import GenerateError
+from .http_common import (
+    ServerState,
+    error_response,
+    openai_error_body,
+    read_json,
+    sse,
+    until_disconnect,
+)
+from .template_budget import TemplateBudgetExceeded, run_with_step_budget
+
+# OpenAI's documented limits: at most 20 top logprobs per chat token, 5 per completion token.
+MAX_CHAT_TOP_LOGPROBS = 20
+MAX_COMPLETION_LOGPROBS = 5
+CLIENT_TEMPLATE_MAX_STEPS = 1_000_000  # lines a client-supplied chat template may execute
+RESERVED_TEMPLATE_KWARGS = ("tokenize", "add_generation_prompt", "conversation", "messages")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # inf/nan are never valid sampling values (JSON itself has neither)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class StreamOptions(_Strict):
@@ -47,16 +62,16 @@ class _Sampling(_Strict):
     """Fields shared by both endpoints (OpenAI's, then SGLang/vLLM extensions)."""
 
     model: str | None = None
-    max_tokens: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    n: int = 1
+    max_tokens: int | None = Field(default=None, ge=0)
+    temperature: float = Field(default=1.0, ge=0, le=2)
+    top_p: float = Field(default=1.0, ge=0, le=1)
+    n: int = Field(default=1, ge=1, le=64)
     stop: str | list[str] | None = None
     seed: int | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
+    presence_penalty: float = Field(default=0.0, ge=-2, le=2)
+    frequency_penalty: float = Field(default=0.0, ge=-2, le=2)
     user: str | None = None
     # extensions
     top_k: int = -1
@@ -74,8 +89,8 @@ class _Sampling(_Strict):
 
 class CompletionRequest(_Sampling):
     prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = 16
-    logprobs: int | None = None
+    max_tokens: int | None = Field(default=16, ge=0)
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_COMPLETION_LOGPROBS)
     echo: bool = False
     best_of: int | None = None
     suffix: str | None = None
@@ -90,9 +105,9 @@ class ChatMessage(BaseModel):
 
 class ChatRequest(_Sampling):
     messages: list[ChatMessage]
-    max_completion_tokens: int | None = None
+    max_completion_tokens: int | None = Field(default=None, ge=0)
     logprobs: bool = False
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_CHAT_TOP_LOGPROBS)
     response_format: ResponseFormat | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
@@ -176,11 +191,16 @@ def _chat_logprobs(meta: dict[str, Any]) -> dict[str, Any]:
 def add_openai_routes(app: FastAPI, state: ServerState) -> None:
 
     model_name = state.args.model_name
+    # The names a request's ``model`` may give: the served name, the path it was loaded
+    # from (and that path's last part), and SGLang's "default".
+    aliases = {model_name, state.args.model_path, Path(state.args.model_path).name, "default"}
 
-    def openai_error(exc: GenerateError) -> dict[str, Any]:
-        return {"error": {"message": str(exc), "type": "invalid_request_error"
-                          if exc.code == "invalid_request" else "server_error",
-                          "param": None, "code": exc.code}}
+    def unknown_model(req: _Sampling) -> Response | None:
+        if req.model is None or req.model in aliases:
+            return None
+        return error_response(f"The model `{req.model}` does not exist; this server serves "
+                              f"`{model_name}`", 404, "model_not_found", openai=True,
+                              param="model")
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -194,6 +214,8 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
     async def completions(request: Request) -> Response:
 
         req: CompletionRequest = _parse(CompletionRequest, await read_json(request))
+        if (missing := unknown_model(req)) is not None:
+            return missing
         _unsupported(req, suffix=bool(req.suffix), logit_bias=bool(req.logit_bias),
                      best_of=req.best_of not in (None, req.n))
         prompt = req.prompt
@@ -208,8 +230,8 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
         echo_text = [prompt] if isinstance(prompt, str) else prompt
         if req.stream:
-            return sse(_stream_completion(state, gen, rid, created, model_name, req, want_lp),
-                       openai_error)
+            return await sse(request, _stream_completion(state, gen, rid, created, model_name,
+                                                         req, want_lp), openai_error_body)
         results = await until_disconnect(request, state.manager.generate_once(gen))
         results = results if isinstance(results, list) else [results]
         choices = []
@@ -228,10 +250,12 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
     async def chat(request: Request) -> Response:
 
         req: ChatRequest = _parse(ChatRequest, await read_json(request))
+        if (missing := unknown_model(req)) is not None:
+            return missing
         _unsupported(req, tools=bool(req.tools), logit_bias=bool(req.logit_bias))
         if req.top_logprobs is not None and not req.logprobs:
             raise RequestValidationError("field 'top_logprobs': requires logprobs=true")
-        text = _render_chat(state, req)
+        text = await state.manager.offload(_render_chat, state, req)
         params = _sampling(req, req.max_completion_tokens or req.max_tokens)
         params.update(_response_format(req.response_format))
         gen = parse_generate_request({
@@ -242,7 +266,8 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
         })
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
-            return sse(_stream_chat(state, gen, rid, created, model_name, req), openai_error)
+            return await sse(request, _stream_chat(state, gen, rid, created, model_name, req),
+                             openai_error_body)
         results = await until_disconnect(request, state.manager.generate_once(gen))
         results = results if isinstance(results, list) else [results]
         choices = [{"index": i, "message": {"role": "assistant", "content": r["text"]},
@@ -255,6 +280,7 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
 
 
 def _render_chat(state: ServerState, req: ChatRequest) -> str:
+    """The prompt (runs on the tokenizer manager's worker thread, off the event loop)."""
     messages = []
     for m in req.messages:
         content = m.content
@@ -268,18 +294,45 @@ def _render_chat(state: ServerState, req: ChatRequest) -> str:
                 parts.append(part.get("text", ""))
             content = "".join(parts)
         messages.append({"role": m.role, "content": content or ""})
+    size = sum(len(m["content"]) for m in messages)
+    if size > state.args.max_prompt_chars:  # template work grows with the text it is given
+        raise RequestValidationError(
+            f"messages: {size} characters of content; this server accepts at most "
+            f"{state.args.max_prompt_chars} (--max-prompt-chars)")
+    kwargs = _template_kwargs(state, req)
+    client_template = "chat_template" in kwargs
     template = state.args.chat_template
-    kwargs = dict(req.chat_template_kwargs or {})
-    if template is not None:
-        from pathlib import Path
-
+    if template is not None and not client_template:
         path = Path(template)
         kwargs["chat_template"] = path.read_text() if path.is_file() else template
-    try:
+
+    def render() -> str:
         return state.tokenizer.apply_chat_template(messages, tokenize=False,
                                                    add_generation_prompt=True, **kwargs)
+    try:
+        if client_template:
+            return run_with_step_budget(render, CLIENT_TEMPLATE_MAX_STEPS)
+        return render()
+    except TemplateBudgetExceeded as exc:
+        raise RequestValidationError(f"chat_template_kwargs.chat_template: {exc} (the limit "
+                                     f"for a client-supplied template)") from None
     except Exception as exc:  # a template error is the request's problem, reported as such
         raise RequestValidationError(f"messages: chat template failed: {exc}") from None
+
+
+def _template_kwargs(state: ServerState, req: ChatRequest) -> dict[str, Any]:
+    kwargs = dict(req.chat_template_kwargs or {})
+    reserved = sorted(set(kwargs) & set(RESERVED_TEMPLATE_KWARGS))
+    if reserved:
+        raise RequestValidationError(f"chat_template_kwargs: {reserved} are set by the "
+                                     f"server and may not be given")
+    if "chat_template" in kwargs and not state.args.allow_client_chat_template:
+        raise RequestValidationError(
+            "chat_template_kwargs.chat_template: this server does not accept client chat "
+            "templates (the operator can allow them with --allow-client-chat-template)")
+    if "chat_template" in kwargs and not isinstance(kwargs["chat_template"], str):
+        raise RequestValidationError("chat_template_kwargs.chat_template: expected a string")
+    return kwargs
 
 
 def _response_format(fmt: ResponseFormat | None) -> dict[str, Any]:
