@@ -10,6 +10,7 @@ would otherwise get one id twice).
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 import msgspec
@@ -27,10 +28,11 @@ ERROR_SCHEMA = {
         "message": {"type": "string"}, "code": {"type": "string"},
         "type": {"type": "string"}, "param": {"type": ["string", "null"]}}}},
 }
-ERRORS = {"400": "invalid request (the message names the field)",
-          "401": "missing or wrong API key", "413": "request body too large",
+ERRORS = {"401": "missing or wrong API key",
           "503": "overloaded (see Retry-After) or the engine is not running"}
-OPENAI_ERRORS = {**ERRORS, "404": "unknown model"}
+BODY_ERRORS = {**ERRORS, "400": "invalid request (the message names the field)",
+               "413": "request body too large"}
+OPENAI_BODY_ERRORS = {**BODY_ERRORS, "404": "unknown model"}
 
 
 def _one_or_many(item: dict[str, Any]) -> dict[str, Any]:
@@ -61,11 +63,11 @@ def _generate_schema() -> dict[str, Any]:
 
 def _components() -> dict[str, Any]:
     schemas: dict[str, Any] = {"ErrorResponse": ERROR_SCHEMA}
-    _, msgspec_defs = msgspec.json.schema_components([SamplingParams],
-                                                     ref_template=REF)
+    _, msgspec_defs = msgspec.json.schema_components(
+        [SamplingParams], ref_template=REF.format("{name}"))
     schemas.update(msgspec_defs)
     for model in (CompletionRequest, ChatRequest):
-        schema = model.model_json_schema(by_alias=True, ref_template=REF)
+        schema = model.model_json_schema(by_alias=True, ref_template=REF.format("{model}"))
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
     schemas["GenerateRequest"] = _generate_schema()
@@ -80,7 +82,9 @@ BODIES = {"/generate": "GenerateRequest", "/v1/completions": "CompletionRequest"
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:
     """The app's OpenAPI document with bodies, errors and unique operation ids."""
-    doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
+    with warnings.catch_warnings():  # FastAPI's ids repeat for multi-method routes: renamed
+        warnings.filterwarnings("ignore", "Duplicate Operation ID", UserWarning)
+        doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
     doc.setdefault("components", {}).setdefault("schemas", {}).update(_components())
     error_ref = {"content": {"application/json": {"schema": {
         "$ref": REF.format("ErrorResponse")}}}}
@@ -88,10 +92,11 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         for method, op in operations.items():
             op["operationId"] = f"{method}_{re.sub(r'[^0-9A-Za-z]+', '_', path).strip('_')}"
             body = BODIES.get(path)
+            errors = ERRORS
             if body is not None and method in ("post", "put"):
                 op["requestBody"] = {"required": True, "content": {"application/json": {
                     "schema": {"$ref": REF.format(body)}}}}
-            errors = OPENAI_ERRORS if path.startswith("/v1/") else ERRORS
+                errors = OPENAI_BODY_ERRORS if path.startswith("/v1/") else BODY_ERRORS
             responses = op.setdefault("responses", {})
             responses.pop("422", None)  # FastAPI's own validation is not used
             for status, what in errors.items():
