@@ -32,7 +32,12 @@ from ..wire.messages import (
     TextOut,
     finish_reason_json,
 )
-from .generate_request import GenerateItem, GenerateRequest, parse_generate_request
+from .generate_request import (
+    GenerateItem,
+    GenerateRequest,
+    RequestValidationError,
+    parse_generate_request,
+)
 from .request_limits import RequestLimits
 
 logger = logging.getLogger(__name__)
@@ -291,7 +296,10 @@ class TokenizerManager:
         req = body if isinstance(body, GenerateRequest) else parse_generate_request(body)
         states: list[ReqState] = []
         self._check_can_admit(len(req.items))  # refuse before any tokenizing work
-        prompt_ids = await self.offload(self._tokenize_all, req.items)
+        try:
+            prompt_ids = await self.offload(self._tokenize_all, req.items)
+        except RequestValidationError as exc:  # over a model limit: refused, as by the engine
+            raise GenerateError(str(exc), "invalid_request") from None
         try:
             for item, ids in zip(req.items, prompt_ids):
                 states.append(await self._send(item, req.stream, ids))
