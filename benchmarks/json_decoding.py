@@ -1,9 +1,11 @@
 """JSON-schema constrained decoding, side by side: radixlm.fsm, xgrammar and outlines-core.
 
-Per JSONSchemaBench subset and engine, on the tiny model's 8k byte-level vocabulary:
+Per JSONSchemaBench subset and engine, on one vocabulary (``--tokenizer``: SmolLM2's 49k
+byte-level BPE, Mistral's 131k tekken, Mistral's 32k SentencePiece with byte fallback, or the
+tiny model's 8k; see :mod:`radixlm.real_vocabularies`):
 declared coverage (compiles within the time budget), correctness on the test instances (judged
 by ``jsonschema`` with a format checker, not by the labels), compile time p50/p90/p99, mask
-time per token p50/p99 (random-logit walks), walks that finish / parse / validate, and for
+time per token p50/p99/max (random-logit walks), walks that finish / parse / validate, and for
 radixlm the share of output tokens produced by jump-forward. Prints a table, writes JSON.
 
 An instance counts as accepted when some spelling of it is: its own serialisation (compact or
@@ -11,26 +13,24 @@ with spaces) or, for radixlm, a key order found by :mod:`radixlm.fsm.json.witnes
 also get that schema-ordered spelling. xgrammar gets a ``TokenizerInfo`` built from the same
 bytes (specials other than EOS empty, so masked); outlines-core a byte-keyed vocabulary.
 
-    python benchmarks/json_decoding.py --per-subset 20 --out results.json
+    python benchmarks/json_decoding.py --tokenizer smollm2 --per-subset 20 --out results.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
-import re
 import tempfile
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import numpy as np
 import torch
+from json_decoding_support import OutlinesEngine, sample  # this folder (run as a script)
 
 from radixlm.fsm import (
     CompileBudget,
@@ -42,26 +42,14 @@ from radixlm.fsm import (
     jump_forward,
 )
 from radixlm.fsm.json.witness import find_accepted_text
+from radixlm.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "jsonschemabench"
 DEFAULT_SUBSETS = ("Glaiveai2K", "Github_easy", "Github_medium", "Github_hard",
                    "JsonSchemaStore", "Github_trivial", "JME", "MCPspec", "BFCL_multiple",
                    "Synthesized", "Handwritten")
-EOS_IDS = (1, 4)
-MODEL_VOCAB = 8192
-
 
 # -- shared pieces ----------------------------------------------------------------------------
-
-
-def load_tokenizer(cache: Path):  # noqa: ANN201
-    """The tiny model's tokenizer (built offline, cached)."""
-    from transformers import AutoTokenizer
-
-    from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
-
-    path = ensure_tiny_model(TinyModelSpec(arch="llama", size="test"), cache)
-    return AutoTokenizer.from_pretrained(path)
 
 
 def judge(schema: Any) -> jsonschema.protocols.Validator:
@@ -82,34 +70,6 @@ def spellings(value: Any) -> list[str]:
             json.dumps(value, ensure_ascii=False)]
 
 
-def _child(fn: Callable[..., Any], args: tuple, conn: Any) -> None:
-    try:
-        conn.send(("ok", fn(*args)))
-    except Exception as exc:  # reported to the parent
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-
-
-def run_with_timeout(fn: Callable[..., Any], args: tuple, timeout: float) -> Any:
-    """Run ``fn(*args)`` in a child process; TimeoutError past ``timeout`` (process killed).
-
-    Children come from a fork server, not from this (large) process: forking it would mark
-    all its memory copy-on-write, and the page faults that follow would be billed to whichever
-    engine compiles next."""
-    ctx = mp.get_context("forkserver")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(fn, args, child), daemon=True)
-    proc.start()
-    if not parent.poll(timeout):
-        proc.kill()
-        proc.join()
-        raise TimeoutError(f"over {timeout} s")
-    status, payload = parent.recv()
-    proc.join()
-    if status == "error":
-        raise RuntimeError(payload)
-    return payload
-
-
 # -- engines ----------------------------------------------------------------------------------
 
 
@@ -118,11 +78,13 @@ class RadixEngine:
 
     name = "radixlm"
 
-    def __init__(self, vocab: TokenVocabulary, tokenizer: Any, timeout: float,
-                 limits: JsonLimits) -> None:
-        self.vocab = vocab
+    def __init__(self, tokenizer: RealVocabulary, timeout: float, limits: JsonLimits,
+                 forward_ms: float, mask_bound_ms: float | None) -> None:
+        self.forward_ms, self.mask_bound_ms = forward_ms, mask_bound_ms  # see --help
+        self.deferred_steps = 0
+        self.vocab = tokenizer.vocab
         self.tokenizer = tokenizer
-        self.compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=timeout))
+        self.compiler = GrammarCompiler(self.vocab, CompileBudget(max_seconds=timeout))
         self.limits = limits
         self.cold_steps = 0  # steps whose mask was computed on the spot
 
@@ -141,7 +103,7 @@ class RadixEngine:
                             extendable=lambda t: bool(self.vocab.extendable[t]))
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        return self.tokenizer.encode(text)
 
     def witness(self, grammar: Any, value: Any) -> str | None:
         found = find_accepted_text(grammar.dfa, value)
@@ -181,9 +143,20 @@ class RadixEngine:
                 out = out[: len(out) - plan.rollback] + list(plan.tokens)
                 forced += len(plan.tokens)
                 continue
-            cold = grammar.index.cached_mask(matcher.state) is None
+            if self.forward_ms:  # as the scheduler: prefetch, then the forward runs
+                self.compiler.prefetch(matcher)
+                time.sleep(self.forward_ms / 1e3)  # the GIL is free, as in a model forward
+            cold = not matcher.mask_ready()
             start = time.perf_counter()
-            matcher.fill_bitmask(row)
+            if self.mask_bound_ms is None:
+                matcher.fill_bitmask(row)
+            else:
+                while not matcher.fill_bitmask_within(row, self.mask_bound_ms / 1e3):
+                    times.append(time.perf_counter() - start)  # the step it sat out
+                    self.deferred_steps += 1
+                    self.compiler.prefetch(matcher)
+                    time.sleep(self.forward_ms / 1e3)  # the others' forward
+                    start = time.perf_counter()
             times.append(time.perf_counter() - start)
             self.cold_steps += cold
             token = sample(masks[1], self.vocab.vocab_size, gen)
@@ -206,7 +179,7 @@ class XGrammarEngine:
         self.xgr = xgr
         encoded = [b or b"" for b in vocab.token_bytes]  # specials/EOS empty: masked
         info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=vocab.vocab_size,
-                                 stop_token_ids=list(EOS_IDS))
+                                 stop_token_ids=list(vocab.eos_token_ids))
         self.compiler = xgr.GrammarCompiler(info, max_threads=1)
         self.vocab = vocab
 
@@ -216,7 +189,8 @@ class XGrammarEngine:
     def accepts(self, grammar: Any, texts: list[str]) -> bool:
         for text in texts:
             matcher = self.xgr.GrammarMatcher(grammar)
-            if matcher.accept_string(text) and matcher.accept_token(EOS_IDS[0]) and \
+            if matcher.accept_string(text) and matcher.accept_token(self.vocab.eos_token_ids[0]) \
+                    and \
                     matcher.is_terminated():
                 return True
         return False
@@ -239,77 +213,11 @@ class XGrammarEngine:
         return out, 0, times, False
 
 
-def _outlines_build(regex: str, mapping: dict[bytes, list[int]]) -> tuple[Any, float]:
-    import outlines_core
-
-    start = time.perf_counter()
-    index = outlines_core.Index(regex, outlines_core.Vocabulary(EOS_IDS[0], mapping))
-    return index, time.perf_counter() - start
-
-
-class OutlinesEngine:
-    """outlines-core 0.2.14: its own schema → regex, Index over a byte-keyed vocabulary."""
-
-    name = "outlines-core"
-
-    def __init__(self, vocab: TokenVocabulary, timeout: float) -> None:
-        self.vocab = vocab
-        self.timeout = timeout
-        self.mapping: dict[bytes, list[int]] = {}
-        for tid, data in enumerate(vocab.token_bytes):
-            if data:
-                self.mapping.setdefault(data, []).append(tid)
-
-    def compile(self, schema: Any) -> Any:
-        from outlines_core.json_schema import build_regex_from_schema
-
-        start = time.perf_counter()
-        regex = build_regex_from_schema(json.dumps(schema))
-        regex_seconds = time.perf_counter() - start
-        # the Index build runs in a child process so a runaway build can be killed
-        index, index_seconds = run_with_timeout(_outlines_build, (regex, self.mapping),
-                                                max(self.timeout - regex_seconds, 0.1))
-        return (regex, index, regex_seconds + index_seconds)
-
-    def accepts(self, grammar: Any, texts: list[str]) -> bool:
-        regex = grammar[0]
-        try:
-            return any(re.fullmatch(regex, t) for t in texts)
-        except re.error:
-            return False
-
-    def walk(self, grammar: Any, gen: torch.Generator, max_steps: int,
-             jump: bool) -> tuple[list[int], int, list[float], bool]:
-        import outlines_core
-
-        guide = outlines_core.Guide(grammar[1])
-        mask = torch.zeros(self.vocab.num_words, dtype=torch.int32)
-        out, times = [], []
-        for _ in range(max_steps):
-            start = time.perf_counter()
-            guide.write_mask_into(mask.data_ptr(), mask.numel(), 4)
-            times.append(time.perf_counter() - start)
-            token = sample(mask, self.vocab.vocab_size, gen)
-            if token in EOS_IDS:
-                return out, 0, times, True
-            guide.advance(token)
-            out.append(token)
-        return out, 0, times, False
-
-
-def sample(mask_row: torch.Tensor, vocab_size: int, gen: torch.Generator) -> int:
-    """argmax of random logits over the allowed tokens (uniform over them)."""
-    shifts = torch.arange(32, dtype=torch.int32)
-    allowed = ((mask_row.unsqueeze(-1) >> shifts) & 1).reshape(-1)[:vocab_size].bool()
-    logits = torch.randn(vocab_size, generator=gen).masked_fill(~allowed, float("-inf"))
-    return int(logits.argmax())
-
-
 # -- measuring --------------------------------------------------------------------------------
 
 
 def measure_schema(engines: list[Any], schema: Any, tests: list[dict], args: argparse.Namespace,
-                   tokenizer: Any, seed: int, results: dict) -> None:
+                   tokenizer: RealVocabulary, seed: int, results: dict) -> None:
     """Compile with every engine, check instances, run walks; append to ``results``."""
     validator = judge(schema)
     truths = []
@@ -349,13 +257,15 @@ def measure_schema(engines: list[Any], schema: Any, tests: list[dict], args: arg
                                                             if t is not None])
             key = ("valid" if truth else "invalid") + ("_accepted" if accepted else "_rejected")
             rec[key] += 1
-        cold_before = getattr(engine, "cold_steps", 0)
+        before = {k: getattr(engine, k, 0) for k in ("cold_steps", "deferred_steps")}
         walk_engine(engine, grammar, schema, validator, args, tokenizer, seed, rec)
-        rec["cold_steps"] += getattr(engine, "cold_steps", 0) - cold_before
+        for k, v in before.items():
+            rec[k] += getattr(engine, k, 0) - v
 
 
 def walk_engine(engine: Any, grammar: Any, schema: Any, validator: Any,
-                args: argparse.Namespace, tokenizer: Any, seed: int, rec: dict) -> None:
+                args: argparse.Namespace, tokenizer: RealVocabulary, seed: int,
+                rec: dict) -> None:
     """Random-logit walks: mask times, finished/parsed/valid outputs, forced share."""
     if engine.name == "radixlm" and args.walk_limits:
         try:
@@ -408,7 +318,9 @@ def summarize(rec: dict) -> dict:
         "compile_ms_p50": percentile(ms, 50), "compile_ms_p90": percentile(ms, 90),
         "compile_ms_p99": percentile(ms, 99),
         "mask_us_p50": percentile(us, 50), "mask_us_p99": percentile(us, 99),
+        "mask_us_max": max(us) if us else None,
         "mask_steps": len(us), "cold_mask_steps": rec["cold_steps"],
+        "deferred_steps": rec["deferred_steps"],
         "walks": rec["walks"], "walk_errors": rec["walk_errors"],
         "finished": rec["finished"], "parsed": rec["parsed"],
         "valid_outputs": rec["valid_out"],
@@ -420,7 +332,7 @@ def summarize(rec: dict) -> dict:
 
 def print_table(summary: dict) -> None:
     cols = ("subset", "engine", "cov", "rej-valid", "acc-invalid", "comp p50/p90/p99 ms",
-            "mask p50/p99 us (cold)", "walks fin/parse/valid", "forced", "JF saves")
+            "mask p50/p99/max us (cold)", "walks fin/parse/valid", "forced", "JF saves")
     print(" | ".join(cols))
     for subset, engines in summary.items():
         for name, s in engines.items():
@@ -430,8 +342,9 @@ def print_table(summary: dict) -> None:
                 f"{s['valid_rejected']}/{s['valid_instances']}",
                 f"{s['invalid_accepted']}/{s['invalid_instances']}",
                 f"{f(s['compile_ms_p50'])}/{f(s['compile_ms_p90'])}/{f(s['compile_ms_p99'])}",
-                f"{f(s['mask_us_p50'])}/{f(s['mask_us_p99'])} "
-                f"({s['cold_mask_steps']}/{s['mask_steps']})",
+                f"{f(s['mask_us_p50'])}/{f(s['mask_us_p99'])}/{f(s['mask_us_max'], 0)} "
+                f"({s['cold_mask_steps']}/{s['mask_steps']}"
+                + (f", {s['deferred_steps']} deferred)" if s["deferred_steps"] else ")"),
                 f"{s['finished']}/{s['parsed']}/{s['valid_outputs']} of {s['walks']}"
                 + (f" ({s['walk_errors']} budget errors)" if s["walk_errors"] else ""),
                 f(s["forced_share"], 3), f(s["jf_steps_saved"], 3)]))
@@ -441,6 +354,7 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONSchemaBench folder")
+    p.add_argument("--tokenizer", choices=NAMES, default="smollm2", help="vocabulary")
     p.add_argument("--subsets", nargs="*", default=list(DEFAULT_SUBSETS))
     p.add_argument("--per-subset", type=int, default=20, help="schemas per subset (sorted)")
     p.add_argument("--engines", default="radixlm,xgrammar,outlines-core")
@@ -449,6 +363,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=400, help="tokens per walk at most")
     p.add_argument("--no-jump-forward", dest="jump_forward", action="store_false",
                    help="radixlm walks without jump-forward")
+    p.add_argument("--forward-ms", type=float, default=0.0, help="radixlm as the scheduler: "
+                   "prefetch after each token, then a simulated forward this long")
+    p.add_argument("--mask-bound-ms", type=float, default=None, help="with --forward-ms: "
+                   "fill_bitmask_within this bound, else sit out a step and retry")
     p.add_argument("--walk-limits", action="store_true",
                    help="radixlm walks on the schema with bounded lengths (JsonLimits), so "
                         "every walk ends; by default all engines walk the same grammar")
@@ -460,11 +378,13 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(1)
-    tokenizer = load_tokenizer(args.cache)
-    vocab = TokenVocabulary.from_tokenizer(tokenizer, MODEL_VOCAB, EOS_IDS)
+    tokenizer = load_vocabulary(args.tokenizer, args.cache)
+    vocab = tokenizer.vocab
+    print(f"{args.tokenizer}: {vocab.vocab_size} ids, EOS {vocab.eos_token_ids}", flush=True)
     limits = JsonLimits(max_string_length=16, max_array_items=4, max_object_properties=3,
                         max_number_digits=6, any_value_depth=3, max_recursion_depth=2)
-    makers = {"radixlm": lambda: RadixEngine(vocab, tokenizer, args.timeout, limits),
+    makers = {"radixlm": lambda: RadixEngine(tokenizer, args.timeout, limits,
+                                             args.forward_ms, args.mask_bound_ms),
               "xgrammar": lambda: XGrammarEngine(vocab),
               "outlines-core": lambda: OutlinesEngine(vocab, args.timeout)}
     engines = [makers[n]() for n in args.engines.split(",")]

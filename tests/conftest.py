@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from radixlm.fsm import TokenVocabulary
+
 # One thread per process: with two, OpenMP spin-waits on this 2-core machine.
 torch.set_num_threads(1)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -65,3 +67,61 @@ def real_model(tmp_path_factory: pytest.TempPathFactory) -> RealModel:
                     "(the README's test command installs it)")
     cache_dir = tmp_path_factory.getbasetemp() / "radixlm-cache"
     return RealModel(gguf, cache_dir, ensure_converted(gguf, cache_dir / "gguf"))
+
+
+MODEL_VOCAB = 8192  # the tiny model's padded logits width
+EOS_IDS = (1, 4)  # <|end_of_text|>, <|im_end|>
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_llama_path: Path):  # noqa: ANN201
+    """The tiny model's byte-level BPE tokenizer (specials 0-4, ~8.1k tokens)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_llama_path)
+
+
+@pytest.fixture(scope="session")
+def vocab(tokenizer) -> TokenVocabulary:  # noqa: ANN001
+    """Bytes per token id, padded to the model's 8192 logits, EOS ids 1 and 4."""
+    return TokenVocabulary.from_tokenizer(tokenizer, MODEL_VOCAB, EOS_IDS)
+
+
+@pytest.fixture(scope="session")
+def tiny_server_url(tiny_llama_path, tmp_path_factory):
+    """``radixlm serve`` on the tiny Llama, on a free loopback port, for the whole session
+    (shared by the SGLang-frontend, OpenAI-backend and API-parity tests)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import requests
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path_factory.mktemp("tiny-server") / "server.log"
+    cmd = [sys.executable, "-m", "radixlm.cli", "serve", "--model-path", str(tiny_llama_path),
+           "--host", "127.0.0.1", "--port", str(port)]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):  # bounded by attempts; each waits at most 0.2 s
+            if proc.poll() is not None:
+                pytest.fail(f"radixlm serve exited: {log.read_text()[-3000:]}")
+            try:
+                if requests.get(url + "/health_generate", timeout=30).ok:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        else:
+            pytest.fail(f"radixlm serve did not become ready: {log.read_text()[-3000:]}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()

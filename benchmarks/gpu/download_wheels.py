@@ -69,6 +69,7 @@ WHEELS: tuple[Wheel, ...] = (
     Wheel("fastapi", "0.165.0", "HTTP server"),
     Wheel("uvicorn", "0.54.0", "HTTP server"),
     Wheel("pydantic", "2.14.4", "OpenAI API models (also fastapi)"),
+    Wheel("gguf", "0.19.0", "GGUF checkpoints (model loading)"),
     # their dependencies missing on the device
     Wheel("pydantic-core", "2.50.5", "pydantic pins it exactly"),
     Wheel("annotated-types", "0.8.0", "pydantic"),

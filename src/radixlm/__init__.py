@@ -46,6 +46,7 @@ _LAZY = {
     "Runtime": ("radixlm.lang.backend.runtime", "Runtime"),
     "RuntimeEndpoint": ("radixlm.lang.backend.runtime_endpoint", "RuntimeEndpoint"),
     "EngineBackend": ("radixlm.lang.backend.engine_backend", "EngineBackend"),
+    "tools_prompt": ("radixlm.lang.backend.tool_calls", "tools_prompt"),
 }
 
 
@@ -65,6 +66,6 @@ __all__ = [
     "VertexAI", "__version__", "assistant", "assistant_begin", "assistant_end", "flush_cache",
     "function", "gen", "gen_int", "gen_string", "get_server_info", "global_config",
     "greedy_token_selection", "image", "select", "set_default_backend", "system",
-    "system_begin", "system_end", "token_length_normalized", "total_logprob",
+    "system_begin", "system_end", "token_length_normalized", "tools_prompt", "total_logprob",
     "unconditional_likelihood_normalized", "user", "user_begin", "user_end", "video",
 ]

@@ -8,8 +8,6 @@ import pytest
 
 from radixlm.fsm import CompileBudget, GrammarCompiler, TokenVocabulary
 
-MODEL_VOCAB = 8192  # the tiny model's padded logits width
-EOS_IDS = (1, 4)  # <|end_of_text|>, <|im_end|>
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "jsonschemabench"
 
 
@@ -17,20 +15,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--jsonschemabench", default=None,
                      help="folder of the JSONSchemaBench sample (default: ../shared/"
                           "jsonschemabench beside the checkout)")
-
-
-@pytest.fixture(scope="session")
-def tokenizer(tiny_llama_path: Path):  # noqa: ANN201
-    """The tiny model's byte-level BPE tokenizer (specials 0-4, ~8.1k tokens)."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_llama_path)
-
-
-@pytest.fixture(scope="session")
-def vocab(tokenizer) -> TokenVocabulary:  # noqa: ANN001
-    """Bytes per token id, padded to the model's 8192 logits, EOS ids 1 and 4."""
-    return TokenVocabulary.from_tokenizer(tokenizer, MODEL_VOCAB, EOS_IDS)
 
 
 # Tests compile many grammars: background warm-up would only compete with them for the CPU.

@@ -108,6 +108,16 @@ def test_mask_time_budget(vocab) -> None:  # noqa: ANN001
         compiler.compile(GrammarSpec.regex("(ab|cd)[a-z]{3,9}"))
 
 
+def test_mask_step_budget(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, CompileBudget(max_mask_terms=1, max_mask_seconds=1e9,
+                                                    background_warmup_states=0))
+    with pytest.raises(GrammarBudgetError, match="mask steps"):
+        compiler.compile(GrammarSpec.regex("(ab|cd)[a-z]{3,9}"))
+    roomy = GrammarCompiler(vocab, CompileBudget(max_mask_terms=10_000,
+                                                 background_warmup_states=0))
+    assert roomy.compile(GrammarSpec.regex("(ab|cd)[a-z]{3,9}")).dfa.matches(b"abxyz")
+
+
 def test_background_warm_up_continues_after_the_compile(vocab) -> None:  # noqa: ANN001
     budget = CompileBudget(warmup_states=1, background_warmup_states=40)
     compiler = GrammarCompiler(vocab, budget)

@@ -75,6 +75,7 @@ def test_json_schema_accepts_pydantic_dicts_and_strings(schema):
     (lambda: sgl.gen("x", dtype=list), "dtype"),
     (lambda: sgl.gen("x", json_schema=3), "json_schema"),
     (lambda: sgl.gen("x", json_schema="{not json"), "json_schema"),
+    (lambda: sgl.gen("x", ebnf=3), "ebnf"),
     (lambda: sgl.gen(3), "name"),
     (lambda: sgl.gen("x", choices_method=sgl.token_length_normalized), "choices_method"),
     (lambda: sgl.select("x", choices=[]), "choices"),
@@ -97,12 +98,20 @@ def test_roles_wrap_their_content():
     assert sgl.assistant_begin().role == "assistant" and sgl.system_end().role == "system"
 
 
-def test_api_backends_not_shipped_say_so():
+@pytest.mark.parametrize("name", ["Anthropic", "LiteLLM", "VertexAI"])
+def test_api_backends_not_shipped_say_so(name):
+    # (OpenAI is shipped: tests/lang/backend/test_openai_backend.py)
     with pytest.raises(NotImplementedError, match="RuntimeEndpoint"):
-        sgl.OpenAI("gpt-4o")
+        getattr(sgl, name)("some-model")
 
 
 def test_helpers_without_a_backend():
     sgl.global_config.default_backend = None
     assert sgl.flush_cache() is False
     assert sgl.get_server_info() is None
+
+
+def test_ebnf_is_sent_as_the_sampling_param():
+    grammar = 'root ::= "yes" | "no"'
+    body = sgl.gen("a", ebnf=grammar).sampling_params.to_request()
+    assert body["sampling_params"]["ebnf"] == grammar

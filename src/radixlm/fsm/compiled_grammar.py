@@ -23,8 +23,25 @@ from .errors import GrammarBudgetError, GrammarError
 from .grammar_spec import CompileBudget, GrammarSpec
 from .lazy_dfa import DEAD, LazyDFA, check_satisfiable
 from .matcher import GrammarMatcher
-from .token_index import TokenIndex
+from .token_index import MaskDeferred, TokenIndex
 from .vocabulary import TokenVocabulary
+
+
+@dataclass
+class MaskWaits:
+    """Masks a caller had to compute itself because no warm-up had (the critical path)."""
+
+    count: int = 0  # fills that found no mask ready
+    seconds: float = 0.0  # time those fills spent (computing, or trying to)
+    max_seconds: float = 0.0
+    deferred: int = 0  # of them: gave up at their bound (the caller skips the row a step)
+
+    def add(self, seconds: float, deferred: bool = False) -> None:
+        """Record one fill that found no mask ready and took ``seconds``."""
+        self.count += 1
+        self.deferred += deferred
+        self.seconds += seconds
+        self.max_seconds = max(self.max_seconds, seconds)
 
 
 @dataclass
@@ -53,7 +70,8 @@ class CompiledGrammar:
         self.dfa = LazyDFA(builder, builder.lower(node), max_states=budget.max_states)
         check_satisfiable(self.dfa)
         self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes,
-                                max_mask_seconds=budget.max_mask_seconds)
+                                max_mask_seconds=budget.max_mask_seconds,
+                                max_mask_terms=budget.max_mask_terms)
         self.cached_masks = self.index.masks  # state -> mask, read without a lock
         self.cached_np_masks = self.index.np_masks  # the same masks as numpy arrays
         self.compressed = CompressedFSM(self.dfa)
@@ -62,6 +80,11 @@ class CompiledGrammar:
         self._warm_queue = deque([self.dfa.initial])  # breadth-first warm-up, resumable
         self._warm_paths: dict[int, bytes] = {self.dfa.initial: b""}
         self._warm_keys: set[int] = set()
+        # (state, depth) decoding is at or about to reach: warmed before the breadth-first
+        # queue; depth 0 = asked for by prefetch, depth 1 = one token after such a state
+        self._hot: deque[tuple[int, int]] = deque()
+        self.prefetch_scheduled = False  # a background slice is queued for the hot states
+        self.waits = MaskWaits()  # filled by matchers when a mask was not ready
 
     @property
     def initial_state(self) -> int:
@@ -91,11 +114,50 @@ class CompiledGrammar:
             return cached
         with self._lock:
             mask = self.index.mask(state)
+        return self._checked(state, mask)
+
+    def mask_within(self, state: int, seconds: float) -> torch.Tensor | None:
+        """The mask of ``state`` if it is cached or can be computed within about ``seconds``
+        (one automaton row past it at most); None otherwise. The work done is kept, so
+        calling again (next step) resumes; the background warm-up may also finish it.
+        """
+        cached = self.index.cached_mask(state)
+        if cached is not None:
+            return cached
+        if not self._lock.acquire(timeout=seconds):  # the warm-up holds it: try next step
+            return None
+        try:
+            self.index.yield_at = time.perf_counter() + seconds
+            self.index.yield_terms = self.dfa.builder.num_terms
+            mask = self.index.mask(state)
+        except MaskDeferred:
+            return None
+        finally:
+            self.index.yield_at = float("inf")
+            self._lock.release()
+        return self._checked(state, mask)
+
+    def _checked(self, state: int, mask: torch.Tensor) -> torch.Tensor:
         self._check_memory()
         if not self.dfa.accepting[state] and not mask.numpy().any():
             raise GrammarError("no token of the vocabulary can continue the grammar at a "
                                "reachable point (the required bytes are not spellable)")
         return mask
+
+    def mask_ready(self, state: int) -> bool:
+        """Whether the mask of ``state`` is cached (filling it costs one copy)."""
+        return state in self.cached_np_masks
+
+    def prefetch(self, state: int) -> bool:
+        """Ask the warm-up to compute ``state``'s mask, then those of the states one token
+        after it, before anything else; True when ``state``'s mask is ready already (its
+        successors are queued either way). Cheap: call it after every accepted token.
+        """
+        ready = self.mask_ready(state)
+        self._hot.appendleft((state, 0))
+        if len(self._hot) > _MAX_HOT:  # oldest requests are stale: decoding moved on
+            self._hot.pop()
+        return ready
 
     def next_state(self, state: int, token_id: int) -> int:
         """State after a text token (DEAD if not allowed)."""
@@ -117,9 +179,11 @@ class CompiledGrammar:
     def warm_up(self, max_states: int, max_seconds: float, polite: bool = False,
                 stop: Callable[[], bool] | None = None) -> dict[int, bytes]:
         """Compute up to ``max_states`` more distinct masks (or for ``max_seconds``, whichever
-        comes first), breadth first over the clamped automaton (states that share a mask are
-        visited once), resuming where the previous call stopped; returns the byte path from
-        the start to each state warmed by this call. The rest is computed on first visit.
+        comes first): first the states :meth:`prefetch` asked for and the states one token
+        after them (where decoding is), then breadth first over the clamped automaton (states
+        that share a mask are visited once), resuming where the previous call stopped;
+        returns the byte path from the start to each state the breadth-first part warmed
+        (the disk cache stores those). The rest is computed on first visit.
 
         ``polite`` (background warm-up): release the GIL once a millisecond, so a thread that
         waits for it (the scheduler, a compile) waits about that long, not the interpreter's
@@ -128,37 +192,63 @@ class CompiledGrammar:
         Raises :class:`GrammarError` when a reachable non-final state allows no token at all
         (the vocabulary cannot spell what the grammar requires there).
         """
-        reach = self.vocab.max_token_len
-        queue, paths, keys = self._warm_queue, self._warm_paths, self._warm_keys
         done: dict[int, bytes] = {}
         end = time.perf_counter() + max_seconds
         next_yield = time.perf_counter() + _POLITE_SLICE
-        while queue and len(done) < max_states and (not done or time.perf_counter() < end):
-            state = queue.popleft()
-            with self._lock:
-                key = self.dfa.mask_key(state, reach)
-                if key in keys:
-                    continue
-                keys.add(key)
-                self.mask(state)
-                states, tokens = self.index.successors(state)
-            done[state] = paths[state]
-            for nxt, tok in zip(states.tolist(), tokens.tolist(), strict=True):
-                if nxt not in paths and nxt != DEAD:
-                    paths[nxt] = paths[state] + (self.vocab.token_bytes[tok] or b"")
-                    queue.append(nxt)
+        hot_done = 0
+        while self.warm_up_pending and len(done) + hot_done < max_states and \
+                (not done and not hot_done or time.perf_counter() < end):
+            try:
+                hot_done += self._warm_hot(*self._hot.popleft())
+            except IndexError:  # no prefetched state left: breadth first
+                self._warm_breadth_first(self._warm_queue.popleft(), done)
             if polite and time.perf_counter() > next_yield:
                 time.sleep(0)
                 next_yield = time.perf_counter() + _POLITE_SLICE
             if stop is not None and stop():
                 break
-        self.stats.warmup_states += len(done)
+        self.stats.warmup_states += len(done) + hot_done
         return done
+
+    def _warm_breadth_first(self, state: int, done: dict[int, bytes]) -> None:
+        """Compute one mask of the breadth-first order (once per clamped term)."""
+        paths = self._warm_paths
+        with self._lock:
+            key = self.dfa.mask_key(state, self.vocab.max_token_len)
+            if key in self._warm_keys:
+                return
+            self._warm_keys.add(key)
+            self.mask(state)
+            states, tokens = self.index.successors(state)
+        done[state] = paths[state]
+        for nxt, tok in zip(states.tolist(), tokens.tolist(), strict=True):
+            if nxt not in paths and nxt != DEAD:
+                paths[nxt] = paths[state] + (self.vocab.token_bytes[tok] or b"")
+                self._warm_queue.append(nxt)
+
+    def _warm_hot(self, state: int, depth: int) -> int:
+        """Compute one prefetched state's mask (queueing its successors); 1 if computed."""
+        computed = 0
+        with self._lock:
+            if state not in self.cached_np_masks:
+                self.mask(state)
+                computed = 1
+            if depth == 0:
+                states, _ = self.index.successors(state)
+                fresh = [s for s in states.tolist()[:_MAX_HOT]
+                         if s != DEAD and s not in self.cached_np_masks]
+                self._hot.extend((s, 1) for s in fresh)
+        return computed
 
     @property
     def warm_up_pending(self) -> bool:
         """Whether :meth:`warm_up` has states left to visit."""
-        return bool(self._warm_queue)
+        return bool(self._warm_queue) or bool(self._hot)
+
+    @property
+    def prefetch_pending(self) -> bool:
+        """Whether states asked for by :meth:`prefetch` (or their successors) are queued."""
+        return bool(self._hot)
 
     def install_masks(self, entries: list[tuple[bytes, np.ndarray]]) -> None:
         """Install cached masks (byte path from the start, mask words)."""
@@ -170,6 +260,7 @@ class CompiledGrammar:
 
 
 _POLITE_SLICE = 0.001  # seconds a background warm-up holds the GIL before offering it
+_MAX_HOT = 256  # prefetch queue length (successors of one state included)
 
 
 def make_deadline(seconds: float, what: str) -> Callable[[], None]:

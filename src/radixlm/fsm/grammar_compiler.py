@@ -17,11 +17,14 @@ from pathlib import Path
 
 from . import regex_ast as ra
 from .compiled_grammar import CompiledGrammar, GrammarStats, make_deadline
+from .ebnf import EbnfOptions, ebnf_to_node
 from .errors import GrammarError
 from .grammar_cache import DiskMaskCache, MemoryCache
 from .grammar_spec import DTYPE_REGEXES, CompileBudget, GrammarSpec
 from .json import SchemaCompiler
+from .matcher import GrammarMatcher
 from .regex_parser import regex_to_node
+from .structural_tag import StructuralTag, structural_tag_to_node
 from .vocabulary import TokenVocabulary
 
 
@@ -33,10 +36,21 @@ def spec_to_node(spec: GrammarSpec, deadline=None) -> tuple[ra.Node, list[str]]:
         return regex_to_node(DTYPE_REGEXES[spec.kind]), []
     if spec.kind == "choices":
         return ra.alt(*(ra.lit(c) for c in spec.value)), []
-    schema = spec.value if spec.kind == "json_schema" else '{"type": "object"}'
+    if spec.kind == "ebnf":
+        text, depth = spec.value
+        return ebnf_to_node(text, EbnfOptions(max_recursion_depth=depth), deadline), []
     options = spec.limits.schema_options(spec.whitespace, spec.lenient)
-    compiler = SchemaCompiler(schema, options, deadline)
-    return compiler.compile(), compiler.notes
+    notes: list[str] = []
+
+    def schema_node(schema: object) -> ra.Node:
+        compiler = SchemaCompiler(schema, options, deadline)
+        node = compiler.compile()
+        notes.extend(compiler.notes)
+        return node
+
+    if spec.kind == "structural_tag":
+        return structural_tag_to_node(StructuralTag.from_value(spec.value), schema_node), notes
+    return schema_node(spec.value if spec.kind == "json_schema" else '{"type": "object"}'), notes
 
 
 class GrammarCompiler:
@@ -127,6 +141,33 @@ class GrammarCompiler:
         if grammar.warm_up_pending and left - done > 0 and not self._closed:
             self._pool.submit(self._warm_in_background, grammar, left - done)
 
+    def prefetch(self, matcher: GrammarMatcher) -> bool:
+        """Have the worker compute the mask of ``matcher``'s state and of the states one
+        token after it, ahead of the breadth-first warm-up; True when the current mask is
+        ready already. Call it after each accepted token, before the model's next forward:
+        the masks are then usually computed while the forward runs. Never blocks.
+        """
+        ready = matcher.prefetch()
+        grammar = matcher.grammar
+        if not grammar.prefetch_scheduled and not self._closed:
+            grammar.prefetch_scheduled = True
+            self._pool.submit(self._prefetch_in_background, grammar)
+        return ready
+
+    def _prefetch_in_background(self, grammar: CompiledGrammar) -> None:
+        grammar.prefetch_scheduled = False  # prefetches from now on queue another slice
+        while grammar.prefetch_pending:  # bounded: depth 1 after each prefetched state
+            try:
+                grammar.warm_up(_PREFETCH_SLICE, float("inf"), polite=True,
+                                stop=lambda: not self._idle.is_set())
+            except GrammarError:
+                return  # the matcher reports it if decoding ever gets there
+            if not self._idle.is_set():  # a compile waits for this worker: yield to it
+                if grammar.prefetch_pending and not grammar.prefetch_scheduled:
+                    grammar.prefetch_scheduled = True
+                    self._pool.submit(self._prefetch_in_background, grammar)
+                return
+
     def _build(self, spec: GrammarSpec, key: str) -> CompiledGrammar:
         start = time.perf_counter()
         deadline = make_deadline(self.budget.max_seconds, "compiling the grammar")
@@ -147,6 +188,9 @@ class GrammarCompiler:
         """Stop the worker threads (pending compiles finish first)."""
         self._closed = True
         self._pool.shutdown(wait=True)
+
+
+_PREFETCH_SLICE = 8  # masks per warm-up call of a prefetch (a compile may cut in between)
 
 
 def _done(result: CompiledGrammar | GrammarError) -> Future:

@@ -8,11 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .ebnf import EbnfOptions
 from .errors import GrammarError
 from .json import JsonSchemaOptions, load_schema
+from .structural_tag import StructuralTag
 from .whitespace import WhitespacePolicy
 
-KINDS = ("json_schema", "regex", "choices", "json_object", "int", "float", "bool", "str")
+KINDS = ("json_schema", "regex", "choices", "json_object", "int", "float", "bool", "str", "ebnf",
+         "structural_tag")
 
 # SGLang's dtype regexes (without their trailing-whitespace tails, which let models loop).
 DTYPE_REGEXES = {
@@ -68,6 +71,17 @@ def _canonical_value(kind: str, value: Any) -> Any:
             raise GrammarError(f"choices: expected a non-empty list of non-empty strings, got "
                                f"{value!r}")
         return tuple(value)
+    if kind == "ebnf":
+        text, depth = value if isinstance(value, tuple) else (value, 0)
+        if not isinstance(text, str):
+            raise GrammarError(f"ebnf: expected grammar text, got {type(text).__name__}")
+        EbnfOptions(max_recursion_depth=depth)  # validates the depth
+        return (text, depth)
+    if kind == "structural_tag":
+        tag = StructuralTag.from_value(value)
+        for structure in tag.structures:
+            load_schema(structure.schema)  # a bad schema fails here, by name
+        return tag.canonical()
     if value is not None:
         raise GrammarError(f"grammar kind {kind!r} takes no value, got {value!r}")
     return None
@@ -79,8 +93,10 @@ class GrammarSpec:
 
     ``json_schema``: JSON text, a dict/bool, or a Pydantic model class; ``regex``: a pattern
     (full match); ``choices``: strings; ``json_object``: any JSON object; ``int``, ``float``,
-    ``bool``, ``str``: SGLang's dtype regexes. ``whitespace``, ``lenient`` and ``limits``
-    apply to JSON kinds.
+    ``bool``, ``str``: SGLang's dtype regexes; ``ebnf``: grammar text, or (text, recursion
+    depth) (:mod:`ebnf`); ``structural_tag``: SGLang's structural-tag object or its JSON text
+    (:mod:`structural_tag`). ``whitespace``, ``lenient`` and ``limits`` apply to JSON kinds
+    (also the schemas inside structural tags).
     """
 
     kind: str
@@ -113,6 +129,17 @@ class GrammarSpec:
         """Constrain to one of the strings."""
         return cls("choices", list(options))
 
+    @classmethod
+    def ebnf(cls, grammar: str, max_recursion_depth: int = 0) -> GrammarSpec:
+        """Constrain to a GBNF/EBNF grammar (start rule ``root``); recursive rules are refused
+        unless ``max_recursion_depth`` > 0 bounds their nesting (see :mod:`ebnf`)."""
+        return cls("ebnf", (grammar, max_recursion_depth))
+
+    @classmethod
+    def structural_tag(cls, tag: Any, **kwargs: Any) -> GrammarSpec:
+        """Free text with constrained regions after triggers (see :mod:`structural_tag`)."""
+        return cls("structural_tag", tag, **kwargs)
+
     def cache_key(self) -> str:
         """Stable digest of everything that affects the compiled grammar."""
         text = repr((self.kind, self.value, self.whitespace, self.lenient, self.limits))
@@ -123,9 +150,11 @@ class GrammarSpec:
 class CompileBudget:
     """Limits on one grammar: wall time to compile, automaton states, memory, warm-up.
 
-    ``max_states``, ``max_memory_bytes`` and ``max_mask_seconds`` (one state's allowed
-    tokens) also hold while decoding (the automaton grows lazily): going past them raises
-    :class:`GrammarBudgetError` from the matcher, which should fail that request.
+    ``max_states``, ``max_memory_bytes``, ``max_mask_seconds`` and ``max_mask_terms`` (one
+    state's allowed tokens: wall time, and derivative terms created, a machine-independent
+    count of steps; None = no limit) also hold while decoding (the automaton grows lazily):
+    going past them raises :class:`GrammarBudgetError` from the matcher, which should fail
+    that request.
     At compile time (off the caller) up to ``warmup_states`` masks are computed, for at most
     ``warmup_seconds``; after the compile returns, up to ``background_warmup_states`` more
     are computed in the compiler's worker thread in short slices (0 turns that off); the
@@ -139,6 +168,7 @@ class CompileBudget:
     warmup_seconds: float = 0.005
     background_warmup_states: int = 256
     max_mask_seconds: float = 0.5
+    max_mask_terms: int | None = None
 
     def __post_init__(self) -> None:
         if not self.max_seconds > 0:
@@ -151,6 +181,8 @@ class CompileBudget:
             raise ValueError(f"warmup_states must be >= 0, got {self.warmup_states}")
         if not self.max_mask_seconds > 0:
             raise ValueError(f"max_mask_seconds must be > 0, got {self.max_mask_seconds}")
+        if self.max_mask_terms is not None and self.max_mask_terms < 1:
+            raise ValueError(f"max_mask_terms must be >= 1 or None, got {self.max_mask_terms}")
         if self.background_warmup_states < 0:
             raise ValueError(f"background_warmup_states must be >= 0, got "
                              f"{self.background_warmup_states}")

@@ -7,6 +7,7 @@ else is. Every state the matcher passes through is kept, so rollback is exact fo
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -77,27 +78,63 @@ class GrammarMatcher:
                 return False
         return True
 
+    def mask_ready(self) -> bool:
+        """Whether :meth:`fill_bitmask` would cost one copy now (no mask to compute)."""
+        state = self._history[-1]
+        return state == _FINISHED or self.grammar.mask_ready(state)
+
+    def prefetch(self) -> bool:
+        """Queue the current state's mask (and its successors') for the background warm-up;
+        True when it is ready already. See :meth:`GrammarCompiler.prefetch`, which also
+        schedules the warm-up."""
+        state = self._history[-1]
+        return state == _FINISHED or self.grammar.prefetch(state)
+
     def fill_bitmask(self, out: torch.Tensor | np.ndarray) -> None:
         """Write the allowed-token bitmask (int32 ``[ceil(V/32)]`` row) into ``out``.
 
         Bit t set = token t allowed; EOS bits are set where the grammar may end. Once
         finished, only EOS is set (so a runtime padding the step still gets a legal token).
         ``out`` may be a CPU numpy row (a view of the batch's bitmask tensor): the fastest
-        path, a dict lookup and a 1 KB copy without torch's dispatch.
+        path, a dict lookup and a 1 KB copy without torch's dispatch. A mask that was not
+        ready is computed here and counted in ``grammar.waits``.
         """
         state = self._history[-1]
         if isinstance(out, np.ndarray):
             words = self.grammar.cached_np_masks.get(state)  # the hot path
             if words is None:
                 words = (self.grammar.eos_mask if state == _FINISHED
-                         else self.grammar.mask(state)).numpy()
+                         else self._cold_mask(state)).numpy()
             np.copyto(out, words)
             return
         if state == _FINISHED:
             out.copy_(self.grammar.eos_mask)
             return
         mask = self.grammar.cached_masks.get(state)  # one dict lookup
-        out.copy_(mask if mask is not None else self.grammar.mask(state))
+        out.copy_(mask if mask is not None else self._cold_mask(state))
+
+    def fill_bitmask_within(self, out: np.ndarray, seconds: float) -> bool:
+        """Like :meth:`fill_bitmask` into a numpy row, but give up after about ``seconds``
+        when the mask is not ready (False: ``out`` untouched; hold this request out of the
+        step and try again, the work done is kept). Counted in ``grammar.waits``."""
+        state = self._history[-1]
+        words = self.grammar.cached_np_masks.get(state)
+        if words is None and state != _FINISHED:
+            start = time.perf_counter()
+            mask = self.grammar.mask_within(state, seconds)
+            self.grammar.waits.add(time.perf_counter() - start, deferred=mask is None)
+            if mask is None:
+                return False
+            words = mask.numpy()
+        np.copyto(out, self.grammar.eos_mask.numpy() if words is None else words)
+        return True
+
+    def _cold_mask(self, state: int) -> torch.Tensor:
+        start = time.perf_counter()
+        try:
+            return self.grammar.mask(state)
+        finally:
+            self.grammar.waits.add(time.perf_counter() - start)
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last ``num_tokens`` accepted tokens (EOS counts as one)."""

@@ -32,15 +32,33 @@ def _subset_of(bytesets: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return stray == 0
 
 
+# States looping on at least this many bytes take the byte-set shortcut (unbounded strings
+# loop on ~200 bytes; structural states on a handful at most).
+_LOOPING_BYTES = 128
+
+
+class MaskDeferred(Exception):  # noqa: N818 (a signal, not an error)
+    """A mask computation stopped at its caller's ``yield_at`` (resumable: the automaton
+    rows it built stay)."""
+
+
 class TokenIndex:
     """Allowed tokens and token transitions of a DFA over a vocabulary (lazily, per state)."""
 
     def __init__(self, dfa: LazyDFA, vocab: TokenVocabulary,
-                 max_mask_bytes: int = 1 << 30, max_mask_seconds: float = float("inf")) -> None:
+                 max_mask_bytes: int = 1 << 30, max_mask_seconds: float = float("inf"),
+                 max_mask_terms: int | None = None) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.max_mask_bytes = max_mask_bytes
         self.max_mask_seconds = max_mask_seconds
+        # derivative terms one mask may create (None: no limit), liveness searches included:
+        # a budget counted in steps, the same on any machine, unlike max_mask_seconds
+        self.max_mask_terms = max_mask_terms
+        # a caller that cannot wait sets this (perf_counter time; under the grammar's lock):
+        # past it the walk stops with MaskDeferred, keeping the rows it built for next time
+        self.yield_at = float("inf")
+        self.yield_terms = 0  # terms when yield_at was set (see _check_budget)
         self._masks: dict[int, torch.Tensor] = {}
         self._np_masks: dict[int, np.ndarray] = {}  # the same buffers as numpy (faster copies)
         self._distinct = 0  # masks actually computed (shared ones counted once)
@@ -60,14 +78,25 @@ class TokenIndex:
                  ) -> tuple[np.ndarray, np.ndarray]:
         """(token ids allowed from ``state``, the state each leads to).
 
-        Tokens made only of bytes that loop on ``state`` (plain characters inside an
-        unbounded string) are accepted at once from their byte sets; the rest walk byte by
-        byte, longest first, dropping dead tokens as they go.
+        Usually the vocabulary's byte trie is walked through the DFA (tokens sharing a prefix
+        share its walk: :mod:`token_trie`). In states where most bytes loop (inside an
+        unbounded string), tokens made only of looping bytes are accepted at once from their
+        byte sets, and the rest walk byte by byte, longest first, dropping dead tokens.
         """
         vocab, dfa = self.vocab, self.dfa
+        extra = self.max_mask_terms if self.max_mask_terms is not None else 1 << 62
+        terms_limit = dfa.builder.num_terms + extra
         row = dfa.row(state).copy()
-        first_ok = row[vocab.walk_first] != DEAD
+        self._check_budget(terms_limit, deadline)
         looping = row == state
+        if np.count_nonzero(looping) < _LOOPING_BYTES:  # most states: the trie walk
+            def ensure_rows(states: np.ndarray) -> None:
+                for s in np.unique(states[~dfa.built[states]]).tolist():
+                    dfa.build_row(s)  # one row at a time: the granularity of yield_at
+                    self._check_budget(terms_limit, deadline)
+
+            return vocab.trie.walk(lambda: dfa.trans, state, ensure_rows)
+        first_ok = row[vocab.walk_first] != DEAD
         if looping.any():
             inside = _subset_of(vocab.walk_bytesets, looping) & first_ok
             walking = first_ok & ~inside
@@ -83,10 +112,7 @@ class TokenIndex:
             live = cur[:n]
             if not dfa.built[live].all():
                 dfa.ensure_rows(live)
-                if time.perf_counter() > deadline:
-                    raise GrammarBudgetError(
-                        "mask time", f"{self.max_mask_seconds} s",
-                        "computing the allowed tokens of one state took too long")
+                self._check_budget(terms_limit, deadline)
             flat = dfa.trans.reshape(-1)
             cur[:n] = flat[live * 256 + vocab.walk_cols[i][idx[:n]]]
             alive = cur != DEAD
@@ -99,6 +125,18 @@ class TokenIndex:
             ids = np.concatenate([ids, looped])
             states = np.concatenate([states, np.full(looped.size, state, dtype=states.dtype)])
         return ids, states
+
+    def _check_budget(self, terms_limit: int, deadline: float) -> None:
+        if self.dfa.builder.num_terms > terms_limit:
+            raise GrammarBudgetError(
+                "mask steps", f"{self.max_mask_terms} derivative terms",
+                "computing the allowed tokens of one state created too many terms")
+        now = time.perf_counter()
+        if now > self.yield_at and self.dfa.builder.num_terms > self.yield_terms:
+            raise MaskDeferred  # only once this attempt made progress: retries converge
+        if now > deadline:
+            raise GrammarBudgetError("mask time", f"{self.max_mask_seconds} s",
+                                     "computing the allowed tokens of one state took too long")
 
     @property
     def masks(self) -> dict[int, torch.Tensor]:

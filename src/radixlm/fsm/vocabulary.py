@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .token_trie import TokenTrie
+
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
@@ -59,7 +61,8 @@ def _byte_level_bytes(token: str) -> bytes | None:
         return None
 
 
-def _sentencepiece_bytes(token: str) -> bytes:
+def sentencepiece_piece_bytes(token: str) -> bytes:
+    """Bytes of a SentencePiece piece: ``<0xXX>`` is that byte, ``▁`` a space."""
     m = _BYTE_FALLBACK.match(token)
     if m:
         return bytes([int(m.group(1), 16)])
@@ -84,7 +87,7 @@ def tokenizer_token_bytes(tokenizer: Any) -> list[bytes | None]:
         elif byte_level:
             out.append(_byte_level_bytes(token) or token.encode("utf-8"))
         else:
-            out.append(_sentencepiece_bytes(token))
+            out.append(sentencepiece_piece_bytes(token))
     return out
 
 
@@ -113,6 +116,7 @@ class TokenVocabulary:
         self.token_bytes = table
         self.num_words = (vocab_size + 31) // 32
         self._build_walk_arrays()
+        self.trie = TokenTrie(table)  # distinct prefixes, for walks that share them
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any, vocab_size: int,

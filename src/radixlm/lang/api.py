@@ -35,10 +35,14 @@ def function(func: Callable[..., Any] | None = None, num_api_spec_tokens: int | 
 
 def set_default_backend(backend: Any) -> None:
     """The backend programs run on when ``run`` is given none: a RuntimeEndpoint, a Runtime,
-    an Engine (radixlm's, used in-process) or any BaseBackend."""
+    an Engine (radixlm's, used in-process) or any BaseBackend.
+
+    The object itself is kept (as SGLang does): ``global_config.default_backend.endpoint``
+    still reaches a Runtime's endpoint; programs resolve it to a backend when they run."""
     from .backend.resolve import as_backend
 
-    global_config.default_backend = as_backend(backend)
+    as_backend(backend)  # refuse what cannot serve programs now, not at the first run
+    global_config.default_backend = backend
 
 
 def _backend_or_default(backend: Any) -> Any:
@@ -84,10 +88,20 @@ def gen(
     choices_method: ChoicesSamplingMethod | None = None,
     regex: str | None = None,
     json_schema: Any = None,
+    ebnf: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: Any = None,
 ) -> SglExpr:
     """Generate text and store it as ``s[name]``. Unset arguments inherit the program's
-    defaults. ``dtype`` (int, float, str, bool), ``regex`` and ``json_schema`` (a JSON string,
-    a dict or a Pydantic model class) constrain the output; ``choices`` makes this a select."""
+    defaults. ``dtype`` (int, float, str, bool), ``regex``, ``json_schema`` (a JSON string,
+    a dict or a Pydantic model class) and ``ebnf`` (GBNF grammar text, start rule ``root``)
+    constrain the output; ``choices`` makes this a select.
+
+    ``tools`` (OpenAI function tools) with ``tool_choice`` "required" (the default), a named
+    function (``{"type": "function", "function": {"name": ...}}``) or "auto" constrain the
+    output to Hermes-style ``<tool_call>`` calls whose arguments match the tools' schemas;
+    the parsed calls are in ``s.get_meta_info(name)["tool_calls"]`` (``name`` and
+    ``arguments``, a dict). Put the tools in the prompt with :func:`tools_prompt`."""
     _check_name("gen", name)
     if choices is not None:
         return select(name, choices, 0.0 if temperature is None else temperature,
@@ -101,7 +115,9 @@ def gen(
         presence_penalty=presence_penalty, ignore_eos=ignore_eos,
         return_logprob=return_logprob, logprob_start_len=logprob_start_len,
         top_logprobs_num=top_logprobs_num, return_text_in_logprobs=return_text_in_logprobs,
-        dtype=dtype, regex=regex))
+        dtype=dtype, regex=regex, ebnf=ebnf))
+    if tool_choice is not None and tools is None:
+        raise ValueError("gen(): tool_choice needs tools")
     params = SglSamplingParams(
         max_new_tokens=max_tokens, min_new_tokens=min_tokens, n=n, stop=stop,
         stop_token_ids=stop_token_ids, stop_regex=stop_regex, temperature=temperature,
@@ -109,7 +125,8 @@ def gen(
         presence_penalty=presence_penalty, ignore_eos=ignore_eos,
         return_logprob=return_logprob, logprob_start_len=logprob_start_len,
         top_logprobs_num=top_logprobs_num, return_text_in_logprobs=return_text_in_logprobs,
-        dtype=dtype, regex=regex, json_schema=json_schema_string("gen", json_schema))
+        dtype=dtype, regex=regex, json_schema=json_schema_string("gen", json_schema),
+        ebnf=ebnf, tools=tools, tool_choice=tool_choice or ("required" if tools else None))
     return SglGen(name, params)
 
 
@@ -248,7 +265,14 @@ def _not_shipped(name: str) -> Callable[..., Any]:
     return backend
 
 
-OpenAI = _not_shipped("OpenAI")
+def OpenAI(model_name: str, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - SGLang's name
+    """A backend over any OpenAI-compatible server (``base_url=``, ``api_key=``); see
+    :mod:`radixlm.lang.backend.openai_backend`."""
+    from .backend.openai_backend import OpenAI as backend
+
+    return backend(model_name, *args, **kwargs)
+
+
 Anthropic = _not_shipped("Anthropic")
 LiteLLM = _not_shipped("LiteLLM")
 VertexAI = _not_shipped("VertexAI")

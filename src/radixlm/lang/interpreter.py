@@ -40,6 +40,7 @@ from .ir import (
     SglVideo,
 )
 from .sampling import SglSamplingParams
+from .stream_meta import merge_chunk
 
 if TYPE_CHECKING:
     from .backend.base import BaseBackend
@@ -290,11 +291,13 @@ class StreamExecutor:
             return
         if name is not None:
             self.variables[name] = ""
+        whole = None
         for delta, meta in self.backend.generate_stream(self, params):
+            if name is not None:  # meta before text: a reader that sees the text has its logprobs
+                whole = self.meta_info[name] = merge_chunk(whole, meta)
             self.text_ += delta
             if name is not None:
                 self.variables[name] += delta
-                self.meta_info[name] = meta
                 self.stream_var_event[name].set()
             self.stream_text_event.set()
         if name is not None:

@@ -32,7 +32,7 @@ DTYPE_REGEX: dict[str, tuple[str, tuple[str, ...]]] = {
 SAMPLING_FIELDS = (
     "max_new_tokens", "min_new_tokens", "n", "stop", "stop_token_ids", "stop_regex",
     "temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
-    "ignore_eos", "regex", "json_schema",
+    "ignore_eos", "regex", "json_schema", "ebnf", "structural_tag",
 )
 # Fields sent at the top level of a ``/generate`` body.
 REQUEST_FIELDS = ("return_logprob", "logprob_start_len", "top_logprobs_num",
@@ -63,6 +63,10 @@ class SglSamplingParams:
     dtype: type | str | None = None
     regex: str | None = None
     json_schema: str | None = None
+    ebnf: str | None = None
+    structural_tag: str | None = None  # set by the backend from ``tools``
+    tools: list[dict[str, Any]] | None = None  # OpenAI-style function tools
+    tool_choice: Any = None  # "auto" | "required" | {"type": "function", "function": ...}
 
     def clone(self) -> SglSamplingParams:
         return dataclasses.replace(self, stop=_copy_list(self.stop),
@@ -163,6 +167,8 @@ def check_sampling_args(where: str, args: dict[str, Any]) -> None:
             _fail(where, name, "a list of ints", value)
         elif name == "regex":
             check_regex(where, value)
+        elif name == "ebnf" and not (isinstance(value, str) and value.strip()):
+            _fail(where, name, "grammar text (a non-empty string)", value)
         elif name == "dtype":
             dtype_name(value, f"{where}(): dtype")
 

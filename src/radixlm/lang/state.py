@@ -20,6 +20,7 @@ from .ir import (
     SglVarScopeEnd,
     as_expr,
 )
+from .stream_meta import since
 
 
 class ProgramState:
@@ -165,6 +166,7 @@ class ProgramState:
                 else value
             return
         loop = asyncio.get_running_loop()
+        given: dict[str, int] = {}  # output logprob entries already yielded
         for event, read, done in self._stream_sources(var_name):
             prev = 0
             while True:
@@ -175,7 +177,7 @@ class ProgramState:
                 prev += len(out)
                 if out:
                     if return_meta_data and var_name is not None:
-                        yield out, exe.meta_info.get(var_name)
+                        yield out, since(exe.meta_info.get(var_name), given)
                     else:
                         yield out
                 if finished:

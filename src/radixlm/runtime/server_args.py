@@ -17,6 +17,7 @@ from .. import env
 
 SCHEDULE_POLICIES = ("fcfs", "lpm")
 WHITESPACE_POLICIES = ("compact", "single", "flexible")
+LOAD_BALANCE_METHODS = ("cache_aware", "round_robin", "shortest_queue")
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,30 @@ class ServerArgs:
     num_threads: int = field(default_factory=env.num_threads_default)
     kernel_backend: str = field(default_factory=env.kernel_backend)
     cpu_gemm: str = field(default="auto", metadata={
-        "help": "CPU matmuls: auto/onednn (weights packed for oneDNN) or torch (F.linear)"})
+        "help": "CPU matmuls: auto (fastest of F.linear / oneDNN-packed per shape and row "
+                "count, measured at load), onednn or torch (one fixed choice)"})
+    quantization: str | None = field(default=None, metadata={
+        "help": "CPU weight-only quantization: int8 (per output channel), int4 (groups of "
+                "--quantization-group-size), gguf (a GGUF's Q4_0/Q4_1 weights on their own "
+                "bits; other types dequantized)"})
+    quantization_group_size: int = field(default=32, metadata={
+        "help": "int4 group size along the input dimension: 32, 64 or 128"})
     random_seed: int = 0
-    tp_size: int = field(default=1, metadata={"help": "tensor parallelism (only 1 supported)"})
+    # scale-out (docs/scale_out.md)
+    tp_size: int = field(default=1, metadata={"help": "tensor-parallel ranks (processes)"})
+    nnodes: int = field(default=1, metadata={"help": "nodes the TP ranks span"})
+    node_rank: int = field(default=0, metadata={
+        "help": "this node's index; node 0 serves, the others run TP workers only"})
+    dist_init_addr: str | None = field(default=None, metadata={
+        "help": "host:port of node 0's rendezvous (required with --nnodes > 1)"})
+    dp_size: int = field(default=1, metadata={
+        "help": "data-parallel engine replicas behind one API, routed by --load-balance-method"})
+    load_balance_method: str = field(default="cache_aware", metadata={
+        "help": "DP routing: cache_aware, round_robin or shortest_queue"})
+    cache_threshold: float = field(default=0.5, metadata={
+        "help": "cache_aware: least-loaded replica below this prefix-match ratio"})
+    balance_abs_threshold: int = field(default=32, metadata={
+        "help": "cache_aware: route to least loaded when max - min in-flight exceeds this"})
     # constrained decoding
     disable_jump_forward: bool = False
     grammar_compile_timeout: float = 10.0
@@ -65,6 +87,16 @@ class ServerArgs:
     grammar_cache_dir: str | None = None
     reasoning_end_marker: str | None = field(
         default=None, metadata={"help": "e.g. </think>: constraints start after this marker"}
+    )
+    ebnf_max_recursion_depth: int = field(
+        default=0, metadata={"help": "nesting allowed in recursive ebnf rules (0: refuse them)"}
+    )
+    tool_call_parser: str | None = field(
+        default=None, metadata={"help": "hermes, qwen, qwen25 or llama3 (default: from the "
+                                        "chat template)"}
+    )
+    reasoning_parser: str | None = field(
+        default=None, metadata={"help": "qwen3, deepseek-r1 or think: reasoning_content"}
     )
     # HTTP server
     host: str = "127.0.0.1"
@@ -94,10 +126,12 @@ class ServerArgs:
         _choice(self, "dtype", ("auto", "float32", "bfloat16", "float16"))
         _choice(self, "kernel_backend", ("auto", "torch", "triton"))
         _choice(self, "cpu_gemm", ("auto", "onednn", "torch"))
+        if self.quantization is not None:
+            _choice(self, "quantization", ("int8", "int4", "gguf"))
+        _choice(self, "quantization_group_size", (32, 64, 128))
         _choice(self, "constrained_json_whitespace", WHITESPACE_POLICIES)
-        if self.tp_size != 1:
-            raise ValueError(f"tp_size must be 1 (tensor parallelism is not implemented), "
-                             f"got {self.tp_size}")
+        _positive(self, "tp_size", "nnodes", "dp_size")
+        _validate_scale_out(self)
         if self.context_length is not None and self.context_length < 2:
             raise ValueError(f"context_length must be >= 2, got {self.context_length}")
         if not 0 <= self.port < 65536:
@@ -105,8 +139,18 @@ class ServerArgs:
         if self.mem_fraction_static is not None and not 0 < self.mem_fraction_static <= 1:
             raise ValueError(f"mem_fraction_static must be in (0, 1], got "
                              f"{self.mem_fraction_static}")
+        if not 0 <= self.ebnf_max_recursion_depth <= 64:
+            raise ValueError(f"ebnf_max_recursion_depth must be in [0, 64], got "
+                             f"{self.ebnf_max_recursion_depth}")
         if self.grammar_compile_timeout <= 0:
             raise ValueError("grammar_compile_timeout must be positive")
+        from .agents.reasoning_parser import REASONING_FORMATS
+        from .agents.tool_parser import TOOL_PARSERS
+
+        for name, known in (("tool_call_parser", TOOL_PARSERS),
+                            ("reasoning_parser", REASONING_FORMATS)):
+            if getattr(self, name) is not None:
+                _choice(self, name, tuple(sorted(known)))
 
     @property
     def resolved_tokenizer_path(self) -> str:
@@ -165,6 +209,30 @@ def _cli_type(annotation: str) -> type:
     return str
 
 
+def _validate_scale_out(args: ServerArgs) -> None:
+    from .model.parallel.process_group import split_host_port
+
+    if not 0 <= args.node_rank < args.nnodes:
+        raise ValueError(f"node_rank must be in [0, nnodes={args.nnodes}), got {args.node_rank}")
+    if args.tp_size % args.nnodes:
+        raise ValueError(f"tp_size ({args.tp_size}) must be a multiple of nnodes "
+                         f"({args.nnodes}): each node runs tp_size / nnodes ranks")
+    if args.nnodes > 1 and args.dist_init_addr is None:
+        raise ValueError("--nnodes > 1 needs --dist-init-addr host:port (node 0's address, "
+                         "the same on every node)")
+    if args.dist_init_addr is not None:
+        split_host_port(args.dist_init_addr)
+    if args.dp_size > 1 and args.nnodes > 1:
+        raise ValueError("dp_size > 1 with nnodes > 1 is not supported: run one server per "
+                         "node and `radixlm router --worker-urls ...` in front")
+    _choice(args, "load_balance_method", LOAD_BALANCE_METHODS)
+    if not 0 <= args.cache_threshold <= 1:
+        raise ValueError(f"cache_threshold must be in [0, 1], got {args.cache_threshold}")
+    if args.balance_abs_threshold < 0:
+        raise ValueError(f"balance_abs_threshold must be >= 0, got "
+                         f"{args.balance_abs_threshold}")
+
+
 def _positive(args: ServerArgs, *names: str) -> None:
     for name in names:
         value = getattr(args, name)
@@ -172,6 +240,6 @@ def _positive(args: ServerArgs, *names: str) -> None:
             raise ValueError(f"{name} must be >= 1, got {value}")
 
 
-def _choice(args: ServerArgs, name: str, allowed: tuple[str, ...]) -> None:
+def _choice(args: ServerArgs, name: str, allowed: tuple[object, ...]) -> None:
     if getattr(args, name) not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {getattr(args, name)!r}")

@@ -111,6 +111,10 @@ def test_fork_over_http_hits_the_cache(runtime):
 def test_helpers_work_with_a_runtime_as_default_backend(runtime):
     sgl.set_default_backend(runtime)
     try:
+        # The Runtime itself is kept (SGLang's test_gen_min_new_tokens reads .endpoint).
+        assert sgl.global_config.default_backend is runtime
+        assert sgl.global_config.default_backend.endpoint.get_model_name() == str(
+            runtime.model_path)
         qa.run("What is 2 plus 2?", temperature=0).sync()
         assert sgl.get_server_info()["cache_hit_rate"] > 0
         assert sgl.flush_cache() is True

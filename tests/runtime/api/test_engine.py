@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -187,19 +188,32 @@ def test_streaming_gives_the_same_final_text(engine):
     assert chunks[-1]["meta_info"]["finish_reason"] == whole["meta_info"]["finish_reason"]
 
 
-def test_stop_strings_are_trimmed_and_never_streamed(engine):
+@pytest.mark.parametrize("field", ["stop", "stop_regex"])
+def test_stops_are_trimmed_and_never_streamed(engine, field):
+    """A stop string, or a regex (two characters with any one between), ends the output:
+    trimmed, reported as ``matched``, and held back while streaming until it can be ruled out."""
     params = {**GREEDY, "max_new_tokens": 40, "ignore_eos": True}
     free = engine.generate(PROMPTS[2], params)["text"]
     assert len(free) > 6
-    stop = free[3:6]
-    out = engine.generate(PROMPTS[2], {**params, "stop": [stop]})
+    stop = free[3:6] if field == "stop" else re.escape(free[3]) + "." + re.escape(free[5])
+    found = re.search(stop if field == "stop_regex" else re.escape(stop), free)
+    out = engine.generate(PROMPTS[2], {**params, field: [stop]})
     assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
-    assert out["text"] == free[: free.find(stop)]
-    chunks = [c["text"] for c in engine.generate(PROMPTS[2], {**params, "stop": stop},
+    assert out["text"] == free[: found.start()]
+    chunks = [c["text"] for c in engine.generate(PROMPTS[2], {**params, field: stop},
                                                  stream=True)]
-    assert all(stop not in t for t in chunks) and chunks[-1] == out["text"]
-    kept = engine.generate(PROMPTS[2], {**params, "stop": stop, "no_stop_trim": True})
-    assert kept["text"].startswith(out["text"] + stop)  # untrimmed: through the stop token
+    pattern = stop if field == "stop_regex" else re.escape(stop)
+    assert all(re.search(pattern, t) is None for t in chunks) and chunks[-1] == out["text"]
+    assert all(b.startswith(a) for a, b in zip(chunks, chunks[1:]))
+    kept = engine.generate(PROMPTS[2], {**params, field: stop, "no_stop_trim": True})
+    assert kept["text"].startswith(free[: found.end()])  # untrimmed: through the stop
+
+
+@pytest.mark.parametrize("patterns, problem", [
+    (["("], "invalid pattern"), (["a*"], "empty string"), ([""], "empty patterns")])
+def test_bad_stop_regex_is_refused_by_name(engine, patterns, problem):
+    with pytest.raises(Exception, match=f"stop_regex.*{problem}"):
+        engine.generate("x", {"stop_regex": patterns})
 
 
 def test_stop_token_ids_min_and_max_new_tokens(engine):

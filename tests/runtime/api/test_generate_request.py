@@ -40,7 +40,7 @@ def test_bad_bodies_name_the_problem(body, needle):
     ({"top_p": 0}, "top_p"), ({"top_k": 0}, "top_k"), ({"n": 0}, "n must"),
     ({"min_new_tokens": 5, "max_new_tokens": 2}, "min_new_tokens"),
     ({"regex": "a", "json_schema": "{}"}, "at most one"),
-    ({"ebnf": "root ::= x"}, "ebnf"), ({"stop": [""]}, "stop"),
+    ({"ebnf": 'root ::= "x"', "regex": "a"}, "at most one"), ({"stop": [""]}, "stop"),
     ({"temperature": "hot"}, "'temperature'"), ({"max_tokenz": 1}, "max_tokenz"),
 ])
 def test_bad_sampling_params_name_the_field(params, needle):
@@ -60,8 +60,14 @@ def test_server_args_validate_and_name_unknown_keys():
         ServerArgs(model_path="m", schedule_policy="random")
     with pytest.raises(ValueError, match="page_size must be >= 1"):
         ServerArgs(model_path="m", page_size=0)
-    with pytest.raises(ValueError, match="tp_size"):
-        ServerArgs(model_path="m", tp_size=2)
+    with pytest.raises(ValueError, match="tp_size must be >= 1"):
+        ServerArgs(model_path="m", tp_size=0)
+    with pytest.raises(ValueError, match="tp_size .3. must be a multiple of nnodes"):
+        ServerArgs(model_path="m", tp_size=3, nnodes=2, dist_init_addr="127.0.0.1:5000")
+    with pytest.raises(ValueError, match="needs --dist-init-addr"):
+        ServerArgs(model_path="m", tp_size=2, nnodes=2)
+    with pytest.raises(ValueError, match="dist_init_addr must be host:port"):
+        ServerArgs(model_path="m", tp_size=2, dist_init_addr="localhost")
     import argparse
 
     parser = argparse.ArgumentParser()

@@ -45,6 +45,17 @@ def test_json_schema_outputs_always_validate(engine):
         assert o["text"] == tok.decode(o["output_ids"], skip_special_tokens=True)
 
 
+def test_server_info_reports_how_long_steps_waited_for_masks(engine):
+    before = engine.get_server_info()["mask_wait_steps"]
+    out = engine.generate(PROMPT, {"temperature": 0.0, "max_new_tokens": 60,
+                                   "json_schema": json.dumps(SCHEMA)})
+    info = engine.get_server_info()
+    assert info["mask_wait_steps"] > before, "every constrained decode step is recorded"
+    assert info["mask_wait_steps"] <= before + len(out["output_ids"])
+    assert 0 <= info["mask_wait_ms_p50"] <= info["mask_wait_ms_p99"] <= info["mask_wait_ms_max"]
+    assert info["mask_wait_cold_fills"] >= 0
+
+
 def test_jump_forward_fills_long_keys_without_sampling(engine):
     out = engine.generate(PROMPT, {"temperature": 0.0, "max_new_tokens": 200,
                                    "json_schema": json.dumps(SCHEMA)})

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from radixlm.fsm import GrammarError, JumpForwardPlan
+from radixlm.fsm.compiled_grammar import MaskWaits
 from radixlm.runtime.scheduling.grammar_manager import GrammarManager
 from radixlm.runtime.scheduling.request import Req, RequestError
 from radixlm.runtime.server_args import ServerArgs
@@ -42,6 +44,7 @@ class LiteralMatcher:
 
     def __init__(self, target: str, fail_at: int | None = None, pos: int = 0) -> None:
         self.target, self.fail_at, self.pos = target, fail_at, pos
+        self.grammar = SimpleNamespace(waits=MaskWaits())  # the compiled grammar's counters
 
     @property
     def num_tokens(self) -> int:
@@ -107,6 +110,11 @@ class FakeCompiler:
         self.vocab = FakeVocab()
         self.futures: dict[str, Future] = {}
         self.bad: set[str] = set()
+        self.prefetched: list[int] = []  # matcher positions asked for, in order
+
+    def prefetch(self, matcher: LiteralMatcher) -> bool:
+        self.prefetched.append(matcher.pos)
+        return False
 
     def compile_async(self, spec) -> Future:
         if spec.value in self.bad:
@@ -271,6 +279,34 @@ def test_masks_are_filled_for_active_constrained_rows_only_in_one_call():
     assert masks[1].tolist() == [-1] * masks.shape[1], "a failed row is left unmasked"
     assert broken.grammar_error == "states budget of 10 exceeded"
     assert yes.grammar_error is None and free.grammar_error is None
+
+
+def test_the_next_mask_is_prefetched_after_each_token_but_not_after_the_end():
+    gm, compiler, _ = make_manager(disable_jump_forward=True)
+    req = constrained(gm, compiler, "yes")
+    assert compiler.prefetched == [0], "the first mask is asked for when the compile lands"
+    sample(gm, req, "ye")
+    assert compiler.prefetched == [0, 1, 2]
+    sample(gm, req, "s")  # the grammar ends here: no next mask to prefetch
+    assert compiler.prefetched == [0, 1, 2]
+
+
+def test_mask_waits_count_steps_and_fills_that_found_no_mask_ready():
+    gm, compiler, _ = make_manager()
+    yes = constrained(gm, compiler, "yes", rid="yes")
+    gm.apply_masks([yes], torch.zeros(1, VOCAB))
+    yes.grammar.grammar.waits.count += 1  # as a matcher does when it computes a cold mask
+
+    def cold_fill(row: np.ndarray, fill=yes.grammar.fill_bitmask) -> None:
+        yes.grammar.grammar.waits.count += 1
+        fill(row)
+
+    yes.grammar.fill_bitmask = cold_fill
+    gm.apply_masks([yes, make_req("free")], torch.zeros(2, VOCAB))
+    summary = gm.mask_waits.summary()
+    assert summary["mask_wait_steps"] == 2 and summary["mask_wait_cold_fills"] == 1
+    gm.apply_masks([make_req("free")], torch.zeros(1, VOCAB))
+    assert gm.mask_waits.summary()["mask_wait_steps"] == 2, "no constrained row: no step"
 
 
 def test_no_constrained_row_means_no_mask_call():

@@ -24,6 +24,7 @@ def make_scheduler(tiny_llama_path):
     tok = AutoTokenizer.from_pretrained(tiny_llama_path)
 
     def make(**kw) -> Scheduler:
+        kw.setdefault("max_total_tokens", 8192)  # ServerArgs' default is None: sized at start-up
         args = ServerArgs(model_path=str(tiny_llama_path), **kw)
         runner = ModelRunner(tiny_llama_path, RunnerConfig(page_size=args.page_size,
                                                            max_total_tokens=args.max_total_tokens))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..global_config import global_config
 from .base import BaseBackend
 from .select_scoring import score_choices
+from .tool_calls import parse_tool_calls, with_tool_constraint
 
 if TYPE_CHECKING:
     from ..choices import ChoicesDecision, ChoicesSamplingMethod
@@ -44,6 +45,7 @@ class NativeBackend(BaseBackend):
 
     def _gen_body(self, s: StreamExecutor, params: SglSamplingParams, rid: str
                   ) -> dict[str, Any]:
+        params = with_tool_constraint(params)
         body = {"text": s.text_, "rid": rid, **params.with_dtype_applied().to_request(
             global_config.skip_special_tokens_in_output,
             global_config.spaces_between_special_tokens_in_out)}
@@ -62,6 +64,8 @@ class NativeBackend(BaseBackend):
                 s.record_usage("gen", o["meta_info"])
             return [o["text"] for o in out], [o["meta_info"] for o in out]
         s.record_usage("gen", out["meta_info"])
+        if sampling_params.tools:
+            return out["text"], {**out["meta_info"], "tool_calls": parse_tool_calls(out["text"])}
         return out["text"], out["meta_info"]
 
     def generate_stream(self, s: StreamExecutor, sampling_params: SglSamplingParams

@@ -34,6 +34,10 @@ class Engine:
             server_args = ServerArgs.from_kwargs(model_path=str(model_path), **kwargs)
         elif kwargs or model_path:
             raise TypeError("pass either server_args or keyword arguments, not both")
+        if server_args.dp_size > 1:
+            raise ValueError("Engine is one replica: for dp_size > 1 use "
+                             "radixlm.router.dp_engine.DataParallelEngine (or `radixlm serve "
+                             "--dp-size N`)")
         server_args = server_args.with_local_checkpoint()  # a .gguf converts (once) here
         self.server_args = server_args
         from transformers import AutoTokenizer

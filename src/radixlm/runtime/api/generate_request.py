@@ -15,18 +15,47 @@ from typing import Any
 from ..wire.messages import GrammarReq
 from ..wire.sampling_params import SamplingParams, SamplingParamsError, parse_sampling_params
 
-KNOWN_FIELDS = {
+# SGLang 0.5.23's GenerateReqInput, field by field. Routing, tracing and logging fields are
+# accepted and have no effect on a single-process server; features this runtime lacks are
+# refused by name when a request actually asks for them (a non-default value).
+SERVED_FIELDS = {
     "text", "input_ids", "sampling_params", "rid", "return_logprob", "logprob_start_len",
-    "top_logprobs_num", "return_text_in_logprobs", "stream", "cache_salt", "image_data",
-    "lora_path", "custom_logit_processor", "return_hidden_states", "modalities",
-    "session_params", "priority", "token_ids_logprob", "bootstrap_host", "bootstrap_room",
-    "data_parallel_rank", "log_metrics",
+    "top_logprobs_num", "return_text_in_logprobs", "stream", "cache_salt", "extra_key",
 }
-UNSUPPORTED = {"image_data": "images (this runtime serves text-only models)",
-               "lora_path": "LoRA adapters", "input_embeds": "input_embeds",
-               "custom_logit_processor": "custom logit processors",
-               "return_hidden_states": "hidden states", "session_params": "sessions",
-               "token_ids_logprob": "token_ids_logprob"}
+IGNORED_FIELDS = {
+    "log_metrics", "modalities", "priority", "bootstrap_host", "bootstrap_port",
+    "bootstrap_room", "bootstrap_pair_key", "decode_tp_size", "routed_dp_rank",
+    "data_parallel_rank", "disagg_prefill_dp_rank", "routing_key", "conversation_id",
+    "http_worker_ipc", "no_logs", "custom_labels", "external_trace_header", "received_time",
+    "need_wait_for_mm_inputs", "num_items_assigned",
+}
+UNSUPPORTED = {
+    "image_data": "images (this runtime serves text-only models)",
+    "video_data": "videos (text-only models)", "audio_data": "audio (text-only models)",
+    "mm_hashes": "multimodal inputs", "mm_content_hashes": "multimodal inputs",
+    "use_audio_in_video": "multimodal inputs", "video_config": "multimodal inputs",
+    "encoder_urls": "remote encoders", "max_dynamic_patch": "multimodal inputs",
+    "min_dynamic_patch": "multimodal inputs", "image_max_dynamic_patch": "multimodal inputs",
+    "video_max_dynamic_patch": "multimodal inputs", "images_config": "multimodal inputs",
+    "mm_processor_kwargs": "multimodal inputs", "input_embeds": "input_embeds",
+    "lora_path": "LoRA adapters", "lora_id": "LoRA adapters",
+    "custom_logit_processor": "custom logit processors",
+    "return_hidden_states": "hidden states", "return_routed_experts": "routed experts",
+    "routed_experts_start_len": "routed experts", "return_indexer_topk": "indexer top-k",
+    "session_id": "sessions", "session_params": "sessions",
+    "token_ids_logprob": "token_ids_logprob", "return_sampling_mask": "sampling masks",
+    "sampling_logprobs_mode": "sampling logprob modes",
+    "return_flat_raw_top_logprobs": "flat raw top logprobs",
+    "return_flat_raw_output_top_logprobs": "flat raw top logprobs",
+    "return_flat_raw_top_logprobs_b64": "flat raw top logprobs",
+    "positional_embed_overrides": "positional embedding overrides",
+    "background": "background requests", "require_reasoning": "reasoning controls",
+    "max_thinking_tokens": "reasoning controls", "return_bytes": "byte outputs",
+    "return_entropy": "entropy outputs", "return_prompt_token_ids": "prompt token id echo",
+    "watermark": "watermarks", "multi_item_delimiter_indices": "multi-item scoring",
+    "token_indices_to_pool": "pooling", "kv_hints": "KV hints",
+}
+KNOWN_FIELDS = SERVED_FIELDS | IGNORED_FIELDS | set(UNSUPPORTED)
 
 
 # A vocabulary's worth is the engine's own bound (checked against the model at the API); this
@@ -53,6 +82,7 @@ class GenerateItem:
     top_logprobs_num: int
     return_text_in_logprobs: bool
     cache_salt: str
+    grammar_after: str | None = None  # the constraint starts after this output text
     group_rid: str = ""  # the rid the caller gave: one per prompt, shared by its n sequences
     explicit_max_new_tokens: bool = False  # asked for (checked against the context), or default
 
@@ -62,7 +92,8 @@ class GenerateItem:
         if not p.has_grammar:
             return None
         return GrammarReq(json_schema=p.json_schema, regex=p.regex, choices=p.choices,
-                          json_object=p.json_object)
+                          json_object=p.json_object, ebnf=p.ebnf,
+                          structural_tag=p.structural_tag, start_after=self.grammar_after)
 
 
 @dataclass(frozen=True)
@@ -112,6 +143,10 @@ def _gives_max_new_tokens(raw: Any) -> bool:
                                          for k in ("max_new_tokens", "max_tokens"))
 
 
+def _namespace(cache_salt: str, extra_key: str) -> str:
+    return f"{cache_salt}\x00{extra_key}" if extra_key else cache_salt
+
+
 def parse_generate_request(body: dict[str, Any]) -> GenerateRequest:
     """Validate a native ``/generate`` body (or Engine.generate arguments)."""
     if not isinstance(body, dict):
@@ -122,7 +157,8 @@ def parse_generate_request(body: dict[str, Any]) -> GenerateRequest:
         raise RequestValidationError(f"unknown field(s) {unknown}")
     for name, what in UNSUPPORTED.items():
         if body.get(name):
-            raise RequestValidationError(f"{name}: {what} are not supported")
+            raise RequestValidationError(f"{name}: {what} are not supported by radixlm; "
+                                         f"leave it unset")
     texts, ids, is_batch = _prompts(body)
     n_prompts = len(texts)
     _check_type("stream", body.get("stream"), (bool,))
@@ -137,6 +173,7 @@ def parse_generate_request(body: dict[str, Any]) -> GenerateRequest:
                                  ("top_logprobs_num", (int,), 0),
                                  ("return_text_in_logprobs", (bool,), False),
                                  ("cache_salt", (str,), ""),
+                                 ("extra_key", (str,), ""),
                                  ("rid", (str,), None)):
         values = _per_item(body.get(name), n_prompts, name)
         for v in values:
@@ -163,7 +200,8 @@ def parse_generate_request(body: dict[str, Any]) -> GenerateRequest:
                 logprob_start_len=fields["logprob_start_len"][i],
                 top_logprobs_num=fields["top_logprobs_num"][i],
                 return_text_in_logprobs=fields["return_text_in_logprobs"][i],
-                cache_salt=fields["cache_salt"][i],
+                # SGLang's extra_key isolates cache entries as cache_salt does
+                cache_salt=_namespace(fields["cache_salt"][i], fields["extra_key"][i]),
                 group_rid=base,
                 explicit_max_new_tokens=_gives_max_new_tokens(raw_params[i]),
             ))

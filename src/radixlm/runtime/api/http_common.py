@@ -59,7 +59,8 @@ def _openai_type(status: int) -> str:
 
 
 OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                      404: "invalid_request_error", 413: "invalid_request_error",
+                      404: "invalid_request_error", 405: "invalid_request_error",
+                      413: "invalid_request_error",
                       503: "server_overloaded"}
 GENERATE_ERROR_STATUS = {"invalid_request": 400, "overloaded": 503, "internal": 500}
 

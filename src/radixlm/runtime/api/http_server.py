@@ -18,6 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ...version import __version__
 from ..server_args import ServerArgs
@@ -86,11 +87,38 @@ def create_app(args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> Fast
         return error_response(str(exc), 413, "body_too_large",
                               openai=request.url.path.startswith("/v1/"))
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(_route_error(request, exc), exc.status_code,
+                              "not_found" if exc.status_code == 404 else "invalid_request",
+                              openai=request.url.path.startswith("/v1/"))
+
     _native_routes(app, state)
 
     add_openai_routes(app, state)
     install_openapi(app)
     return app
+
+
+# Routes SGLang's frontend may call that radixlm deliberately does not serve, and why.
+NOT_SERVED = {
+    "/concate_and_append_request":
+        "parallel encoding (fork join mode 'concate_and_append', which splices the branches' "
+        "KV caches) is not supported by radixlm (SGLang's own server no longer serves it "
+        "either); join with mode='gather_variable', or set "
+        "global_config.enable_parallel_encoding = False to concatenate the text instead",
+}
+
+
+def _route_error(request: Request, exc: StarletteHTTPException) -> str:
+    path = request.url.path
+    if path in NOT_SERVED:
+        return f"{path}: {NOT_SERVED[path]}"
+    if exc.status_code == 404:
+        return f"no route {request.method} {path} on this server (routes are listed at /docs)"
+    if exc.status_code == 405:
+        return f"{path} does not accept {request.method}"
+    return f"{path}: {exc.detail}"
 
 
 def _native_routes(app: FastAPI, state: ServerState) -> None:

@@ -8,6 +8,7 @@ package works unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -28,13 +29,17 @@ from .http_common import (
     sse,
     until_disconnect,
 )
-from .template_budget import TemplateBudgetExceeded, run_with_step_budget
+from .openai_chat_tools import (
+    ChatPlan,
+    chat_finish_reason,
+    plan_chat,
+    stream_delta,
+    whole_message,
+)
 
 # OpenAI's documented limits: at most 20 top logprobs per chat token, 5 per completion token.
 MAX_CHAT_TOP_LOGPROBS = 20
 MAX_COMPLETION_LOGPROBS = 5
-CLIENT_TEMPLATE_MAX_STEPS = 1_000_000  # lines a client-supplied chat template may execute
-RESERVED_TEMPLATE_KWARGS = ("tokenize", "add_generation_prompt", "conversation", "messages")
 
 
 class _Strict(BaseModel):
@@ -80,6 +85,7 @@ class _Sampling(_Strict):
     repetition_penalty: float = 1.0
     ignore_eos: bool = False
     stop_token_ids: list[int] | None = None
+    stop_regex: str | list[str] | None = None
     regex: str | None = None
     json_schema: str | None = None
     skip_special_tokens: bool = True
@@ -114,6 +120,7 @@ class ChatRequest(_Sampling):
     logit_bias: dict[str, float] | None = None
     parallel_tool_calls: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    separate_reasoning: bool = True  # SGLang: reasoning_content apart from content
 
 
 def _parse(model: type[BaseModel], body: Any) -> Any:
@@ -132,9 +139,9 @@ def _sampling(req: _Sampling, max_tokens: int | None) -> dict[str, Any]:
         "min_p": req.min_p, "min_new_tokens": req.min_tokens,
         "presence_penalty": req.presence_penalty, "frequency_penalty": req.frequency_penalty,
         "repetition_penalty": req.repetition_penalty, "ignore_eos": req.ignore_eos,
-        "stop_token_ids": req.stop_token_ids, "regex": req.regex,
+        "stop_token_ids": req.stop_token_ids, "stop_regex": req.stop_regex, "regex": req.regex,
         "json_schema": req.json_schema, "skip_special_tokens": req.skip_special_tokens,
-        "no_stop_trim": req.no_stop_trim,
+        "no_stop_trim": req.no_stop_trim, "logit_bias": getattr(req, "logit_bias", None),
     }
     return {k: v for k, v in params.items() if v is not None}
 
@@ -142,7 +149,8 @@ def _sampling(req: _Sampling, max_tokens: int | None) -> dict[str, Any]:
 def _unsupported(req: Any, **checks: bool) -> None:
     for name, bad in checks.items():
         if bad:
-            raise RequestValidationError(f"field '{name}': not supported by this server")
+            raise RequestValidationError(f"field '{name}': not supported by radixlm; leave it "
+                                         f"unset")
 
 
 def _finish(reason: dict[str, Any] | None) -> str | None:
@@ -164,14 +172,36 @@ def _token_bytes(text: str | None) -> list[int]:
     return list((text or "").encode("utf-8"))
 
 
-def _completion_logprobs(meta: dict[str, Any], offset0: int) -> dict[str, Any]:
+def _echo_texts(state: ServerState, req: CompletionRequest, key: str) -> list[str]:
+    """With ``echo``, the text of each prompt (token-id prompts are decoded); else []."""
+    if not req.echo:
+        return []
+    prompt = req.prompt
+    if key == "text":
+        return [prompt] if isinstance(prompt, str) else list(prompt)
+    seqs = prompt if isinstance(prompt[0], list) else [prompt]
+    return [state.tokenizer.decode(ids) for ids in seqs]
+
+
+def _completion_logprobs(meta: dict[str, Any], offset0: int, echo: str | None = None
+                         ) -> dict[str, Any]:
+    """OpenAI ``logprobs`` of a completion choice. With ``echo`` (the echoed prompt text) the
+    prompt's tokens come first (the first has no context: logprob null) and ``text_offset``
+    indexes the echoed text, as lm-eval-harness expects: a special token the text does not
+    show (the BOS) takes no width."""
     entries = meta.get("output_token_logprobs", [])
     tops = meta.get("output_top_logprobs", [])
+    hidden_first = False
+    if echo is not None:
+        prompt = meta.get("input_token_logprobs", [])
+        entries = prompt + entries
+        tops = (meta.get("input_top_logprobs", []) or [None] * len(prompt)) + tops
+        hidden_first = bool(prompt) and not echo.startswith(prompt[0][2] or "")
     tokens = [e[2] or "" for e in entries]
     offsets, pos = [], offset0
-    for t in tokens:
+    for k, t in enumerate(tokens):
         offsets.append(pos)
-        pos += len(t)
+        pos += 0 if k == 0 and hidden_first else len(t)
     return {"tokens": tokens, "token_logprobs": [e[0] for e in entries],
             "top_logprobs": [{(t[2] or ""): t[0] for t in top} if top else None
                              for top in tops] or None,
@@ -202,13 +232,21 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
                               f"`{model_name}`", 404, "model_not_found", openai=True,
                               param="model")
 
+    def model_card() -> dict[str, Any]:
+        return {"id": model_name, "object": "model", "created": int(state.started),
+                "owned_by": "radixlm", "max_model_len": state.procs.info.get("max_context")}
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": model_name, "object": "model",
-                                            "created": int(state.started),
-                                            "owned_by": "radixlm",
-                                            "max_model_len": state.procs.info.get(
-                                                "max_context")}]}
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> Response:
+        if model_id != model_name:
+            return error_response(f"The model {model_id!r} does not exist; this server "
+                                  f"serves {model_name!r}", 404, "model_not_found",
+                                  openai=True, param="model")
+        return JSONResponse(model_card())
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
@@ -216,8 +254,7 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
         req: CompletionRequest = _parse(CompletionRequest, await read_json(request))
         if (missing := unknown_model(req)) is not None:
             return missing
-        _unsupported(req, suffix=bool(req.suffix), logit_bias=bool(req.logit_bias),
-                     best_of=req.best_of not in (None, req.n))
+        _unsupported(req, suffix=bool(req.suffix), best_of=req.best_of not in (None, req.n))
         prompt = req.prompt
         key = "input_ids" if isinstance(prompt, list) and prompt and not isinstance(
             prompt[0], str) else "text"
@@ -225,21 +262,23 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
         body = {key: prompt, "sampling_params": _sampling(req, req.max_tokens),
                 "stream": req.stream, "return_logprob": want_lp,
                 "top_logprobs_num": req.logprobs or 0, "return_text_in_logprobs": True,
-                "cache_salt": req.cache_salt}
+                "cache_salt": req.cache_salt,
+                # echo + logprobs scores the prompt too (lm-eval-harness: max_tokens=0)
+                "logprob_start_len": 0 if req.echo and want_lp else None}
         gen = parse_generate_request({k: v for k, v in body.items() if v is not None})
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
-        echo_text = [prompt] if isinstance(prompt, str) else prompt
+        echo = _echo_texts(state, req, key)
         if req.stream:
             return await sse(request, _stream_completion(state, gen, rid, created, model_name,
-                                                         req, want_lp), openai_error_body)
+                                                         req, want_lp, echo), openai_error_body)
         results = await until_disconnect(request, state.manager.generate_once(gen))
         results = results if isinstance(results, list) else [results]
         choices = []
         for i, r in enumerate(results):
-            prefix = echo_text[i // req.n] if req.echo and isinstance(
-                echo_text[i // req.n], str) else ""
+            prefix = echo[i // req.n] if echo else ""
             choices.append({"index": i, "text": prefix + r["text"],
-                            "logprobs": _completion_logprobs(r["meta_info"], len(prefix))
+                            "logprobs": _completion_logprobs(r["meta_info"], 0,
+                                                             prefix if echo else None)
                             if want_lp else None,
                             "finish_reason": _finish(r["meta_info"]["finish_reason"])})
         return JSONResponse({"id": rid, "object": "text_completion", "created": created,
@@ -252,87 +291,37 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
         req: ChatRequest = _parse(ChatRequest, await read_json(request))
         if (missing := unknown_model(req)) is not None:
             return missing
-        _unsupported(req, tools=bool(req.tools), logit_bias=bool(req.logit_bias))
         if req.top_logprobs is not None and not req.logprobs:
             raise RequestValidationError("field 'top_logprobs': requires logprobs=true")
-        text = await state.manager.offload(_render_chat, state, req)
+        plan = await state.manager.offload(plan_chat, state, req)  # off the event loop
         params = _sampling(req, req.max_completion_tokens or req.max_tokens)
         params.update(_response_format(req.response_format))
+        params.update(plan.grammar)
         gen = parse_generate_request({
-            "text": text, "sampling_params": params, "stream": req.stream,
+            "text": plan.prompt, "sampling_params": params, "stream": req.stream,
             "return_logprob": req.logprobs, "top_logprobs_num": req.top_logprobs or 0,
             "return_text_in_logprobs": True,
             **({"cache_salt": req.cache_salt} if req.cache_salt else {}),
         })
+        if plan.constraint_after is not None:  # reasoning first, then the constraint
+            gen = dataclasses.replace(gen, items=[dataclasses.replace(
+                it, grammar_after=plan.constraint_after) for it in gen.items])
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
-            return await sse(request, _stream_chat(state, gen, rid, created, model_name, req),
-                             openai_error_body)
+            return await sse(request, _stream_chat(state, gen, rid, created, model_name, req,
+                                                   plan), openai_error_body)
         results = await until_disconnect(request, state.manager.generate_once(gen))
         results = results if isinstance(results, list) else [results]
-        choices = [{"index": i, "message": {"role": "assistant", "content": r["text"]},
-                    "logprobs": _chat_logprobs(r["meta_info"]) if req.logprobs else None,
-                    "finish_reason": _finish(r["meta_info"]["finish_reason"])}
-                   for i, r in enumerate(results)]
+        choices = []
+        for i, r in enumerate(results):
+            decoder = plan.decoder()
+            message = whole_message(decoder, r["text"])
+            choices.append({"index": i, "message": message, "logprobs": _chat_logprobs(
+                r["meta_info"]) if req.logprobs else None, "finish_reason": chat_finish_reason(
+                _finish(r["meta_info"]["finish_reason"]), decoder)})
         return JSONResponse({"id": rid, "object": "chat.completion", "created": created,
                              "model": model_name, "choices": choices,
                              "usage": _usage(results, req.n)})
-
-
-def _render_chat(state: ServerState, req: ChatRequest) -> str:
-    """The prompt (runs on the tokenizer manager's worker thread, off the event loop)."""
-    messages = []
-    for m in req.messages:
-        content = m.content
-        if isinstance(content, list):  # text parts only: this is a text model
-            parts = []
-            for part in content:
-                if part.get("type") != "text":
-                    raise RequestValidationError(
-                        f"messages: content part of type {part.get('type')!r} is not "
-                        f"supported (text only)")
-                parts.append(part.get("text", ""))
-            content = "".join(parts)
-        messages.append({"role": m.role, "content": content or ""})
-    size = sum(len(m["content"]) for m in messages)
-    if size > state.args.max_prompt_chars:  # template work grows with the text it is given
-        raise RequestValidationError(
-            f"messages: {size} characters of content; this server accepts at most "
-            f"{state.args.max_prompt_chars} (--max-prompt-chars)")
-    kwargs = _template_kwargs(state, req)
-    client_template = "chat_template" in kwargs
-    template = state.args.chat_template
-    if template is not None and not client_template:
-        path = Path(template)
-        kwargs["chat_template"] = path.read_text() if path.is_file() else template
-
-    def render() -> str:
-        return state.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                   add_generation_prompt=True, **kwargs)
-    try:
-        if client_template:
-            return run_with_step_budget(render, CLIENT_TEMPLATE_MAX_STEPS)
-        return render()
-    except TemplateBudgetExceeded as exc:
-        raise RequestValidationError(f"chat_template_kwargs.chat_template: {exc} (the limit "
-                                     f"for a client-supplied template)") from None
-    except Exception as exc:  # a template error is the request's problem, reported as such
-        raise RequestValidationError(f"messages: chat template failed: {exc}") from None
-
-
-def _template_kwargs(state: ServerState, req: ChatRequest) -> dict[str, Any]:
-    kwargs = dict(req.chat_template_kwargs or {})
-    reserved = sorted(set(kwargs) & set(RESERVED_TEMPLATE_KWARGS))
-    if reserved:
-        raise RequestValidationError(f"chat_template_kwargs: {reserved} are set by the "
-                                     f"server and may not be given")
-    if "chat_template" in kwargs and not state.args.allow_client_chat_template:
-        raise RequestValidationError(
-            "chat_template_kwargs.chat_template: this server does not accept client chat "
-            "templates (the operator can allow them with --allow-client-chat-template)")
-    if "chat_template" in kwargs and not isinstance(kwargs["chat_template"], str):
-        raise RequestValidationError("chat_template_kwargs.chat_template: expected a string")
-    return kwargs
 
 
 def _response_format(fmt: ResponseFormat | None) -> dict[str, Any]:
@@ -358,20 +347,18 @@ async def _deltas(state: ServerState, gen: Any) -> AsyncIterator[tuple[int, str,
 
 
 async def _stream_completion(state: ServerState, gen: Any, rid: str, created: int,
-                             model: str, req: CompletionRequest, want_lp: bool
-                             ) -> AsyncIterator[dict[str, Any]]:
+                             model: str, req: CompletionRequest, want_lp: bool,
+                             echo: list[str]) -> AsyncIterator[dict[str, Any]]:
     finals: dict[int, dict] = {}
-    lp_seen: dict[int, int] = {}
+    echoed: set[int] = set()
     async for i, delta, chunk in _deltas(state, gen):
-        meta = chunk["meta_info"]
-        lp = None
-        if want_lp:
-            entries = meta.get("output_token_logprobs", [])
-            start = lp_seen.get(i, 0)
-            lp_seen[i] = len(entries)
-            lp = _completion_logprobs({**meta, "output_token_logprobs": entries[start:],
-                                       "output_top_logprobs":
-                                       meta.get("output_top_logprobs", [])[start:]}, 0)
+        meta = chunk["meta_info"]  # stream chunks carry only the new output logprobs
+        prefix = None  # the echoed prompt goes out with a choice's first chunk
+        if echo and i not in echoed:
+            echoed.add(i)
+            prefix = echo[i // req.n]
+            delta = prefix + delta
+        lp = _completion_logprobs(meta, 0, prefix) if want_lp else None
         reason = _finish(meta["finish_reason"])
         if reason is not None:
             finals[i] = chunk
@@ -384,33 +371,29 @@ async def _stream_completion(state: ServerState, gen: Any, rid: str, created: in
 
 
 async def _stream_chat(state: ServerState, gen: Any, rid: str, created: int, model: str,
-                       req: ChatRequest) -> AsyncIterator[dict[str, Any]]:
+                       req: ChatRequest, plan: ChatPlan) -> AsyncIterator[dict[str, Any]]:
     base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
     started: set[int] = set()
+    decoders: dict[int, Any] = {}
     finals: dict[int, dict] = {}
-    lp_seen: dict[int, int] = {}
     async for i, delta, chunk in _deltas(state, gen):
-        meta = chunk["meta_info"]
+        meta = chunk["meta_info"]  # stream chunks carry only the new output logprobs
         if i not in started:
             started.add(i)
             yield {**base, "choices": [{"index": i, "delta": {"role": "assistant",
                                                               "content": ""},
                                         "logprobs": None, "finish_reason": None}]}
-        lp = None
-        if req.logprobs:
-            entries = meta.get("output_token_logprobs", [])
-            start = lp_seen.get(i, 0)
-            lp_seen[i] = len(entries)
-            lp = _chat_logprobs({"output_token_logprobs": entries[start:],
-                                 "output_top_logprobs":
-                                 meta.get("output_top_logprobs", [])[start:]})
+        lp = _chat_logprobs(meta) if req.logprobs else None
         reason = _finish(meta["finish_reason"])
+        decoder = decoders.setdefault(i, plan.decoder())
+        events = decoder.feed(delta)
         if reason is not None:
             finals[i] = chunk
-        if delta or reason is not None:
-            yield {**base, "choices": [{"index": i, "delta": {"content": delta}
-                                        if delta else {}, "logprobs": lp,
-                                        "finish_reason": reason}]}
+            events += decoder.finish()
+            reason = chat_finish_reason(reason, decoder)
+        if events or (lp and lp["content"]) or reason is not None:
+            yield {**base, "choices": [{"index": i, "delta": stream_delta(events),
+                                        "logprobs": lp, "finish_reason": reason}]}
     if req.stream_options and req.stream_options.include_usage:
         yield {**base, "choices": [], "usage": _usage([finals[i] for i in sorted(finals)],
                                                       req.n)}

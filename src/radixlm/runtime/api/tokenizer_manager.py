@@ -24,6 +24,7 @@ from ..server_args import ServerArgs
 from ..wire import ipc
 from ..wire.messages import (
     AbortReq,
+    ControlKind,
     ControlOut,
     ControlReq,
     ErrorOut,
@@ -79,6 +80,7 @@ class ReqState:
     out_top: list[Any] = field(default_factory=list)
     in_logprobs: list[list[Any]] | None = None
     in_top: list[Any] | None = None
+    streamed_logprobs: int = 0  # output logprob entries already sent in stream chunks
 
 
 class TokenizerManager:
@@ -246,6 +248,7 @@ class TokenizerManager:
 
     async def _send(self, item: GenerateItem, stream: bool, ids: list[int]) -> ReqState:
         self._check_can_admit(1)
+        self._check_logit_bias(item)
         st = ReqState(item=item, prompt_ids=ids)
         self.states[item.rid] = st
         msg = GenerateReq(
@@ -257,6 +260,13 @@ class TokenizerManager:
         await self.push.send(ipc.messages.encode(msg))
         return st
 
+    def _check_logit_bias(self, item: GenerateItem) -> None:
+        vocab = len(self.tokenizer)
+        bad = [k for k in item.sampling.logit_bias or {} if int(k) >= vocab]
+        if bad:
+            raise GenerateError(f"logit_bias: token ids {bad} are outside the vocabulary "
+                                f"(size {vocab})")
+
     async def abort(self, rid: str) -> None:
         """Abort a sequence by its rid, or all ``n`` sequences of the request given ``rid``."""
         rids = [rid] if rid in self.states else [
@@ -264,7 +274,7 @@ class TokenizerManager:
         for r in rids:
             await self.push.send(ipc.messages.encode(AbortReq(rid=r)))
 
-    async def control(self, kind: str, timeout: float = 30.0, **args: Any) -> ControlOut:
+    async def control(self, kind: ControlKind, timeout: float = 30.0, **args: Any) -> ControlOut:
         if self.dead is not None:
             raise EngineDeadError(f"the engine is not running: {self.dead}")
         cid = uuid.uuid4().hex
@@ -278,13 +288,21 @@ class TokenizerManager:
 
     # -- results --------------------------------------------------------------------------
 
-    def _result(self, st: ReqState) -> dict[str, Any]:
+    def _result(self, st: ReqState, stream_delta: bool = False) -> dict[str, Any]:
+        """The result so far. ``stream_delta``: a stream chunk, whose output logprobs are
+        only those new since the previous chunk (SGLang's streaming contract; clients
+        concatenate them), while ``output_token_logprobs_length`` counts all so far."""
         meta = {"id": st.item.rid, **st.meta,
                 "e2e_latency": time.monotonic() - st.created}
         meta.setdefault("finish_reason", None)
         if st.item.return_logprob:
-            meta["output_token_logprobs"] = list(st.out_logprobs)
-            meta["output_top_logprobs"] = list(st.out_top)
+            # A jump-forward rollback may have removed entries already streamed.
+            start = min(st.streamed_logprobs, len(st.out_logprobs)) if stream_delta else 0
+            meta["output_token_logprobs"] = st.out_logprobs[start:]
+            meta["output_top_logprobs"] = st.out_top[start:]
+            meta["output_token_logprobs_length"] = len(st.out_logprobs)
+            if stream_delta:
+                st.streamed_logprobs = len(st.out_logprobs)
             meta["input_token_logprobs"] = st.in_logprobs or []
             meta["input_top_logprobs"] = st.in_top or []
         return {"text": st.text, "output_ids": list(st.output_ids), "meta_info": meta}
@@ -343,7 +361,7 @@ class TokenizerManager:
                 st.updated.clear()
                 if st.error is not None:
                     raise GenerateError(st.error, st.error_code)
-                chunk = self._result(st)
+                chunk = self._result(st, stream_delta=True)
                 if is_batch:
                     chunk["index"] = st.item.index
                 yield chunk

@@ -143,8 +143,9 @@ class StaticDecodeInputs:
         width = max(int(lens.max()), 1)
         ones = torch.ones(plan.bucket, dtype=torch.int64)
         return ForwardBatch.from_table(
-            slots[:, :width], lens.cpu(), ones, ids, torch.full((plan.bucket,), -1),
-            ids.device, self.config.max_seq_len, page_size, workspace)
+            seq_slots=slots[:, :width], seq_lens=lens.cpu(), ext_lens=ones, input_ids=ids,
+            logits_starts=torch.full((plan.bucket,), -1), device=ids.device,
+            max_context=self.config.max_seq_len, page_size=page_size, workspace=workspace)
 
 
 def unpad(logits: torch.Tensor, plan: Replay) -> torch.Tensor:

@@ -189,6 +189,11 @@ class GGUFCheckpoint:
                     f"{t.data_offset + t.n_bytes}, the file has {size}); download it again")
 
     @property
+    def raw_tensors(self) -> list[Any]:
+        """The reader's tensors (name, ``tensor_type``, GGUF ``shape``, raw ``data`` bytes)."""
+        return list(self._reader.tensors)
+
+    @property
     def num_tensors(self) -> int:
         return len(self._reader.tensors)
 

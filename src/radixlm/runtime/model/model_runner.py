@@ -10,18 +10,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ...kernels import get_kernel_ops
+from ...kernels.cpu_linear import onednn_linear_available
+from ...kernels.cpu_quant_linear import INT4_GROUP_SIZES
 from ..memory.kv_pool import KVPool
 from ..memory.page_allocator import PageAllocator
 from .forward_batch import ForwardBatch, SeqSpec
-from .gguf_conversion import resolve_model_path
+from .gemm_choice import GemmChooser
+from .gguf_conversion import find_gguf, resolve_model_path
+from .gguf_quantized import gguf_source, load_gguf_int4
 from .model_config import ModelConfig
 from .models import LlamaForCausalLM
 from .models.rope import RopeTables
+from .quantized_linear import QUANTIZATIONS, CpuLinearBuilder
 from .weight_loader import iter_weights
+
+if TYPE_CHECKING:
+    from .parallel.process_group import TPGroup
 
 DTYPES = {
     "float32": torch.float32,
@@ -41,7 +50,11 @@ class RunnerConfig:
     kernel_backend: str = "auto"
     num_threads: int = 1
     max_context: int | None = None  # None = the model's max_position_embeddings
-    cpu_gemm: str = "auto"  # auto/onednn: weights packed for oneDNN on CPU; torch: F.linear
+    # CPU matmuls: auto = fastest of F.linear / oneDNN-packed per shape and row count, measured
+    # at load; onednn or torch fix one (float weights)
+    cpu_gemm: str = "auto"
+    quantization: str | None = None  # None, int8, int4 (grouped) or gguf (the file's Q4_* bits)
+    quantization_group_size: int = 32  # int4 group along the input dimension
 
     def __post_init__(self) -> None:
         if self.dtype not in ("auto", *DTYPES):
@@ -57,6 +70,15 @@ class RunnerConfig:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
         if self.cpu_gemm not in ("auto", "onednn", "torch"):
             raise ValueError(f"cpu_gemm must be auto, onednn or torch, got {self.cpu_gemm!r}")
+        if self.quantization not in (None, *QUANTIZATIONS):
+            raise ValueError(f"quantization must be one of {list(QUANTIZATIONS)} or None, "
+                             f"got {self.quantization!r}")
+        if self.quantization_group_size not in INT4_GROUP_SIZES:
+            raise ValueError(f"quantization_group_size must be one of {INT4_GROUP_SIZES}, "
+                             f"got {self.quantization_group_size}")
+        if self.quantization is not None and self.device != "cpu":
+            raise ValueError(f"quantization={self.quantization!r} runs on CPU only (torch's "
+                             f"weight-only CPU kernels); drop it for device {self.device!r}")
         if self.max_context is not None and self.max_context < 1:
             raise ValueError(f"max_context must be >= 1, got {self.max_context}")
 
@@ -69,12 +91,24 @@ class RunnerConfig:
 
 
 class ModelRunner:
-    """A loaded model plus its KV pool; :meth:`forward` runs one mixed batch."""
+    """A loaded model plus its KV pool; :meth:`forward` runs one mixed batch.
 
-    def __init__(self, model_path: str | Path, config: RunnerConfig | None = None) -> None:
+    With ``tp_group`` this process holds one tensor-parallel shard (its heads, MLP rows and
+    vocabulary slice, and a KV pool of its KV heads); rank 0's :meth:`forward` first
+    broadcasts the batch to the other ranks (``parallel/tp_worker.py`` runs theirs).
+    """
+
+    def __init__(self, model_path: str | Path, config: RunnerConfig | None = None,
+                 tp_group: TPGroup | None = None) -> None:
         self.config = config or RunnerConfig()
+        self.tp_group = tp_group
+        if tp_group is not None and self.config.quantization is not None:
+            raise ValueError("quantization with tensor parallelism is not supported yet: the "
+                             "quantized linears are built from whole weights; use tp_size=1")
         torch.set_num_threads(self.config.num_threads)
+        self.gguf_path = find_gguf(model_path)
         self.model_path = str(resolve_model_path(model_path))  # a .gguf converts once
+        self.gguf_path = self.gguf_path or gguf_source(self.model_path)
         self.model_config = ModelConfig.from_folder(self.model_path)
         self.device = torch.device(self.config.device)
         self.dtype = self.config.torch_dtype(self.model_config)
@@ -83,8 +117,14 @@ class ModelRunner:
             self.model_config.max_position_embeddings,
         )
         self.ops = get_kernel_ops(self.config.kernel_backend, self.device)
-        self.model = self._load_model()
-        cfg = self.model_config
+        self.sharding = None
+        cfg = self.model_config  # this rank's shapes below (the whole model without TP)
+        if tp_group is not None:
+            from .parallel.sharding import TPSharding
+
+            self.sharding = TPSharding.create(self.model_config, tp_group.size, tp_group.rank)
+            cfg = self.sharding.local_config(self.model_config)
+        self.model = self._load_model(cfg)
         page_size = self.config.page_size
         num_pages = -(-self.config.max_total_tokens // page_size)
         self.kv_pool = KVPool(
@@ -94,28 +134,45 @@ class ModelRunner:
         self.allocator = PageAllocator(num_pages, page_size)
         self.workspace: dict[str, torch.Tensor] = {}  # attention gather buffers, reused
 
-    def _load_model(self) -> LlamaForCausalLM:
-        cfg = self.model_config
+    def _load_model(self, cfg: ModelConfig) -> LlamaForCausalLM:
         # float32 tables on the device, built before the meta-device construction below
         rope = RopeTables.build(cfg.rope, cfg.head_dim, self.max_context, self.device)
         with torch.device("meta"):
             model = LlamaForCausalLM(cfg, self.ops, rope)
         model = model.to_empty(device=self.device).to(self.dtype)
-        model.load_weights(iter_weights(self.model_path))
-        if self._use_onednn():
-            model.pack_linears()
+        if self.sharding is None:
+            model.load_weights(iter_weights(self.model_path))
+        else:
+            from .parallel.sharded_weights import iter_sharded_weights
+
+            model.load_weights(iter_sharded_weights(self.model_path, self.sharding))
+        if self.device.type == "cpu":
+            self._build_cpu_linears(model)
+        if self.tp_group is not None:
+            from .parallel.layers import apply_tensor_parallel
+
+            apply_tensor_parallel(model, self.sharding, self.tp_group)
         return model.eval()
 
-    def _use_onednn(self) -> bool:
-        from ...kernels.cpu_linear import onednn_linear_available
-
-        if self.device.type != "cpu" or self.config.cpu_gemm == "torch":
-            return False
-        available = onednn_linear_available(self.dtype)
-        if self.config.cpu_gemm == "onednn" and not available:
+    def _build_cpu_linears(self, model: LlamaForCausalLM) -> None:
+        cfg = self.config
+        if cfg.cpu_gemm == "onednn" and not onednn_linear_available(self.dtype):
             raise ValueError(f"cpu_gemm=onednn: this torch build cannot run oneDNN linears "
                              f"for {self.dtype}")
-        return available
+        gguf_int4 = None
+        if cfg.quantization == "gguf":
+            if self.gguf_path is None:
+                raise ValueError("quantization='gguf' keeps a GGUF file's Q4_0/Q4_1 weights; "
+                                 f"{self.model_path!r} is not a GGUF (or its conversion): pass "
+                                 "the .gguf as --model-path, or use int8 / int4")
+            gguf_int4 = load_gguf_int4(self.gguf_path).int4
+        fixed = None if cfg.cpu_gemm == "auto" else cfg.cpu_gemm
+        self.gemm_chooser = GemmChooser(fixed=fixed, dtype=self.dtype)
+        builder = CpuLinearBuilder(self.gemm_chooser, cfg.quantization,
+                                   cfg.quantization_group_size, cfg.cpu_gemm, gguf_int4)
+        with torch.inference_mode():
+            model.replace_linears(builder)
+        self.linear_kinds = dict(builder.kinds)
 
     @property
     def vocab_size(self) -> int:
@@ -130,4 +187,8 @@ class ModelRunner:
     def forward(self, seqs: Sequence[SeqSpec] | ForwardBatch) -> torch.Tensor:
         """Run one step; returns float32 logits for each request's requested rows, in order."""
         batch = seqs if isinstance(seqs, ForwardBatch) else self.build_batch(seqs)
+        if self.tp_group is not None and self.tp_group.is_leader:
+            from .parallel.batch_broadcast import send_batch
+
+            send_batch(self.tp_group, batch)
         return self.model(batch, self.kv_pool)

@@ -1,4 +1,4 @@
-"""Batched sampling: penalties, temperature, top-k / top-p / min-p, seeds, logprobs.
+"""Batched sampling: penalties, logit bias, temperature, top-k / top-p / min-p, seeds, logprobs.
 
 All per-request parameters become [B] tensors and every step of the pipeline runs on the whole
 batch at once. Greedy rows take the argmax. Sampled rows use the exponential-race form of
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..wire.sampling_params import SamplingParams
+from ..wire.sampling_params import SamplingParams, logit_bias_ids
 
 
 @dataclass
@@ -59,6 +59,16 @@ def apply_penalties(logits: torch.Tensor, rows: Sequence[SampleRow]) -> None:
         logits.copy_(torch.where(seen, penalised, logits))
 
 
+def apply_logit_bias(logits: torch.Tensor, rows: Sequence[SampleRow]) -> None:
+    """Add each row's ``logit_bias`` (token id -> bias) to its logits [B, V]."""
+    for i, r in enumerate(rows):
+        if r.params.logit_bias:
+            bias = logit_bias_ids(r.params)
+            ids = torch.tensor(list(bias), device=logits.device)
+            logits[i].index_add_(0, ids, torch.tensor(list(bias.values()),
+                                                      device=logits.device))
+
+
 def _filter_probs(probs: torch.Tensor, rows: Sequence[SampleRow]) -> torch.Tensor:
     """Zero out what top-k, top-p and min-p exclude; probs [B, V] sorted internally."""
     device = probs.device
@@ -100,6 +110,7 @@ def sample(
     logprobs = torch.log_softmax(logits, dim=-1) if want_logprobs or top_logprobs_num else None
     if any(r.params.uses_penalties for r in rows):
         apply_penalties(logits, rows)
+    apply_logit_bias(logits, rows)
     for i, r in enumerate(rows):
         if r.banned_ids:
             logits[i, torch.tensor(list(r.banned_ids)).clamp(max=logits.shape[1] - 1)] = -1e30

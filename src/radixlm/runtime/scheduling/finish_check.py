@@ -12,6 +12,7 @@ from collections.abc import Collection
 from typing import Any
 
 from ..wire.messages import FinishLength, FinishReason, FinishStop
+from ..wire.stop_conditions import find_stop, stop_str_window
 from .request import Req
 
 
@@ -37,7 +38,7 @@ class FinishCheck:
                 return FinishStop(matched=sampled)
             if p.stop_token_ids and sampled in p.stop_token_ids:
                 return FinishStop(matched=sampled)
-        if req.stop_strs and n_out >= p.min_new_tokens:
+        if req.has_text_stops and n_out >= p.min_new_tokens:
             matched = self.match_stop_str(req, extra)
             if matched is not None:
                 return FinishStop(matched=matched)
@@ -48,15 +49,15 @@ class FinishCheck:
         return None
 
     def match_stop_str(self, req: Req, extra: int = 0) -> str | None:
-        """The first stop string in the decoded tail of the output: as many tokens as the
-        longest stop string has characters, plus one, plus ``extra``."""
-        longest = max(len(s) for s in req.stop_strs)
-        tail = self.tokenizer.decode(req.output_ids[-(longest + 1 + extra):],
+        """The stop string or stop regex the output now contains, if any. Stop strings need
+        only a short tail of the output (as many tokens as the longest has characters, plus
+        one, plus ``extra``); a regex may span the whole output, so it is searched whole."""
+        regexes = req.sampling.stop_regexes
+        window = len(req.output_ids) if regexes else stop_str_window(req.stop_strs) + extra
+        tail = self.tokenizer.decode(req.output_ids[-window:],
                                      skip_special_tokens=req.sampling.skip_special_tokens)
-        for s in req.stop_strs:
-            if s in tail:
-                return s
-        return None
+        found = find_stop(tail, req.stop_strs, regexes)
+        return found.matched if found is not None else None
 
 
 def eos_ids_of(model_eos: Collection[int], tokenizer: Any) -> list[int]:

@@ -7,7 +7,8 @@ rows are filled and applied to the logits in one call (unconstrained rows are un
 each sampled token advances its matcher. A grammar that can only end finishes the request at
 once; with jump-forward, a deterministic run of text is appended as forced tokens (see
 :meth:`GrammarManager.jump`). With ``reasoning_end_marker`` set, a request's constraint starts
-only after that marker appears in its output.
+only after that marker appears in its output (a request's own ``start_after`` marker, set by
+the chat route for reasoning models, takes precedence).
 
 The manager changes only grammar state (a request's matcher, compile future and grammar
 fields); what follows from it is returned as data for the scheduler to act on: the compiles
@@ -18,6 +19,7 @@ jump-forward plan (:data:`GrammarStep`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
@@ -35,6 +37,7 @@ from ...fsm import (
     jump_forward,
 )
 from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
+from .mask_wait_stats import MaskWaitStats
 from .request import Req, RequestError
 
 if TYPE_CHECKING:
@@ -71,6 +74,7 @@ class GrammarManager:
         self.enable_jump_forward = not args.disable_jump_forward
         self._compiler: GrammarCompiler | None = None
         self._masks = torch.zeros(0, (vocab_size + 31) // 32, dtype=torch.int32)
+        self.mask_waits = MaskWaitStats()
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -93,6 +97,10 @@ class GrammarManager:
             return GrammarSpec.regex(g.regex)
         if g.choices is not None:
             return GrammarSpec.choices(g.choices)
+        if g.ebnf is not None:
+            return GrammarSpec.ebnf(g.ebnf, self.args.ebnf_max_recursion_depth)
+        if g.structural_tag is not None:
+            return GrammarSpec.structural_tag(g.structural_tag, whitespace=ws)
         return GrammarSpec("json_object", whitespace=ws)
 
     # -- admission ------------------------------------------------------------------------
@@ -106,7 +114,8 @@ class GrammarManager:
         except GrammarError as exc:
             raise RequestError(f"invalid constraint: {exc}") from None
         req.grammar_future = future
-        req.grammar_active = self.args.reasoning_end_marker is None
+        req.grammar_after = grammar.start_after or self.args.reasoning_end_marker
+        req.grammar_active = req.grammar_after is None
         if future.done():
             self._resolve(req)
 
@@ -116,6 +125,7 @@ class GrammarManager:
             req.grammar = future.result().new_matcher()
         except GrammarError as exc:
             raise RequestError(f"invalid constraint: {exc}") from None
+        self.prefetch(req)  # the first mask, before the request's prefill finishes
 
     def poll_compiles(self, waiting: Iterable[Req]) -> CompilePoll:
         """Attach finished compiles to their waiting requests; the owner fails the ones
@@ -144,12 +154,17 @@ class GrammarManager:
                                       self._masks.shape[1], dtype=torch.int32)
         masks = self._masks[: len(rows)]
         rows_np = masks.numpy()  # numpy rows: the matchers' fastest fill path
+        start, cold = time.perf_counter(), 0
         for k, i in enumerate(rows):
+            grammar = reqs[i].grammar
+            before = grammar.grammar.waits.count
             try:
-                reqs[i].grammar.fill_bitmask(rows_np[k])
+                grammar.fill_bitmask(rows_np[k])
             except GrammarError as exc:  # over budget: end this request, not the batch
                 reqs[i].grammar_error = str(exc)
                 rows_np[k] = -1  # the output processor ends it, dropping its sampled token
+            cold += grammar.grammar.waits.count - before
+        self.mask_waits.record(time.perf_counter() - start, cold)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
 
@@ -165,10 +180,21 @@ class GrammarManager:
             self._maybe_activate(req)
             return None
         try:
-            return self._advance(req, token)
+            step = self._advance(req, token)
         except GrammarError as exc:  # the lazy automaton grew past a budget
             req.grammar_error = str(exc)
-        return self.error_reason(req)
+            return self.error_reason(req)
+        if not isinstance(step, (FinishStop, FinishAbort)):
+            self.prefetch(req)
+        return step
+
+    def prefetch(self, req: Req) -> None:
+        """Queue the mask of ``req``'s current state (and of the states one token on) for
+        the compiler's worker, so that it is usually ready before the next step needs it.
+        Never blocks. Called after each token, after a jump-forward too (planning a jump
+        already advances the matcher, so the state prefetched is the one after the jump)."""
+        if req.grammar is not None and req.grammar_active:
+            self.compiler.prefetch(req.grammar)
 
     @staticmethod
     def error_reason(req: Req) -> FinishAbort:
@@ -188,7 +214,7 @@ class GrammarManager:
         return None
 
     def _maybe_activate(self, req: Req) -> None:
-        marker = self.args.reasoning_end_marker
+        marker = req.grammar_after
         assert marker is not None
         tail = self.tokenizer.decode(req.output_ids[-(len(marker) + 2):])
         if marker in tail:

@@ -91,6 +91,7 @@ class Req:
     grammar: Any = None  # fsm matcher, when constrained
     grammar_future: Any = None  # pending compile
     grammar_active: bool = True  # False until the reasoning end marker (when configured)
+    grammar_after: str | None = None  # that marker (the request's, else the server's)
     grammar_start: int = 0  # output index where the constraint began
     grammar_error: str | None = None  # a budget hit while decoding: the request ends with it
     pending_rollback: int = 0
@@ -141,6 +142,11 @@ class Req:
     # -- scheduling arithmetic -----------------------------------------------------------------
 
     @property
+    def has_text_stops(self) -> bool:
+        """Whether decoded text can end this request (stop strings or stop regexes)."""
+        return bool(self.stop_strs or self.sampling.stop_regex)
+
+    @property
     def kv_len(self) -> int:
         return self.kv.kv_len if self.kv is not None else 0
 
@@ -149,6 +155,13 @@ class Req:
         """Tokens of ``token_ids`` without KV yet: 1 for a decoding request (its last sampled
         token), more while prefilling, after a retraction or after a jump-forward."""
         return len(self.token_ids) - self.kv_len
+
+    @property
+    def is_decoding(self) -> bool:
+        """One token without KV and it is an output token: the next step decodes. A chunked
+        prefill can also leave exactly one token pending, but that one is a prompt token and
+        must go through the prefill path (prompt logprobs, prefill-only finish)."""
+        return self.pending == 1 and self.kv_len >= len(self.input_ids)
 
     @property
     def wants_input_logprobs(self) -> bool:
@@ -185,6 +198,7 @@ class Req:
             skip_special_tokens=p.skip_special_tokens,
             spaces_between_special_tokens=p.spaces_between_special_tokens,
             stop_strs=self.stop_strs,
+            stop_regexes=p.stop_regexes,
             no_stop_trim=p.no_stop_trim,
         )
 

@@ -158,7 +158,7 @@ class Scheduler:
 
     def _reserve_decodes(self) -> list[Req]:
         """A KV slot for every decoding request, retracting the newest when memory is short."""
-        decodes = [r for r in self.running if r.pending == 1 and r.finish_reason is None]
+        decodes = [r for r in self.running if r.is_decoding and r.finish_reason is None]
         ok: list[Req] = []
         for req in sorted(decodes, key=lambda r: r.arrival):
             while req.kv is not None and self.kv.reserve(req.kv, 1) is None:
@@ -186,7 +186,8 @@ class Scheduler:
     def _schedule_prefills(self, decodes: list[Req]) -> list[PrefillChunk]:
         budget = self.args.chunked_prefill_size
         chunks: list[PrefillChunk] = []
-        for req in [r for r in self.running if r.pending > 1]:  # continue chunked ones
+        # continue chunked prefills (down to a last single prompt token: not a decode)
+        for req in [r for r in self.running if r.pending and not r.is_decoding]:
             chunk = self._take_chunk(req, budget)
             if chunk is None:
                 break
@@ -306,6 +307,7 @@ class Scheduler:
             **c,
             **self.output.counters,
             **self.kv.stats(),
+            **self.grammar.mask_waits.summary(),
             "waiting": len(self.waiting),
             "running": len(self.running),
             "cache_hit_rate": c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"]

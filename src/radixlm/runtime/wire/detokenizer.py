@@ -2,8 +2,8 @@
 
 Per request it keeps the output ids and decodes only a short window at a time: the tokens since
 the last emitted boundary, against the text they had before the newest ids arrived. Text
-that ends in an incomplete UTF-8 sequence, or that could be the start of a stop string, is held
-back, so streamed text only ever grows and never shows a stop string or U+FFFD.
+that ends in an incomplete UTF-8 sequence, or that could be the start of a stop string or of a
+stop-regex match, is held back, so streamed text only ever grows and never shows a stop or U+FFFD.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from .messages import (
     TextOut,
     TokenBatchOut,
 )
+from .stop_conditions import find_stop, holdback_start
 
 logger = logging.getLogger(__name__)
 
@@ -96,22 +97,23 @@ class IncrementalDetokenizer:
         return TextOut(out=out, text_delta=delta, text_reset=reset)
 
     def _visible(self, st: DetokState, finish: FinishReason | None) -> str:
-        """The text that may be shown now: trimmed at a stop string, held back before one."""
-        text, stops = st.text, st.params.stop_strs
+        """The text that may be shown now: trimmed at a stop string or stop regex match, and
+        while unfinished held back before anything that may still become one."""
+        p = st.params
+        text, stops, regexes = st.text, p.stop_strs, p.stop_regexes
         if finish is not None:
-            if isinstance(finish, FinishStop) and isinstance(finish.matched, str) \
-                    and not st.params.no_stop_trim:
-                cut = text.find(finish.matched)
-                return text[:cut] if cut >= 0 else text
+            matched = finish.matched if isinstance(finish, FinishStop) else None
+            if not isinstance(matched, str) or p.no_stop_trim:
+                return text
+            found = find_stop(text, [matched] if matched in stops or not regexes else [],
+                              [matched] if matched in regexes else [])
+            return text[: found.start] if found is not None else text
+        if not stops and not regexes:
             return text
-        if not stops:
-            return text
-        cut = min((text.find(s) for s in stops if s in text), default=-1)
-        if cut >= 0:
-            return text[:cut]
-        hold = max((k for s in stops for k in range(1, len(s)) if text.endswith(s[:k])),
-                   default=0)
-        return text[: len(text) - hold]
+        found = find_stop(text, stops, regexes)
+        if found is not None:
+            return text[: found.start]
+        return text[: holdback_start(text, stops, regexes)]
 
     def drop(self, rid: str | None) -> None:
         if rid is None:

@@ -101,3 +101,12 @@ def die_with_parent() -> None:
                 os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
+
+
+def free_tcp_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (rendezvous addresses picked at run time)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

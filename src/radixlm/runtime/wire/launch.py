@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing as mp
 import shutil
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..server_args import ServerArgs
-from .ipc import Endpoints
+from .ipc import Endpoints, free_tcp_port
 
 logger = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 600.0
@@ -34,14 +35,19 @@ class EngineProcesses:
         return None
 
     def shutdown(self) -> None:
-        for p in self.procs.values():
-            if p.is_alive():
-                p.terminate()
-        for p in self.procs.values():
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
+        # The scheduler first: on SIGTERM it finishes its step and tells its TP workers to
+        # stop, so they must still be alive then.
+        first = [p for name, p in self.procs.items() if name == "scheduler"]
+        rest = [p for name, p in self.procs.items() if name != "scheduler"]
+        for group in (first, rest):
+            for p in group:
+                if p.is_alive():
+                    p.terminate()
+            for p in group:
                 p.join(timeout=5)
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=5)
         shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
 
@@ -60,14 +66,24 @@ def _wait_ready(name: str, conn: Any, proc: Any) -> dict[str, Any]:
 def launch_engine_processes(args: ServerArgs) -> EngineProcesses:
     """Spawn the scheduler and detokenizer; return once both are ready (or raise)."""
     from .detokenizer import run_detokenizer_process
+    from .runner_setup import check_tp_split
     from .scheduler_process import run_scheduler_process
+    from .tp_worker_process import node_ranks, run_tp_worker_process
 
+    if args.node_rank != 0:
+        raise EngineStartError(f"node_rank {args.node_rank} runs tensor-parallel workers only "
+                               "(`radixlm serve --node-rank N` does); the engine runs on node 0")
+    check_tp_split(args)
+    if args.tp_size > 1 and args.dist_init_addr is None:  # single node: a loopback rendezvous
+        args = dataclasses.replace(args, dist_init_addr=f"127.0.0.1:{free_tcp_port()}")
     endpoints, folder = Endpoints.create()
     ctx = mp.get_context("spawn")
     targets = {
         "scheduler": (run_scheduler_process, (args, endpoints)),
         "detokenizer": (run_detokenizer_process, (args.resolved_tokenizer_path, endpoints)),
     }
+    for rank in list(node_ranks(args))[1:]:  # rank 0 is the scheduler's runner
+        targets[f"tp-worker-{rank}"] = (run_tp_worker_process, (args, rank))
     procs: dict[str, Any] = {}
     conns: dict[str, Any] = {}
     for name, (fn, fn_args) in targets.items():

@@ -12,7 +12,7 @@ Flow: tokenizer manager --(GenerateReq, AbortReq, ControlReq)--> scheduler
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import msgspec
 
@@ -20,12 +20,17 @@ from .sampling_params import SamplingParams
 
 
 class GrammarReq(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A constraint on the output: exactly one of the fields is set."""
+    """A constraint on the output: exactly one of the grammar fields is set. ``start_after``
+    (e.g. ``</think>``): the constraint starts only after this text appears in the output
+    (the request's reasoning end; the server's ``reasoning_end_marker`` when None)."""
 
     json_schema: str | None = None
     regex: str | None = None
     choices: list[str] | None = None
     json_object: bool = False
+    ebnf: str | None = None
+    structural_tag: str | None = None  # JSON text
+    start_after: str | None = None
 
 
 class GenerateReq(msgspec.Struct, tag=True, frozen=True):
@@ -47,11 +52,16 @@ class AbortReq(msgspec.Struct, tag=True, frozen=True):
     rid: str
 
 
+ControlKind = Literal["flush_cache", "server_info", "audit"]
+
+
 class ControlReq(msgspec.Struct, tag=True, frozen=True):
-    """flush_cache, server_info or health; answered by a ControlOut with the same ``cid``."""
+    """An engine-wide request to the scheduler, answered by a ControlOut with the same ``cid``:
+    ``flush_cache`` (drop the radix cache), ``server_info`` (pool, cache and counters) or
+    ``audit`` (check the KV ownership invariant; ``args["repair"]`` repairs it)."""
 
     cid: str
-    kind: str
+    kind: ControlKind
     args: dict[str, Any] = {}
 
 
@@ -61,6 +71,7 @@ class DetokParams(msgspec.Struct, frozen=True):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     stop_strs: list[str] = []
+    stop_regexes: list[str] = []
     no_stop_trim: bool = False
 
 

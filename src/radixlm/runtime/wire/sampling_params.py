@@ -7,6 +7,7 @@ returned); ``temperature=0`` means greedy. Unknown fields and wrong types are re
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import msgspec
@@ -23,6 +24,9 @@ class SamplingParams(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     min_new_tokens: int = 0
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
+    # Python ``re`` patterns: the request stops when the output text matches one (the match
+    # and what follows are trimmed, like a stop string).
+    stop_regex: str | list[str] | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
@@ -43,6 +47,14 @@ class SamplingParams(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ebnf: str | None = None
     structural_tag: str | None = None
     custom_params: dict[str, Any] | None = None
+    # Accepted for SGLang compatibility: streaming sends every step (so a per-request interval
+    # only changes chunking, which clients must tolerate anyway); beam search and watermarks
+    # are refused when asked for.
+    stream_interval: int | None = None
+    beam_width: int | None = None
+    watermark: dict[str, Any] | None = None
+    # token id (as a string, the OpenAI spelling, or an int) -> bias added to its logit
+    logit_bias: dict[str, float] | None = None
 
     @property
     def stop_strs(self) -> list[str]:
@@ -51,12 +63,19 @@ class SamplingParams(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return [self.stop] if isinstance(self.stop, str) else list(self.stop)
 
     @property
+    def stop_regexes(self) -> list[str]:
+        if self.stop_regex is None:
+            return []
+        return [self.stop_regex] if isinstance(self.stop_regex, str) else list(self.stop_regex)
+
+    @property
     def is_greedy(self) -> bool:
         return self.temperature < 1e-5 or self.top_k == 1
 
     @property
     def has_grammar(self) -> bool:
-        return bool(self.regex or self.json_schema or self.choices or self.json_object)
+        return bool(self.regex or self.json_schema or self.choices or self.json_object or
+                    self.ebnf or self.structural_tag)
 
     @property
     def uses_penalties(self) -> bool:
@@ -79,6 +98,8 @@ def parse_sampling_params(raw: dict[str, Any] | SamplingParams | None) -> Sampli
                 f"sampling_params must be an object, got {type(raw).__name__}"
             )
         data = {_ALIASES.get(k, k): v for k, v in raw.items()}
+        if isinstance(data.get("logit_bias"), dict):  # Python callers may key it by int
+            data["logit_bias"] = {str(k): v for k, v in data["logit_bias"].items()}
         try:
             params = msgspec.convert(data, SamplingParams, strict=False)
         except msgspec.ValidationError as exc:
@@ -119,12 +140,17 @@ def check_ranges(p: SamplingParams) -> None:
     _check(all(s for s in p.stop_strs), "stop", "must not contain empty strings", p.stop)
     _check(p.stop_token_ids is None or all(t >= 0 for t in p.stop_token_ids),
            "stop_token_ids", "must be non-negative", p.stop_token_ids)
+    _check_stop_regexes(p.stop_regexes)
+    _check(p.beam_width is None or p.beam_width <= 1, "beam_width",
+           "is not supported (beam search); leave it unset or 1", p.beam_width)
+    _check(not p.watermark, "watermark", "is not supported", p.watermark)
+    _check(p.stream_interval is None or p.stream_interval >= 1, "stream_interval",
+           "must be >= 1", p.stream_interval)
+    _check_logit_bias(p.logit_bias)
     grammars = [name for name in ("regex", "json_schema", "choices", "ebnf", "structural_tag")
                 if getattr(p, name)] + (["json_object"] if p.json_object else [])
     _check(len(grammars) <= 1, "regex/json_schema/choices/ebnf", "at most one may be set",
            grammars)
-    _check(not p.ebnf, "ebnf", "is not supported (use regex or json_schema)", "<grammar>")
-    _check(not p.structural_tag, "structural_tag", "is not supported", "<tag>")
     _check(p.choices is None or len(p.choices) > 0, "choices", "must not be empty", p.choices)
 
 
@@ -139,6 +165,35 @@ def _check_numbers(p: SamplingParams) -> None:
                 _check(math.isfinite(v), name, "must be a finite number", v)
             elif isinstance(v, int) and not isinstance(v, bool):
                 _check(INT64_MIN <= v <= INT64_MAX, name, "must fit in 64 bits", v)
+
+
+MAX_STOP_REGEXES = 16
+
+
+def _check_stop_regexes(patterns: list[str]) -> None:
+    _check(len(patterns) <= MAX_STOP_REGEXES, "stop_regex",
+           f"takes at most {MAX_STOP_REGEXES} patterns", len(patterns))
+    for pattern in patterns:
+        _check(bool(pattern), "stop_regex", "must not contain empty patterns", pattern)
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise SamplingParamsError(
+                f"sampling_params.stop_regex: invalid pattern {pattern!r}: {exc}") from None
+        _check(compiled.fullmatch("") is None, "stop_regex",
+               "must not match the empty string (it would stop at once)", pattern)
+
+
+def _check_logit_bias(bias: dict[str, float] | None) -> None:
+    for key, value in (bias or {}).items():
+        _check(str(key).lstrip("-").isdigit() and int(key) >= 0, "logit_bias",
+               "keys must be token ids (non-negative integers)", key)
+        _check(-100 <= value <= 100, "logit_bias", "values must be in [-100, 100]", value)
+
+
+def logit_bias_ids(p: SamplingParams) -> dict[int, float]:
+    """``logit_bias`` with integer token ids (the wire spelling uses strings, as OpenAI)."""
+    return {int(k): float(v) for k, v in (p.logit_bias or {}).items()}
 
 
 def _check(ok: bool, field: str, rule: str, got: Any) -> None:

@@ -8,6 +8,8 @@ error (so no client hangs) and ends the process.
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import traceback
 from multiprocessing.connection import Connection
 
@@ -33,58 +35,13 @@ IDLE_POLL_MS = 200
 AUDIT_EVERY_IDLE_POLLS = 25
 
 
-def _pool_size(args: ServerArgs, runner_cfg):  # noqa: ANN001, ANN202 - RunnerConfig
-    """(KV pool, weights bytes) for this checkpoint on this device (memory/pool_sizing.py)."""
-    from ..memory.pool_sizing import (
-        DEFAULT_MEM_FRACTION,
-        device_memory_bytes,
-        kv_bytes_per_token,
-        size_kv_pool,
-    )
-    from ..model.model_config import ModelConfig
-
-    cfg = ModelConfig.from_folder(args.model_path)
-    dtype_bytes = runner_cfg.torch_dtype(cfg).itemsize
-    kind = "cuda" if args.device.startswith("cuda") else "cpu"
-    context = min(args.context_length or cfg.max_position_embeddings,
-                  cfg.max_position_embeddings)
-    weights = cfg.num_parameters * dtype_bytes
-    return size_kv_pool(
-        available_bytes=device_memory_bytes(args.device),
-        weights_bytes=weights,
-        bytes_per_token=kv_bytes_per_token(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
-                                           dtype_bytes),
-        mem_fraction=args.mem_fraction_static or DEFAULT_MEM_FRACTION[kind],
-        context_length=context, max_running_requests=args.max_running_requests,
-        page_size=args.page_size, max_total_tokens=args.max_total_tokens), weights
-
-
 def _load(args: ServerArgs):  # noqa: ANN202 - returns (Scheduler, info dict)
-    import dataclasses
-    import time
-
-    import torch
     from transformers import AutoTokenizer
 
-    from ..model.model_runner import ModelRunner, RunnerConfig
     from ..scheduling.scheduler import Scheduler
+    from .runner_setup import load_runner
 
-    start = time.perf_counter()
-    torch.set_num_threads(args.num_threads)
-    runner_cfg = RunnerConfig(
-        dtype=args.dtype, device=args.device, page_size=args.page_size,
-        kernel_backend=args.kernel_backend, num_threads=args.num_threads,
-        max_context=args.context_length, cpu_gemm=args.cpu_gemm,
-    )
-    pool, weights = _pool_size(args, runner_cfg)  # weights: as loaded (before any packing)
-    runner = ModelRunner(args.model_path, dataclasses.replace(
-        runner_cfg, max_total_tokens=pool.tokens))
-    logger.info(
-        "loaded %s in %.1f s: weights %.0f MiB, KV pool %d tokens = %.0f MiB (%d B/token, "
-        "limited by %s), dtype %s, page size %d, %d thread(s)", args.model_path,
-        time.perf_counter() - start, weights / 2**20, pool.tokens, pool.bytes / 2**20,
-        pool.bytes_per_token, pool.limited_by, str(runner.dtype).removeprefix("torch."),
-        args.page_size, args.num_threads)
+    runner, pool, weights = load_runner(args, rank=0)  # rank 0 of the TP group, if any
     tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
     scheduler = Scheduler(args, runner, tokenizer)
     info = {"max_total_tokens": runner.allocator.num_pages * args.page_size,
@@ -108,23 +65,40 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
     inbox = ipc.bind_pull(ctx, endpoints.scheduler)
     outbox = ipc.connect_push(ctx, endpoints.detokenizer)
     ready.send({"status": "ready", **info})
+    crashed = False
     try:
         _loop(scheduler, inbox, outbox)
+        tp_group = scheduler.runner.tp_group
+        if tp_group is not None:  # stopped cleanly: release the TP workers too
+            from ..model.parallel.batch_broadcast import send_stop
+
+            send_stop(tp_group)
     except Exception as exc:
         message = f"scheduler crashed: {type(exc).__name__}: {exc}"
         logger.error("%s\n%s", message, traceback.format_exc())
         for rid in list(scheduler.reqs):
             ipc.send(outbox, ErrorOut(rid=rid, message=message, fatal=True, code="internal"))
         ipc.send(outbox, ErrorOut(rid=None, message=message, fatal=True, code="internal"))
+        crashed = True
     finally:
         outbox.close(linger=2000)
         inbox.close()
         ctx.term()
+    if crashed:  # e.g. a tensor-parallel peer died mid-collective: exit non-zero
+        raise SystemExit(1)
+
+
+def _stop_on_sigterm() -> threading.Event:
+    """SIGTERM ends the loop between steps (not mid-collective), so TP workers can be told."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    return stop
 
 
 def _loop(scheduler, inbox: zmq.Socket, outbox: zmq.Socket) -> None:  # noqa: ANN001
     idle_polls = 0
-    while True:
+    stop = _stop_on_sigterm()
+    while not stop.is_set():
         # Block when idle; poll briefly while only grammar compiles are pending.
         timeout = 0 if scheduler.can_step() else (5 if scheduler.has_work() else IDLE_POLL_MS)
         for msg in ipc.recv_all(inbox, timeout):

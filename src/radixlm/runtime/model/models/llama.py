@@ -8,7 +8,7 @@ attention reads each request's KV through its slot indices.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -146,20 +146,24 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = (
             None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, False)
         )
-        self.packed_head: nn.Module | None = None  # set by pack_linears
+        self.head: nn.Module | None = None  # set by replace_linears
+        # Tensor parallelism: vocabulary slices -> full logits (parallel/layers.py)
+        self.gather_logits: nn.Module | None = None
 
-    def pack_linears(self) -> None:
-        """Swap every projection (and the LM head) for a oneDNN-packed one (CPU path)."""
-        from ....kernels.cpu_linear import PackedLinear
-
-        for layer in self.layers:
-            attn, mlp = layer.self_attn, layer.mlp
-            attn.qkv_proj = PackedLinear.from_linear(attn.qkv_proj)
-            attn.o_proj = PackedLinear.from_linear(attn.o_proj)
-            mlp.gate_up_proj = PackedLinear.from_linear(mlp.gate_up_proj)
-            mlp.down_proj = PackedLinear.from_linear(mlp.down_proj)
+    def replace_linears(
+        self, build: Callable[[str, torch.Tensor, torch.Tensor | None], nn.Module]
+    ) -> None:
+        """After load: swap every projection and the LM head for ``build(name, weight, bias)``
+        (name ``layers.3.mlp.gate_up_proj`` or ``lm_head``; weight ``[out, in]``)."""
+        for i, layer in enumerate(self.layers):
+            for owner, part, attr in ((layer.self_attn, "self_attn", "qkv_proj"),
+                                      (layer.self_attn, "self_attn", "o_proj"),
+                                      (layer.mlp, "mlp", "gate_up_proj"),
+                                      (layer.mlp, "mlp", "down_proj")):
+                lin = getattr(owner, attr)
+                setattr(owner, attr, build(f"layers.{i}.{part}.{attr}", lin.weight, lin.bias))
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        self.packed_head = PackedLinear(weight, None)
+        self.head = build("lm_head", weight, None)
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, pool: KVPool) -> torch.Tensor:
@@ -172,10 +176,14 @@ class LlamaForCausalLM(nn.Module):
         h, _ = self.ops.fused_add_rms_norm(
             x[rows].contiguous(), residual[rows].contiguous(), self.norm, self.config.rms_norm_eps
         )
-        if self.packed_head is not None:
-            return self.packed_head(h).float()
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(h, weight).float()
+        if self.head is not None:
+            logits = self.head(h)
+        else:
+            weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+            logits = F.linear(h, weight)
+        if self.gather_logits is not None:
+            logits = self.gather_logits(logits)
+        return logits.float()
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face-named tensors into the fused parameters; every one must arrive."""

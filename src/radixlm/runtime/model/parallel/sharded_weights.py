@@ -1,0 +1,67 @@
+"""Each rank reads only its slice of every sharded tensor (safetensors slicing).
+
+A GGUF checkpoint is first converted once into the cached Hugging Face folder
+(``gguf_conversion.resolve_model_path``), so it is sliced the same way. The tensors yielded
+keep their Hugging Face names and have this rank's shapes, so the model's own
+``load_weights`` (built from :meth:`TPSharding.local_config`) places them unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+
+from ..weight_loader import safetensors_files
+from .sharding import TPSharding
+
+# HF projection name -> (shard kind, dimension split): 0 = output rows (column-parallel),
+# 1 = input columns (row-parallel).
+_SPLITS = {
+    "q_proj": ("q", 0), "k_proj": ("kv", 0), "v_proj": ("kv", 0), "o_proj": ("q", 1),
+    "gate_proj": ("inter", 0), "up_proj": ("inter", 0), "down_proj": ("inter", 1),
+    "embed_tokens": ("vocab", 0), "lm_head": ("vocab", 0),
+}
+
+
+def shard_rule(name: str) -> tuple[str, int] | None:
+    """(kind, dim) for a Hugging Face tensor name, or None when every rank reads it whole."""
+    for proj, rule in _SPLITS.items():
+        if f"{proj}." in name:
+            return rule
+    return None
+
+
+def iter_sharded_weights(
+    folder: str | Path, sharding: TPSharding
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(name, this rank's slice)`` for every tensor of the checkpoint, on CPU."""
+    for path in safetensors_files(folder):
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            for name in f.keys():
+                yield name, _read(f, name, sharding)
+
+
+def _read(f: Any, name: str, sharding: TPSharding) -> torch.Tensor:
+    rule = shard_rule(name)
+    if rule is None or sharding.tp_size == 1:
+        return f.get_tensor(name)
+    kind, dim = rule
+    sl = f.get_slice(name)
+    ndim = len(sl.get_shape())
+    if dim == 1 and ndim == 1:
+        # A row-parallel bias is added once after the all-reduce: rank 0 holds it, the
+        # others hold zeros, so the sum over ranks is x @ W.T + b exactly once.
+        full = f.get_tensor(name)
+        return full if sharding.rank == 0 else torch.zeros_like(full)
+    start, end = sharding.row_range(kind)
+    part = sl[start:end] if dim == 0 else sl[:, start:end]
+    if kind == "vocab" and part.shape[0] < sharding.vocab_per_rank:
+        # The last rank's short vocabulary slice is padded with zero rows: never looked up
+        # (ids < vocab) and its logits are cut off after the gather.
+        pad = sharding.vocab_per_rank - part.shape[0]
+        part = torch.cat([part, part.new_zeros((pad, *part.shape[1:]))])
+    return part

@@ -1,0 +1,107 @@
+"""Building a process's model runner from the server args: pool sizing and, with
+``--tp-size``, joining the tensor-parallel group first. Shared by the scheduler process (rank 0)
+and the TP worker processes, so every rank loads the same way and agrees on one pool size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from ..server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
+
+
+def tp_group_config(args: ServerArgs, rank: int) -> Any:  # TPGroupConfig
+    """Rank ``rank``'s place in the group described by ``args`` (launcher-filled address)."""
+    from ..model.parallel.process_group import TPGroupConfig
+
+    if args.dist_init_addr is None:
+        raise ValueError("tp_size > 1 needs dist_init_addr (the launcher picks one on a single "
+                         "node)")
+    return TPGroupConfig(tp_size=args.tp_size, rank=rank, dist_init_addr=args.dist_init_addr,
+                         device=args.device, nnodes=args.nnodes)
+
+
+def pool_size(args: ServerArgs, runner_cfg: Any, tp_size: int = 1):  # noqa: ANN201
+    """(KV pool, weights bytes) of one rank's shard on this device (memory/pool_sizing.py)."""
+    from ..memory.pool_sizing import (
+        DEFAULT_MEM_FRACTION,
+        device_memory_bytes,
+        kv_bytes_per_token,
+        size_kv_pool,
+    )
+    from ..model.model_config import ModelConfig
+    from ..model.parallel.sharding import TPSharding
+
+    cfg = ModelConfig.from_folder(args.model_path)
+    dtype_bytes = runner_cfg.torch_dtype(cfg).itemsize
+    kind = "cuda" if args.device.startswith("cuda") else "cpu"
+    context = min(args.context_length or cfg.max_position_embeddings,
+                  cfg.max_position_embeddings)
+    kv_heads = TPSharding.create(cfg, tp_size, 0).num_kv_heads
+    weights = -(-cfg.num_parameters * dtype_bytes // tp_size)  # about: norms are replicated
+    return size_kv_pool(
+        available_bytes=device_memory_bytes(args.device),
+        weights_bytes=weights,
+        bytes_per_token=kv_bytes_per_token(cfg.num_layers, kv_heads, cfg.head_dim,
+                                           dtype_bytes),
+        mem_fraction=args.mem_fraction_static or DEFAULT_MEM_FRACTION[kind],
+        context_length=context, max_running_requests=args.max_running_requests,
+        page_size=args.page_size, max_total_tokens=args.max_total_tokens), weights
+
+
+def load_runner(args: ServerArgs, rank: int = 0):  # noqa: ANN201 - (ModelRunner, PoolSize, int)
+    """This rank's runner, its pool and its weight bytes; joins the TP group when tp > 1."""
+    import torch
+
+    from ..model.model_runner import ModelRunner, RunnerConfig
+
+    start = time.perf_counter()
+    torch.set_num_threads(args.num_threads)
+    group = None
+    device = args.device
+    if args.tp_size > 1:
+        from ..model.parallel.process_group import init_tp_group, min_over_ranks
+
+        group_cfg = tp_group_config(args, rank)
+        group = init_tp_group(group_cfg)
+        if device.startswith("cuda"):
+            device = f"cuda:{group_cfg.local_rank}"
+    runner_cfg = RunnerConfig(
+        dtype=args.dtype, device=device, page_size=args.page_size,
+        kernel_backend=args.kernel_backend, num_threads=args.num_threads,
+        max_context=args.context_length, cpu_gemm=args.cpu_gemm,
+        quantization=args.quantization, quantization_group_size=args.quantization_group_size,
+    )
+    pool, weights = pool_size(args, runner_cfg, args.tp_size)
+    if group is not None:  # every rank's pool must hold rank 0's slot indices: take the min
+        tokens = min_over_ranks(group, pool.tokens)
+        pool = dataclasses.replace(pool, tokens=tokens,
+                                   bytes=tokens * pool.bytes_per_token)
+    runner = ModelRunner(args.model_path, dataclasses.replace(
+        runner_cfg, max_total_tokens=pool.tokens), tp_group=group)
+    logger.info(
+        "rank %d/%d loaded %s in %.1f s: weights %.0f MiB, KV pool %d tokens = %.0f MiB "
+        "(%d B/token, limited by %s), dtype %s, page size %d, %d thread(s)", rank,
+        args.tp_size, args.model_path, time.perf_counter() - start, weights / 2**20,
+        pool.tokens, pool.bytes / 2**20, pool.bytes_per_token, pool.limited_by,
+        str(runner.dtype).removeprefix("torch."), args.page_size, args.num_threads)
+    if getattr(runner, "linear_kinds", None):
+        logger.info("CPU linears: %s (quantization %s); GEMM per shape measured in %.1f s",
+                    runner.linear_kinds, args.quantization, runner.gemm_chooser.seconds)
+    return runner, pool, weights
+
+
+def check_tp_split(args: ServerArgs) -> None:
+    """Raise :class:`TensorParallelError` before any process starts when the model's heads
+    or MLP do not split over ``tp_size`` (the message lists the sizes that do)."""
+    if args.tp_size == 1:
+        return
+    from ..model.model_config import ModelConfig
+    from ..model.parallel.sharding import TPSharding
+
+    TPSharding.create(ModelConfig.from_folder(args.model_path), args.tp_size, 0)

@@ -1,0 +1,72 @@
+"""Prefetch: masks computed where decoding is, off the caller; cold masks are counted."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarSpec
+
+# No compile-time or background warm-up: every mask is cold unless prefetched.
+COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
+SCHEMA = {"type": "object", "properties": {k: {"type": "string", "maxLength": 12}
+                                           for k in ("alpha", "beta", "gamma")},
+          "required": ["alpha", "beta", "gamma"], "additionalProperties": False}
+
+
+def _token(vocab, text: bytes) -> int:  # noqa: ANN001
+    return next(t for t, b in enumerate(vocab.token_bytes) if b == text)
+
+
+def test_prefetch_computes_the_state_and_its_successors_off_the_caller(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, COLD)
+    grammar = compiler.compile(GrammarSpec.json_schema(SCHEMA))
+    matcher = grammar.new_matcher()
+    assert not matcher.mask_ready()
+    assert compiler.prefetch(matcher) is False  # not ready yet: queued
+    compiler.shutdown()  # waits for the queued slice
+    assert matcher.mask_ready()
+    row = np.zeros(vocab.num_words, dtype=np.int32)
+    matcher.fill_bitmask(row)
+    assert grammar.waits.count == 0  # nothing computed on the caller's path
+    assert matcher.accept_token(_token(vocab, b"{"))
+    assert matcher.mask_ready()  # a successor of the prefetched state: warmed with it
+
+
+def test_prefetched_states_go_before_breadth_first_order(vocab) -> None:  # noqa: ANN001
+    grammar = GrammarCompiler(vocab, COLD).compile(GrammarSpec.json_schema(SCHEMA))
+    matcher = grammar.new_matcher()
+    for byte in b'{"alpha":"':  # one single-byte token each: deep in the grammar
+        assert matcher.accept_token(_token(vocab, bytes([byte])))
+    assert not matcher.mask_ready()
+    assert grammar.prefetch(matcher.state) is False
+    grammar.warm_up(max_states=1, max_seconds=float("inf"))
+    assert matcher.mask_ready()
+    assert not grammar.mask_ready(grammar.initial_state)  # breadth first had to wait
+
+
+def test_cold_masks_are_counted_as_waits(vocab) -> None:  # noqa: ANN001
+    grammar = GrammarCompiler(vocab, COLD).compile(GrammarSpec.json_schema(SCHEMA))
+    matcher = grammar.new_matcher()
+    row = np.zeros(vocab.num_words, dtype=np.int32)
+    matcher.fill_bitmask(row)
+    matcher.fill_bitmask(row)  # cached now: not a wait
+    assert grammar.waits.count == 1
+    assert grammar.waits.max_seconds == grammar.waits.seconds > 0
+    assert np.array_equal(row, grammar.mask(grammar.initial_state).numpy())
+
+
+def test_fill_within_a_bound_defers_and_resumes_to_the_exact_mask(vocab) -> None:  # noqa: ANN001
+    spec = GrammarSpec.json_schema(SCHEMA)
+    grammar = GrammarCompiler(vocab, COLD).compile(spec)
+    matcher = grammar.new_matcher()
+    row = np.zeros(vocab.num_words, dtype=np.int32)
+    attempts = 0
+    while not matcher.fill_bitmask_within(row, 0.0):  # each try keeps its automaton rows
+        attempts += 1
+        assert not row.any() and attempts < 10_000
+    assert grammar.waits.deferred == attempts > 0
+    assert grammar.waits.count == attempts + 1
+    fresh = GrammarCompiler(vocab, COLD).compile(spec)
+    assert np.array_equal(row, fresh.mask(fresh.initial_state).numpy())
+    assert matcher.fill_bitmask_within(row, 0.0)  # ready now: a copy, not a wait
+    assert grammar.waits.count == attempts + 1

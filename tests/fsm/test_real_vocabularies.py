@@ -1,0 +1,92 @@
+"""TokenVocabulary on three real vocabularies: SmolLM2's byte-level BPE (from its GGUF),
+Mistral's tekken and Mistral's SentencePiece model with byte fallback.
+
+Each is read from installed package data (skipped, naming the package, when it is absent).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from radixlm.real_vocabularies import RealVocabulary, VocabularyUnavailable, load_vocabulary
+
+SIZES = {"smollm2": 49152, "tekken": 131072, "sentencepiece": 32768}
+TEXTS = ['{"name": "Zoë", "tags": ["a", "b"], "n": -12.5e3}', "  indented\n\tline",
+         "日本語のテキスト 😀", "x" * 40, '{"k":null,"t":true}']
+
+
+@pytest.fixture(scope="module", params=sorted(SIZES))
+def real(request: pytest.FixtureRequest) -> RealVocabulary:
+    try:
+        return load_vocabulary(request.param)
+    except VocabularyUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _reference_bytes(real: RealVocabulary, tid: int) -> bytes | None:
+    """The token's bytes as the tokenizer itself decodes them (None: not comparable)."""
+    b = real.backend
+    if real.name == "tekken":
+        return b.id_to_byte_piece(tid)
+    if real.name == "sentencepiece":
+        if b.is_byte(tid):
+            return None  # checked on its own (byte fallback)
+        anchor = b.piece_to_id("a")  # decoding strips a leading space of the first piece
+        return b.decode([anchor, tid]).encode("utf-8")[1:]
+    text = b.decode([tid])
+    return None if "\ufffd" in text else text.encode("utf-8")
+
+
+def test_size_and_eos(real: RealVocabulary) -> None:
+    vocab = real.vocab
+    assert vocab.vocab_size == len(vocab.token_bytes) == SIZES[real.name]
+    assert vocab.eos_token_ids and all(vocab.token_bytes[e] is None for e in vocab.eos_token_ids)
+    assert len(vocab.walk_ids) > 0.97 * vocab.vocab_size - 1000  # nearly all are text
+
+
+def test_token_bytes_match_the_tokenizer(real: RealVocabulary) -> None:
+    vocab, checked = real.vocab, 0
+    for tid in range(0, vocab.vocab_size, 37):
+        data = vocab.token_bytes[tid]
+        if data is None:
+            continue
+        expected = _reference_bytes(real, tid)
+        if expected is not None:
+            assert data == expected, (tid, data, expected)
+            checked += 1
+    assert checked > vocab.vocab_size // 50
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_encoded_text_round_trips_through_token_bytes(real: RealVocabulary, text: str) -> None:
+    ids = real.encode(text)
+    assert real.vocab.decode_bytes(ids) == text.encode("utf-8")
+
+
+def test_specials_are_never_text(real: RealVocabulary) -> None:
+    vocab, b = real.vocab, real.backend
+    if real.name == "smollm2":
+        special = set(b.all_special_ids) | {
+            t for t, tok in b.added_tokens_decoder.items() if tok.special}
+        assert {0, 1, 2} <= special
+    elif real.name == "tekken":
+        special = set(range(b.num_special_tokens))
+    else:
+        special = {t for t in range(b.get_piece_size()) if b.is_control(t) or b.is_unknown(t)}
+        assert {b.bos_id(), b.eos_id(), b.unk_id(), b.piece_to_id("[INST]")} <= special
+    assert special and all(vocab.token_bytes[t] is None for t in special)
+    assert not set(vocab.walk_ids.tolist()) & special
+
+
+def test_byte_fallback_tokens_are_their_byte() -> None:
+    try:
+        real = load_vocabulary("sentencepiece")  # the one with byte-fallback pieces
+    except VocabularyUnavailable as exc:
+        pytest.skip(str(exc))
+    b, vocab = real.backend, real.vocab
+    fallback = [t for t in range(b.get_piece_size()) if b.is_byte(t)]
+    assert len(fallback) == 256
+    for tid in fallback:
+        assert vocab.token_bytes[tid] == bytes([int(b.id_to_piece(tid)[3:5], 16)])
+    assert vocab.token_bytes[b.piece_to_id("<0x41>")] == b"A"
+    assert vocab.token_bytes[b.piece_to_id("<0x0A>")] == b"\n"

@@ -1,0 +1,32 @@
+"""The token trie walk equals walking every token's bytes through the DFA on its own."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from radixlm.fsm.derivatives import TermBuilder
+from radixlm.fsm.lazy_dfa import DEAD, LazyDFA
+from radixlm.fsm.regex_parser import regex_to_node
+from radixlm.fsm.token_trie import TokenTrie
+
+PATTERNS = [r"(ab|abc|b)*c?", r'"[a-c]{0,3}"', r"a+b+|ba", r"[^a]*a"]
+tokens = st.lists(st.one_of(st.none(), st.binary(min_size=0, max_size=5).map(
+    lambda b: bytes(x % 4 + ord("a") if x % 5 else ord('"') for x in b))), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tokens, st.sampled_from(PATTERNS), st.lists(st.integers(0, 255), max_size=4))
+def test_trie_walk_equals_per_token_walks(token_bytes, pattern, path) -> None:  # noqa: ANN001
+    builder = TermBuilder()
+    dfa = LazyDFA(builder, builder.lower(regex_to_node(pattern)))
+    state = dfa.walk(dfa.initial, bytes(b % 4 + ord("a") for b in path))
+    if state == DEAD:
+        state = dfa.initial
+    trie = TokenTrie(token_bytes)
+    ids, states = trie.walk(lambda: dfa.trans, state, dfa.ensure_rows)
+    got = dict(zip(ids.tolist(), states.tolist(), strict=True))
+    expected = {t: dfa.walk(state, b) for t, b in enumerate(token_bytes) if b}
+    assert got == {t: s for t, s in expected.items() if s != DEAD}
+    assert len(ids) == len(got)  # each token once
+    assert trie.num_nodes == len({b[:i] for b in token_bytes if b for i in range(1, len(b) + 1)})

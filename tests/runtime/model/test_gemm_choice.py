@@ -1,0 +1,55 @@
+"""Per-shape GEMM plans: bucket lookup, dispatch, fixed choices, and measured plans that only
+name offered implementations (no assertion on which one wins: that is the machine's)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from radixlm.runtime.model.gemm_choice import ChosenLinear, GemmChooser, GemmPlan
+from radixlm.runtime.model.quantized_linear import float_impls, quant_impls, quantize_weight
+
+
+def test_plan_picks_the_next_bucket_up_and_the_last_beyond():
+    plan = GemmPlan((1, 8, 32), ("a", "b", "c"))
+    assert [plan.pick(r) for r in (1, 2, 8, 9, 32, 33, 5000)] == list("abbcccc")
+    with pytest.raises(ValueError, match="strictly increasing"):
+        GemmPlan((8, 1), ("a", "b"))
+    with pytest.raises(ValueError, match="one choice per bucket"):
+        GemmPlan((1,), ("a", "b"))
+
+
+def test_chosen_linear_dispatches_by_rows_and_adds_the_bias():
+    calls = []
+    impls = {"small": lambda x: calls.append("small") or x * 0,
+             "big": lambda x: calls.append("big") or x * 0 + 1}
+    lin = ChosenLinear(impls, GemmPlan((4, 64), ("small", "big")), torch.ones(3), 3, 3)
+    assert torch.equal(lin(torch.zeros(2, 3)), torch.ones(2, 3))
+    assert torch.equal(lin(torch.zeros(10, 3)), torch.full((10, 3), 2.0))
+    assert calls == ["small", "big"]
+    with pytest.raises(ValueError, match="not given"):
+        ChosenLinear(impls, GemmPlan((1,), ("other",)), None, 3, 3)
+
+
+@pytest.mark.parametrize("kind", ["float", "int8", "int4"])
+def test_measured_plans_compute_the_product(kind):
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randn(48, 64, generator=gen)
+    if kind == "float":
+        impls, ref_w, tol = float_impls(w), w, 1e-5
+    else:
+        q = quantize_weight(w, kind, 32)
+        impls, ref_w, tol = quant_impls(q), q.dequantize(), 3e-2
+    chooser = GemmChooser(reps=1, buckets=(1, 16))
+    lin = chooser.build(f"test-{kind}", impls, None, 64, 48)
+    assert lin.plan.used <= set(impls)
+    for rows in (1, 5, 40):
+        x = torch.randn(rows, 64, generator=gen)
+        torch.testing.assert_close(lin(x), F.linear(x, ref_w), atol=tol * 8, rtol=tol)
+
+
+def test_a_fixed_choice_skips_measuring():
+    chooser = GemmChooser(fixed="torch")
+    lin = chooser.build("fixed", float_impls(torch.randn(8, 16)), None, 16, 8, max_rows=8)
+    assert lin.plan == GemmPlan((1, 8), ("torch", "torch")) and chooser.seconds == 0

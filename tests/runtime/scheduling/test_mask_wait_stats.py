@@ -1,0 +1,35 @@
+"""The scheduler's record of how long its steps waited for token masks."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from radixlm.runtime.scheduling.mask_wait_stats import WINDOW, MaskWaitStats
+
+
+def test_empty_summary_is_zero() -> None:
+    summary = MaskWaitStats().summary()
+    assert summary == {"mask_wait_steps": 0, "mask_wait_cold_fills": 0, "mask_wait_ms_p50": 0.0,
+                       "mask_wait_ms_p99": 0.0, "mask_wait_ms_max": 0.0}
+
+
+def test_percentiles_in_milliseconds() -> None:
+    stats = MaskWaitStats()
+    for i in range(100):
+        stats.record((i + 1) * 1e-5, cold=1 if i == 99 else 0)  # 0.01 .. 1.0 ms
+    s = stats.summary()
+    assert s["mask_wait_steps"] == 100 and s["mask_wait_cold_fills"] == 1
+    assert abs(s["mask_wait_ms_p50"] - 0.51) < 1e-9
+    assert abs(s["mask_wait_ms_p99"] - 1.0) < 1e-9
+    assert abs(s["mask_wait_ms_max"] - 1.0) < 1e-9
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=3 * WINDOW // 2))
+def test_window_is_bounded_and_ordered(values: list[float]) -> None:
+    stats = MaskWaitStats()
+    for v in values:
+        stats.record(v, cold=0)
+    s = stats.summary()
+    recent = values[-WINDOW:]
+    assert len(stats.step_seconds) == len(recent) and s["mask_wait_steps"] == len(values)
+    assert s["mask_wait_ms_p50"] <= s["mask_wait_ms_p99"] <= s["mask_wait_ms_max"]
+    assert s["mask_wait_ms_max"] == 1e3 * max(recent)
