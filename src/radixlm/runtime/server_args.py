@@ -108,13 +108,17 @@ class ServerArgs:
     enable_cors: bool = False
     served_model_name: str | None = None
     chat_template: str | None = None
+    max_prompt_chars: int = field(default=1_000_000, metadata={
+        "help": "longest prompt (characters, after the chat template) a request may send"})
+    allow_client_chat_template: bool = field(default=False, metadata={
+        "help": "let requests supply their own chat template (chat_template_kwargs)"})
     watchdog_timeout: float = 300.0
 
     def __post_init__(self) -> None:
         _positive(self, "page_size", "chunked_prefill_size",
                   "max_running_requests", "max_queued_requests", "stream_interval",
                   "num_threads", "lpm_max_wait_steps", "grammar_max_states",
-                  "max_request_bytes")
+                  "max_request_bytes", "max_prompt_chars")
         if not self.model_path:
             raise ValueError("model_path is required")
         if self.max_total_tokens is not None and self.max_total_tokens < self.page_size:

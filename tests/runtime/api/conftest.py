@@ -68,5 +68,14 @@ def start_live_server(tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(scope="module")
 def start_server(start_live_server: Callable[..., LiveServer]) -> Callable[..., str]:
-    """``start_server(*flags, env=None)`` -> base URL; every server stops with the module."""
-    return lambda *flags, env=None: start_live_server(*flags, env=env).url
+    """``start_server(*flags, env=None)`` -> base URL; every server stops with the module.
+    ``start_server.logs[url]`` is the server's log file (stdout and stderr)."""
+    logs: dict[str, Path] = {}
+
+    def start(*flags: str, env: dict[str, str] | None = None) -> str:
+        server = start_live_server(*flags, env=env)
+        logs[server.url] = server.log
+        return server.url
+
+    start.logs = logs  # type: ignore[attr-defined]
+    return start

@@ -37,6 +37,12 @@ def client(server) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server}/v1", api_key=API_KEY)
 
 
+@pytest.fixture(scope="module")
+def model(client) -> str:
+    """The served model's name (an unknown name gets 404)."""
+    return client.models.list().data[0].id
+
+
 def test_openai_chat_completion(client):
     model = client.models.list().data[0].id
     resp = client.chat.completions.create(
@@ -50,18 +56,18 @@ def test_openai_chat_completion(client):
     assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
 
 
-def test_openai_completion_and_stream_with_usage(client):
-    full = client.completions.create(model="m", prompt="The weather in Oslo", max_tokens=12,
+def test_openai_completion_and_stream_with_usage(client, model):
+    full = client.completions.create(model=model, prompt="The weather in Oslo", max_tokens=12,
                                      temperature=0, logprobs=1)
     assert full.choices[0].logprobs.tokens and full.usage.completion_tokens <= 12
-    stream = client.completions.create(model="m", prompt="The weather in Oslo", max_tokens=12,
+    stream = client.completions.create(model=model, prompt="The weather in Oslo", max_tokens=12,
                                        temperature=0, stream=True,
                                        stream_options={"include_usage": True})
     chunks = list(stream)
     text = "".join(c.choices[0].text for c in chunks if c.choices)
     assert text == full.choices[0].text
     assert chunks[-1].usage.completion_tokens == full.usage.completion_tokens
-    chat = client.chat.completions.create(model="m", stream=True, temperature=0, max_tokens=6,
+    chat = client.chat.completions.create(model=model, stream=True, temperature=0, max_tokens=6,
                                           messages=[{"role": "user", "content": "hi"}])
     deltas = [c.choices[0].delta.content or "" for c in chat if c.choices]
     assert "".join(deltas)
@@ -151,7 +157,7 @@ def test_bad_input_gets_clear_errors_and_the_server_keeps_serving(server):
     assert requests.get(f"{server}/health", timeout=5).ok  # /health needs no key
     r = post(server, "/generate", {"text": "x" * 30000})
     assert r.status_code == 413
-    r = post(server, "/v1/chat/completions", {"model": "m", "messages": [],
+    r = post(server, "/v1/chat/completions", {"messages": [],
                                               "temperature": "hot"})
     err = r.json()["error"]
     assert r.status_code == 400 and "temperature" in err["message"]
@@ -173,13 +179,13 @@ def test_flood_beyond_the_queue_gets_503_with_retry_after(server):
                                       "sampling_params": {"max_new_tokens": 2}}).ok
 
 
-def test_openai_response_format_json_schema(client):
+def test_openai_response_format_json_schema(client, model):
     schema = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]},
                                                "score": {"type": "integer", "minimum": 0,
                                                          "maximum": 9}},
               "required": ["city", "score"], "additionalProperties": False}
     resp = client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "Give me JSON."}], max_tokens=60,
+        model=model, messages=[{"role": "user", "content": "Give me JSON."}], max_tokens=60,
         temperature=1.0, seed=4,
         response_format={"type": "json_schema",
                          "json_schema": {"name": "answer", "schema": schema, "strict": True}})
@@ -187,7 +193,7 @@ def test_openai_response_format_json_schema(client):
     assert value["city"] in ("Paris", "Rome") and 0 <= value["score"] <= 9
     with pytest.raises(openai.BadRequestError) as exc:
         client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "x"}],
+            model=model, messages=[{"role": "user", "content": "x"}],
             response_format={"type": "json_schema",
                              "json_schema": {"name": "bad", "schema": {"type": "nope"}}})
     assert "nope" in str(exc.value)

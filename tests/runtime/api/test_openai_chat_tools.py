@@ -25,7 +25,8 @@ TOOL_TEMPLATE = ("{{ tools | tojson }}|{% for m in messages %}{{ m.role }}:"
 
 def _plan(tokenizer, template=None, parser=None, reasoning=None, **body):  # noqa: ANN001, ANN202
     args = SimpleNamespace(chat_template=template, tool_call_parser=parser,
-                           reasoning_parser=reasoning)
+                           reasoning_parser=reasoning, max_prompt_chars=10**6,
+                           allow_client_chat_template=False)
     req = ChatRequest.model_validate({"messages": HISTORY, **body})
     return plan_chat(SimpleNamespace(args=args, tokenizer=tokenizer), req)
 

@@ -34,7 +34,7 @@ def client(tiny_llama_path, tokenizer, start_server, tmp_path_factory) -> openai
 
 
 def _ask(client: openai.OpenAI, **kw):  # noqa: ANN202
-    return client.chat.completions.create(**{"model": "m", "messages": ASK, "max_tokens": 40,
+    return client.chat.completions.create(**{"model": "default", "messages": ASK, "max_tokens": 40,
                                              "temperature": 0, **kw})
 
 

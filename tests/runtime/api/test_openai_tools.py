@@ -33,7 +33,7 @@ def client(tiny_llama_path, start_server) -> openai.OpenAI:
 
 
 def _ask(client: openai.OpenAI, **kw):  # noqa: ANN202
-    args = {"model": "m", "messages": ASK, "tools": TOOLS, "max_tokens": 80, **kw}
+    args = {"model": "default", "messages": ASK, "tools": TOOLS, "max_tokens": 80, **kw}
     return client.chat.completions.create(**args)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..server_args import ServerArgs
 from ..wire.launch import EngineProcesses, launch_engine_processes
+from .request_limits import RequestLimits
 from .tokenizer_manager import EngineDeadError, GenerateError, TokenizerManager
 
 
@@ -51,7 +52,8 @@ class Engine:
                                         name="radixlm-engine-loop")
         self._thread.start()
         self.tokenizer_manager: TokenizerManager = self._call(TokenizerManager.create(
-            server_args, self._procs.endpoints, self.tokenizer, self._procs.health))
+            server_args, self._procs.endpoints, self.tokenizer, self._procs.health,
+            RequestLimits.from_engine(server_args, self._procs.info)))
         atexit.register(self.shutdown)
 
     @property

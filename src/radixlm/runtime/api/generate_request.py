@@ -58,6 +58,12 @@ UNSUPPORTED = {
 KNOWN_FIELDS = SERVED_FIELDS | IGNORED_FIELDS | set(UNSUPPORTED)
 
 
+# A vocabulary's worth is the engine's own bound (checked against the model at the API); this
+# one only keeps the number on the 64-bit wire.
+MAX_TOP_LOGPROBS_NUM = 2**31 - 1
+MAX_TOKENS_ANY = 2**31 - 1
+
+
 class RequestValidationError(ValueError):
     """The request body is malformed; the message names the field."""
 
@@ -77,6 +83,8 @@ class GenerateItem:
     return_text_in_logprobs: bool
     cache_salt: str
     grammar_after: str | None = None  # the constraint starts after this output text
+    group_rid: str = ""  # the rid the caller gave: one per prompt, shared by its n sequences
+    explicit_max_new_tokens: bool = False  # asked for (checked against the context), or default
 
     @property
     def grammar(self) -> GrammarReq | None:
@@ -130,6 +138,11 @@ def _prompts(body: dict[str, Any]) -> tuple[list[str | None], list[list[int] | N
         "input_ids: expected a list of ints or a non-empty list of lists of ints")
 
 
+def _gives_max_new_tokens(raw: Any) -> bool:
+    return isinstance(raw, dict) and any(raw.get(k) is not None
+                                         for k in ("max_new_tokens", "max_tokens"))
+
+
 def _namespace(cache_salt: str, extra_key: str) -> str:
     return f"{cache_salt}\x00{extra_key}" if extra_key else cache_salt
 
@@ -149,9 +162,9 @@ def parse_generate_request(body: dict[str, Any]) -> GenerateRequest:
     texts, ids, is_batch = _prompts(body)
     n_prompts = len(texts)
     _check_type("stream", body.get("stream"), (bool,))
+    raw_params = _per_item(body.get("sampling_params"), n_prompts, "sampling_params")
     try:
-        params = [parse_sampling_params(p) for p in
-                  _per_item(body.get("sampling_params"), n_prompts, "sampling_params")]
+        params = [parse_sampling_params(p) for p in raw_params]
     except SamplingParamsError as exc:
         raise RequestValidationError(str(exc)) from None
     fields = {}
@@ -167,8 +180,13 @@ def parse_generate_request(body: dict[str, Any]) -> GenerateRequest:
             _check_type(name, v, types)
         fields[name] = [default if v is None else v for v in values]
     for v in fields["top_logprobs_num"]:
-        if v < 0:
-            raise RequestValidationError(f"top_logprobs_num must be >= 0, got {v}")
+        if not 0 <= v <= MAX_TOP_LOGPROBS_NUM:
+            raise RequestValidationError(f"top_logprobs_num must be in [0, "
+                                         f"{MAX_TOP_LOGPROBS_NUM}], got {v}")
+    for v in fields["logprob_start_len"]:
+        if not -1 <= v <= MAX_TOKENS_ANY:
+            raise RequestValidationError(f"logprob_start_len must be -1 (only the output) or "
+                                         f"a prompt position >= 0, got {v}")
     items: list[GenerateItem] = []
     for i in range(n_prompts):
         n = params[i].n
@@ -184,6 +202,8 @@ def parse_generate_request(body: dict[str, Any]) -> GenerateRequest:
                 return_text_in_logprobs=fields["return_text_in_logprobs"][i],
                 # SGLang's extra_key isolates cache entries as cache_salt does
                 cache_salt=_namespace(fields["cache_salt"][i], fields["extra_key"][i]),
+                group_rid=base,
+                explicit_max_new_tokens=_gives_max_new_tokens(raw_params[i]),
             ))
     rids = [it.rid for it in items]
     if len(set(rids)) != len(rids):

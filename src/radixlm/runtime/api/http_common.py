@@ -13,13 +13,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ..server_args import ServerArgs
 from ..wire.launch import EngineProcesses
-from .generate_request import RequestValidationError
+from .json_body import parse_json_body
 from .metrics import ServerMetrics
 from .tokenizer_manager import GenerateError, TokenizerManager
+
+INLINE_PARSE_BYTES = 64 * 1024  # smaller bodies parse on the loop (a thread hop costs more)
+DISCONNECT_POLL_S = 0.5
 
 
 class ServerState:
@@ -69,42 +72,92 @@ def error_response(message: str, status: int = 400, code: str = "invalid_request
 
 
 def _openai_type(status: int) -> str:
-    return {400: "invalid_request_error", 401: "authentication_error",
-            404: "invalid_request_error", 405: "invalid_request_error", 413:
-            "invalid_request_error", 503: "server_overloaded"}.get(status, "server_error")
+    return OPENAI_ERROR_TYPES.get(status, "server_error")
+
+
+OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                      404: "invalid_request_error", 405: "invalid_request_error",
+                      413: "invalid_request_error",
+                      503: "server_overloaded"}
+GENERATE_ERROR_STATUS = {"invalid_request": 400, "overloaded": 503, "internal": 500}
+
+
+def openai_error_body(exc: GenerateError) -> dict[str, Any]:
+    """OpenAI's error object for a failure inside a stream (after its first byte)."""
+    status = GENERATE_ERROR_STATUS.get(exc.code, 500)
+    return {"error": {"message": str(exc), "type": _openai_type(status), "param": None,
+                      "code": exc.code}}
 
 
 async def read_json(request: Request) -> Any:
-    """The parsed JSON body, or raise RequestValidationError naming the problem."""
+    """The parsed JSON body (strict: see ``json_body``), or raise RequestValidationError
+    naming the problem. Large bodies parse on a thread, off the event loop."""
     raw = await request.body()
-    try:
-        return json.loads(raw or b"{}")
-    except json.JSONDecodeError as exc:
-        raise RequestValidationError(f"body is not valid JSON: {exc}") from None
+    if len(raw) < INLINE_PARSE_BYTES:
+        return parse_json_body(raw)
+    return await asyncio.to_thread(parse_json_body, raw)
+
+
+class ClientDisconnected(Exception):
+    """The client went away before its response; its requests were aborted."""
 
 
 async def until_disconnect(request: Request, work: Awaitable[Any]) -> Any:
-    """Await ``work``, cancelling it (which aborts its requests) if the client goes away."""
+    """Await ``work``; if the client goes away, cancel it (which aborts its requests), wait
+    for that to finish, and raise :class:`ClientDisconnected`."""
     task = asyncio.ensure_future(work)
-    while not task.done():
-        done, _ = await asyncio.wait({task}, timeout=0.5)
-        if not done and await request.is_disconnected():
-            task.cancel()
-            raise asyncio.CancelledError("client disconnected")
+    try:
+        while not task.done():
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if not done and await request.is_disconnected():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise ClientDisconnected()
+    except asyncio.CancelledError:  # the server itself cancelled this handler
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
     return task.result()
 
 
-def sse(chunks: AsyncIterator[Any], on_error: Callable[[GenerateError], Any]
-        ) -> StreamingResponse:
-    """Server-sent events: ``data: <json>`` per chunk, then ``data: [DONE]``."""
+def disconnected_response() -> Response:
+    """What a handler 'answers' a client that is gone (never delivered; logged as 499)."""
+    return Response(status_code=499)
+
+
+async def sse(request: Request, chunks: AsyncIterator[Any],
+              on_error: Callable[[GenerateError], Any]) -> StreamingResponse:
+    """Server-sent events: ``data: <json>`` per chunk, then ``data: [DONE]``.
+
+    The first chunk is awaited before the response starts, so an error known before the
+    first byte (overload, validation, a dead engine, a refused admission) raises here and
+    becomes the HTTP status, for streams as for other requests."""
+    try:
+        first = await until_disconnect(request, _first(chunks))
+    except BaseException:
+        await chunks.aclose()
+        raise
 
     async def body() -> AsyncIterator[str]:
         try:
-            async for chunk in chunks:
-                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            if first is not _END:
+                yield f"data: {json.dumps(first, ensure_ascii=False)}\n\n"
+                async for chunk in chunks:
+                    yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
         except GenerateError as exc:
             yield f"data: {json.dumps(on_error(exc))}\n\n"
+        finally:
+            await chunks.aclose()
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(body(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache"})
+
+
+_END = object()
+
+
+async def _first(chunks: AsyncIterator[Any]) -> Any:
+    async for chunk in chunks:
+        return chunk
+    return _END

@@ -29,14 +29,24 @@ from ...version import __version__
 from ..server_args import ServerArgs
 from ..wire.launch import EngineProcesses
 from .generate_request import RequestValidationError, parse_generate_request
-from .http_common import ServerState, error_response, read_json, sse, until_disconnect
+from .http_common import (
+    GENERATE_ERROR_STATUS,
+    ClientDisconnected,
+    ServerState,
+    disconnected_response,
+    error_response,
+    read_json,
+    sse,
+    until_disconnect,
+)
 from .http_guard import BodyTooLarge, GuardMiddleware
 from .openai_api import add_openai_routes
-from .tokenizer_manager import GenerateError, TokenizerManager
+from .openapi_docs import install_openapi
+from .request_limits import RequestLimits
+from .tokenizer_manager import EngineDeadError, GenerateError, TokenizerManager
 
 logger = logging.getLogger(__name__)
 HEALTH_GENERATE_TIMEOUT_S = 20.0
-STATUS = {"invalid_request": 400, "overloaded": 503, "internal": 500}
 ENGINE_DIED_EXIT_CODE = 1
 SHUTDOWN_GRACE_S = 2  # for in-flight responses (already failed) to be written on a death
 
@@ -48,7 +58,8 @@ def create_app(args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> Fast
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.tm = await TokenizerManager.create(args, procs.endpoints, tokenizer,
-                                                 procs.health)
+                                                 procs.health,
+                                                 RequestLimits.from_engine(args, procs.info))
         state.tm.finish_hooks.append(state.metrics.on_finish)
         state.tm.on_dead.append(state.on_engine_dead)
         yield
@@ -69,8 +80,15 @@ def create_app(args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> Fast
 
     @app.exception_handler(GenerateError)
     async def _generate_error(request: Request, exc: GenerateError) -> JSONResponse:
-        return error_response(str(exc), STATUS.get(exc.code, 500), exc.code,
+        # A dead engine is unavailable (503), not a fault of this request.
+        status = 503 if isinstance(exc, EngineDeadError) else GENERATE_ERROR_STATUS.get(
+            exc.code, 500)
+        return error_response(str(exc), status, exc.code,
                               openai=request.url.path.startswith("/v1/"))
+
+    @app.exception_handler(ClientDisconnected)
+    async def _gone(request: Request, exc: ClientDisconnected) -> Response:
+        return disconnected_response()  # expected, so no traceback
 
     @app.exception_handler(BodyTooLarge)
     async def _too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
@@ -86,6 +104,7 @@ def create_app(args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> Fast
     _native_routes(app, state)
 
     add_openai_routes(app, state)
+    install_openapi(app)
     return app
 
 
@@ -117,8 +136,8 @@ def _native_routes(app: FastAPI, state: ServerState) -> None:
     async def generate(request: Request) -> Response:
         req = parse_generate_request(await read_json(request))
         if req.stream:
-            return sse(state.manager.generate(req),
-                       lambda e: {"error": {"message": str(e), "code": e.code}})
+            return await sse(request, state.manager.generate(req),
+                             lambda e: {"error": {"message": str(e), "code": e.code}})
         return JSONResponse(await until_disconnect(request, state.manager.generate_once(req)))
 
     @app.get("/health")

@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -20,7 +21,14 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .generate_request import RequestValidationError, parse_generate_request
-from .http_common import ServerState, error_response, read_json, sse, until_disconnect
+from .http_common import (
+    ServerState,
+    error_response,
+    openai_error_body,
+    read_json,
+    sse,
+    until_disconnect,
+)
 from .openai_chat_tools import (
     ChatPlan,
     chat_finish_reason,
@@ -28,11 +36,15 @@ from .openai_chat_tools import (
     stream_delta,
     whole_message,
 )
-from .tokenizer_manager import GenerateError
+
+# OpenAI's documented limits: at most 20 top logprobs per chat token, 5 per completion token.
+MAX_CHAT_TOP_LOGPROBS = 20
+MAX_COMPLETION_LOGPROBS = 5
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # inf/nan are never valid sampling values (JSON itself has neither)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class StreamOptions(_Strict):
@@ -55,16 +67,16 @@ class _Sampling(_Strict):
     """Fields shared by both endpoints (OpenAI's, then SGLang/vLLM extensions)."""
 
     model: str | None = None
-    max_tokens: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    n: int = 1
+    max_tokens: int | None = Field(default=None, ge=0)
+    temperature: float = Field(default=1.0, ge=0, le=2)
+    top_p: float = Field(default=1.0, ge=0, le=1)
+    n: int = Field(default=1, ge=1, le=64)
     stop: str | list[str] | None = None
     seed: int | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
+    presence_penalty: float = Field(default=0.0, ge=-2, le=2)
+    frequency_penalty: float = Field(default=0.0, ge=-2, le=2)
     user: str | None = None
     # extensions
     top_k: int = -1
@@ -83,8 +95,8 @@ class _Sampling(_Strict):
 
 class CompletionRequest(_Sampling):
     prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = 16
-    logprobs: int | None = None
+    max_tokens: int | None = Field(default=16, ge=0)
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_COMPLETION_LOGPROBS)
     echo: bool = False
     best_of: int | None = None
     suffix: str | None = None
@@ -99,9 +111,9 @@ class ChatMessage(BaseModel):
 
 class ChatRequest(_Sampling):
     messages: list[ChatMessage]
-    max_completion_tokens: int | None = None
+    max_completion_tokens: int | None = Field(default=None, ge=0)
     logprobs: bool = False
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_CHAT_TOP_LOGPROBS)
     response_format: ResponseFormat | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
@@ -209,11 +221,16 @@ def _chat_logprobs(meta: dict[str, Any]) -> dict[str, Any]:
 def add_openai_routes(app: FastAPI, state: ServerState) -> None:
 
     model_name = state.args.model_name
+    # The names a request's ``model`` may give: the served name, the path it was loaded
+    # from (and that path's last part), and SGLang's "default".
+    aliases = {model_name, state.args.model_path, Path(state.args.model_path).name, "default"}
 
-    def openai_error(exc: GenerateError) -> dict[str, Any]:
-        return {"error": {"message": str(exc), "type": "invalid_request_error"
-                          if exc.code == "invalid_request" else "server_error",
-                          "param": None, "code": exc.code}}
+    def unknown_model(req: _Sampling) -> Response | None:
+        if req.model is None or req.model in aliases:
+            return None
+        return error_response(f"The model `{req.model}` does not exist; this server serves "
+                              f"`{model_name}`", 404, "model_not_found", openai=True,
+                              param="model")
 
     def model_card() -> dict[str, Any]:
         return {"id": model_name, "object": "model", "created": int(state.started),
@@ -235,6 +252,8 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
     async def completions(request: Request) -> Response:
 
         req: CompletionRequest = _parse(CompletionRequest, await read_json(request))
+        if (missing := unknown_model(req)) is not None:
+            return missing
         _unsupported(req, suffix=bool(req.suffix), best_of=req.best_of not in (None, req.n))
         prompt = req.prompt
         key = "input_ids" if isinstance(prompt, list) and prompt and not isinstance(
@@ -250,8 +269,8 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
         echo = _echo_texts(state, req, key)
         if req.stream:
-            return sse(_stream_completion(state, gen, rid, created, model_name, req, want_lp,
-                                          echo), openai_error)
+            return await sse(request, _stream_completion(state, gen, rid, created, model_name,
+                                                         req, want_lp, echo), openai_error_body)
         results = await until_disconnect(request, state.manager.generate_once(gen))
         results = results if isinstance(results, list) else [results]
         choices = []
@@ -270,9 +289,11 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
     async def chat(request: Request) -> Response:
 
         req: ChatRequest = _parse(ChatRequest, await read_json(request))
+        if (missing := unknown_model(req)) is not None:
+            return missing
         if req.top_logprobs is not None and not req.logprobs:
             raise RequestValidationError("field 'top_logprobs': requires logprobs=true")
-        plan = plan_chat(state, req)
+        plan = await state.manager.offload(plan_chat, state, req)  # off the event loop
         params = _sampling(req, req.max_completion_tokens or req.max_tokens)
         params.update(_response_format(req.response_format))
         params.update(plan.grammar)
@@ -287,8 +308,8 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
                 it, grammar_after=plan.constraint_after) for it in gen.items])
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
-            return sse(_stream_chat(state, gen, rid, created, model_name, req, plan),
-                       openai_error)
+            return await sse(request, _stream_chat(state, gen, rid, created, model_name, req,
+                                                   plan), openai_error_body)
         results = await until_disconnect(request, state.manager.generate_once(gen))
         results = results if isinstance(results, list) else [results]
         choices = []

@@ -34,8 +34,11 @@ from ..agents.tool_grammar import ToolRequestError, function_specs, tool_call_gr
 from ..agents.tool_parser import ToolParser, detect_tool_parser, tool_parser_class
 from ..agents.tool_prompt import generic_tool_messages
 from .generate_request import RequestValidationError
+from .template_budget import TemplateBudgetExceeded, run_with_step_budget
 
 MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+CLIENT_TEMPLATE_MAX_STEPS = 1_000_000  # lines a client-supplied chat template may execute
+RESERVED_TEMPLATE_KWARGS = ("tokenize", "add_generation_prompt", "conversation", "messages")
 
 
 @dataclass(frozen=True)
@@ -149,13 +152,20 @@ def _template_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def render_prompt(state: Any, req: Any, tools: list[dict[str, Any]] | None,
                   template: str | None) -> str:
-    """The prompt text: the chat template over the messages (see the module docstring)."""
+    """The prompt text: the chat template over the messages (see the module docstring).
+    Runs on the tokenizer manager's worker thread, off the event loop."""
     messages = _message_dicts(req)
+    size = sum(len(m["content"]) for m in messages)
+    if size > state.args.max_prompt_chars:  # template work grows with the text it is given
+        raise RequestValidationError(
+            f"messages: {size} characters of content; this server accepts at most "
+            f"{state.args.max_prompt_chars} (--max-prompt-chars)")
     for i, m in enumerate(messages):
         if m.get("tool_calls") is not None and not isinstance(m["tool_calls"], list):
             raise RequestValidationError(f"field 'messages.{i}.tool_calls': expected a list")
-    kwargs = dict(req.chat_template_kwargs or {})
-    if state.args.chat_template is not None and template is not None:
+    kwargs = _template_kwargs(state, req)
+    client_template = "chat_template" in kwargs
+    if state.args.chat_template is not None and template is not None and not client_template:
         kwargs["chat_template"] = template
     if template_supports_tools(template):
         if tools:
@@ -163,11 +173,36 @@ def render_prompt(state: Any, req: Any, tools: list[dict[str, Any]] | None,
         messages = _template_calls(messages)
     elif tools or any(m["role"] == "tool" or m.get("tool_calls") for m in messages):
         messages = generic_tool_messages(messages, tools or [])
-    try:
+
+    def render() -> str:
         return state.tokenizer.apply_chat_template(messages, tokenize=False,
                                                    add_generation_prompt=True, **kwargs)
+    try:
+        if client_template:
+            return run_with_step_budget(render, CLIENT_TEMPLATE_MAX_STEPS)
+        return render()
+    except TemplateBudgetExceeded as exc:
+        raise RequestValidationError(f"chat_template_kwargs.chat_template: {exc} (the limit "
+                                     f"for a client-supplied template)") from None
     except Exception as exc:  # a template error is the request's problem, reported as such
         raise RequestValidationError(f"messages: chat template failed: {exc}") from None
+
+
+def _template_kwargs(state: Any, req: Any) -> dict[str, Any]:
+    """``chat_template_kwargs``, refused where they would override the server's own
+    arguments or (unless ``--allow-client-chat-template``) supply a template."""
+    kwargs = dict(req.chat_template_kwargs or {})
+    reserved = sorted(set(kwargs) & set(RESERVED_TEMPLATE_KWARGS))
+    if reserved:
+        raise RequestValidationError(f"chat_template_kwargs: {reserved} are set by the "
+                                     f"server and may not be given")
+    if "chat_template" in kwargs and not state.args.allow_client_chat_template:
+        raise RequestValidationError(
+            "chat_template_kwargs.chat_template: this server does not accept client chat "
+            "templates (the operator can allow them with --allow-client-chat-template)")
+    if "chat_template" in kwargs and not isinstance(kwargs["chat_template"], str):
+        raise RequestValidationError("chat_template_kwargs.chat_template: expected a string")
+    return kwargs
 
 
 def _reasoning(name: str | None, prompt: str) -> tuple[ReasoningFormat | None, str | None]:

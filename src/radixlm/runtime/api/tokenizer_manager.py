@@ -18,6 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,13 @@ from ..wire.messages import (
     TextOut,
     finish_reason_json,
 )
-from .generate_request import GenerateItem, GenerateRequest, parse_generate_request
+from .generate_request import (
+    GenerateItem,
+    GenerateRequest,
+    RequestValidationError,
+    parse_generate_request,
+)
+from .request_limits import RequestLimits
 
 logger = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 0.25  # how often the children's status is checked
@@ -86,8 +93,13 @@ class TokenizerManager:
     """Create inside a running loop with :meth:`create`."""
 
     def __init__(self, args: ServerArgs, endpoints: ipc.Endpoints, tokenizer: Any,
-                 health: Callable[[], str | None]) -> None:
+                 health: Callable[[], str | None], limits: RequestLimits | None = None
+                 ) -> None:
         self.args = args
+        self.limits = limits
+        # Tokenizing (and chat templates) run here, off the event loop, so a huge prompt
+        # never stalls other requests or /health. One thread: work is done in arrival order.
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="radixlm-tokenize")
         self.tokenizer = tokenizer
         self.endpoints = endpoints
         self._health = health
@@ -108,8 +120,9 @@ class TokenizerManager:
 
     @classmethod
     async def create(cls, args: ServerArgs, endpoints: ipc.Endpoints, tokenizer: Any,
-                     health: Callable[[], str | None]) -> TokenizerManager:
-        tm = cls(args, endpoints, tokenizer, health)
+                     health: Callable[[], str | None], limits: RequestLimits | None = None
+                     ) -> TokenizerManager:
+        tm = cls(args, endpoints, tokenizer, health, limits)
         tm._tasks = [asyncio.create_task(tm._recv_loop()),
                      asyncio.create_task(tm._watch_children())]
         return tm
@@ -117,6 +130,8 @@ class TokenizerManager:
     async def close(self) -> None:
         for t in self._tasks:
             t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._worker.shutdown(wait=False, cancel_futures=True)
         self.push.close(0)
         self.pull.close(0)
         self.ctx.term()
@@ -234,18 +249,38 @@ class TokenizerManager:
 
     # -- sending --------------------------------------------------------------------------
 
-    def _tokenize(self, item: GenerateItem) -> list[int]:
-        if item.input_ids is not None:
-            return item.input_ids
-        return self.tokenizer(item.text).input_ids
+    async def offload(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run blocking text work (tokenizing, chat templates) on the worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
-    async def _send(self, item: GenerateItem, stream: bool) -> ReqState:
+    def _tokenize_all(self, items: list[GenerateItem]) -> list[list[int]]:
+        """Prompt ids per item (on the worker thread), checked against the model's limits;
+        the ``n`` sequences of one prompt share one tokenization."""
+        done: dict[str, list[int]] = {}
+        out = []
+        for item in items:
+            if self.limits is not None:
+                self.limits.check_text(item)
+            if item.input_ids is not None:
+                ids = item.input_ids
+            else:
+                if item.text not in done:
+                    done[item.text] = self.tokenizer(item.text).input_ids
+                ids = done[item.text]
+            if self.limits is not None:
+                self.limits.check_tokens(item, ids)
+            out.append(ids)
+        return out
+
+    def _check_can_admit(self, count: int) -> None:
         if self.dead is not None:
             raise EngineDeadError(f"the engine is not running: {self.dead}")
-        if len(self.states) >= self.args.max_queued_requests:
+        if len(self.states) + count > self.args.max_queued_requests:
             raise GenerateError(f"too many requests in flight ({len(self.states)}); retry "
                                 f"later", "overloaded")
-        ids = self._tokenize(item)
+
+    async def _send(self, item: GenerateItem, stream: bool, ids: list[int]) -> ReqState:
+        self._check_can_admit(1)
         self._check_logit_bias(item)
         # Checked next to the insertion (no await between): a second request with the rid of
         # one in flight would take over its state, and the first would never be answered.
@@ -271,8 +306,13 @@ class TokenizerManager:
                                 f"(size {vocab})")
 
     async def abort(self, rid: str) -> None:
-        if rid in self.states and self.dead is None:  # (a dead scheduler reads nothing)
-            await self.push.send(ipc.messages.encode(AbortReq(rid=rid)))
+        """Abort a sequence by its rid, or all ``n`` sequences of the request given ``rid``."""
+        if self.dead is not None:  # a dead scheduler reads nothing
+            return
+        rids = [rid] if rid in self.states else [
+            r for r, st in self.states.items() if st.item.group_rid == rid]
+        for r in rids:
+            await self.push.send(ipc.messages.encode(AbortReq(rid=r)))
 
     async def control(self, kind: ControlKind, timeout: float = 30.0, **args: Any) -> ControlOut:
         if self.dead is not None:
@@ -313,9 +353,14 @@ class TokenizerManager:
         streaming (single sequence: a dict; batch: dicts carrying ``index``)."""
         req = body if isinstance(body, GenerateRequest) else parse_generate_request(body)
         states: list[ReqState] = []
+        self._check_can_admit(len(req.items))  # refuse before any tokenizing work
         try:
-            for item in req.items:
-                states.append(await self._send(item, req.stream))
+            prompt_ids = await self.offload(self._tokenize_all, req.items)
+        except RequestValidationError as exc:  # over a model limit: refused, as by the engine
+            raise GenerateError(str(exc), "invalid_request") from None
+        try:
+            for item, ids in zip(req.items, prompt_ids):
+                states.append(await self._send(item, req.stream, ids))
             if req.stream:
                 async for chunk in self._stream(states, req.is_batch):
                     yield chunk
@@ -329,6 +374,8 @@ class TokenizerManager:
                 # running there: abort it too (the scheduler ignores rids it no longer has).
                 if not st.finished or st.error_code == "internal":
                     await self.abort(st.item.rid)
+                if not st.finished:  # the caller went away (or one sequence failed)
+                    self._report(st, "cancelled")
                 self.states.pop(st.item.rid, None)
 
     async def _wait_all(self, states: list[ReqState]) -> None:
@@ -353,9 +400,11 @@ class TokenizerManager:
         pending = set(range(len(states)))
         while pending:
             waiters = {asyncio.ensure_future(states[i].updated.wait()): i for i in pending}
-            done, rest = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            for w in rest:
-                w.cancel()
+            try:
+                done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:  # also when the caller closes the stream: no waiter is left pending
+                for w in waiters:
+                    w.cancel()
             for w in done:
                 i = waiters[w]
                 st = states[i]

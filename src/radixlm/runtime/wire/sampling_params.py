@@ -6,10 +6,13 @@ returned); ``temperature=0`` means greedy. Unknown fields and wrong types are re
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import msgspec
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class SamplingParamsError(ValueError):
@@ -118,6 +121,7 @@ def _field_message(exc: msgspec.ValidationError) -> str:
 
 def check_ranges(p: SamplingParams) -> None:
     """Semantic checks (the types were checked on decode)."""
+    _check_numbers(p)
     _check(p.max_new_tokens >= 0, "max_new_tokens", "must be >= 0", p.max_new_tokens)
     _check(p.min_new_tokens >= 0, "min_new_tokens", "must be >= 0", p.min_new_tokens)
     _check(p.min_new_tokens <= p.max_new_tokens, "min_new_tokens", "must be <= max_new_tokens",
@@ -148,6 +152,19 @@ def check_ranges(p: SamplingParams) -> None:
     _check(len(grammars) <= 1, "regex/json_schema/choices/ebnf", "at most one may be set",
            grammars)
     _check(p.choices is None or len(p.choices) > 0, "choices", "must not be empty", p.choices)
+
+
+def _check_numbers(p: SamplingParams) -> None:
+    # Every number must be finite and fit the 64-bit msgpack wire: inf/nan or a huge int
+    # would otherwise pass the range checks below or fail in the encoder (a 500).
+    for name in p.__struct_fields__:
+        value = getattr(p, name)
+        values = value if name == "stop_token_ids" and value is not None else [value]
+        for v in values:
+            if isinstance(v, float):
+                _check(math.isfinite(v), name, "must be a finite number", v)
+            elif isinstance(v, int) and not isinstance(v, bool):
+                _check(INT64_MIN <= v <= INT64_MAX, name, "must fit in 64 bits", v)
 
 
 MAX_STOP_REGEXES = 16
