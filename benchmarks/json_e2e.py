@@ -30,7 +30,7 @@ from typing import Any
 
 import json_decoding as jd  # the engines and the corpus reader are shared
 import torch
-from _common import RESULTS_DIR
+from bench_common import RESULTS_DIR
 
 from radixlm import env
 from radixlm.fsm import (

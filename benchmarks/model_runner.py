@@ -2,7 +2,7 @@
 
 Prefill tokens/s (8 prompts of ``--prefill-len`` tokens, last-token logits) and batched greedy
 decode tokens/s (batch 1, 8, 32) for each model of ``--model`` (comma-separated; default
-SmolLM2-135M-Instruct, see ``_common.py``). Both sides run with the same torch thread count;
+SmolLM2-135M-Instruct, see ``bench_common.py``). Both sides run with the same torch thread count;
 each figure is the median of ``--repeats`` runs, and greedy outputs are compared token for token.
 
     python benchmarks/model_runner.py [--model smollm2,small] [--repeats 3] [--threads 1]
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from _common import (
+from bench_common import (
     BenchModel,
     add_common_args,
     load_hf_model,

@@ -4,7 +4,7 @@ Each turn appends a user message (~60 tokens) and a generated reply (24 tokens, 
 the history; all conversations of a turn are sent at once. Reports, per turn, the median time
 to first token and the cache hit rate, with the radix cache on and off (same run), and the KV
 waste (share of allocated slots holding no live token) at page sizes 1 and 16. ``--model``
-defaults to SmolLM2-135M-Instruct (see ``_common.py``); the chat template is the model's.
+defaults to SmolLM2-135M-Instruct (see ``bench_common.py``); the chat template is the model's.
 
     python benchmarks/multi_turn.py [--model smollm2] [--chats 16] [--turns 6]
 """
@@ -16,7 +16,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from _common import (
+from bench_common import (
     BenchModel,
     WasteSampler,
     add_common_args,

@@ -7,7 +7,7 @@ gen per document, unconstrained so that the transformers loop does the same work
 radixlm (Engine backend, ``run_batch``), the same engine with the radix cache disabled, and a
 naive loop of ``transformers`` ``generate`` / forward calls behind the same programs (one at a
 time). The same torch thread count on every side (``--threads``, default 1); ``--model``
-defaults to SmolLM2-135M-Instruct (see ``_common.py``). Reports programs/s, the throughput
+defaults to SmolLM2-135M-Instruct (see ``bench_common.py``). Reports programs/s, the throughput
 ratios, the cache hit rate (prompt tokens served from the cache) and how many programs
 produced exactly the naive loop's outputs.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from _common import (
+from bench_common import (
     BenchModel,
     add_common_args,
     load_hf_model,

@@ -5,7 +5,7 @@ and output lengths are drawn from ranges; a share of the requests starts with on
 long common system prompts (the cacheable part). Each request streams from ``/generate``;
 the client measures time to first token and inter-token latency. The same load (same seed) is
 run against a server with ``--disable-radix-cache`` in the same run. ``--model`` defaults to
-SmolLM2-135M-Instruct (see ``_common.py``); the server is given the same path.
+SmolLM2-135M-Instruct (see ``bench_common.py``); the server is given the same path.
 
     python benchmarks/serving.py [--model smollm2] [--rates 1,2,4] [--duration 20]
 """
@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 import requests
-from _common import BenchModel, add_common_args, resolve_model, setup_threads, write_results
+from bench_common import BenchModel, add_common_args, resolve_model, setup_threads, write_results
 
 from radixlm.tiny_model.corpus import generate_corpus
 

@@ -2,7 +2,7 @@
 
 ``--requests`` requests = one ``--doc-tokens`` document + a distinct ``--question-tokens``
 question each, ``--new-tokens`` greedy output tokens each (EOS ignored), on ``--model``
-(default SmolLM2-135M-Instruct, see ``_common.py``). Four ways, in one run, same weights, same
+(default SmolLM2-135M-Instruct, see ``bench_common.py``). Four ways, in one run, same weights, same
 torch thread count, every radixlm run on a cold cache:
   1. radixlm (radix cache on, page sizes 1 and 16), all requests submitted at once;
   2. radixlm with --disable-radix-cache;
@@ -23,7 +23,7 @@ import copy
 import time
 
 import torch
-from _common import (
+from bench_common import (
     BenchModel,
     WasteSampler,
     add_common_args,

@@ -80,9 +80,10 @@ def create_app(args: ServerArgs, procs: EngineProcesses, tokenizer: Any) -> Fast
 
     @app.exception_handler(GenerateError)
     async def _generate_error(request: Request, exc: GenerateError) -> JSONResponse:
-        # A dead engine is unavailable (503), not a fault of this request.
-        status = 503 if isinstance(exc, EngineDeadError) else GENERATE_ERROR_STATUS.get(
-            exc.code, 500)
+        # A request refused because the engine is dead: unavailable (503), not its fault; one
+        # that was running when the engine died fails with the crash (500).
+        refused = isinstance(exc, EngineDeadError) and not exc.in_flight
+        status = 503 if refused else GENERATE_ERROR_STATUS.get(exc.code, 500)
         return error_response(str(exc), status, exc.code,
                               openai=request.url.path.startswith("/v1/"))
 

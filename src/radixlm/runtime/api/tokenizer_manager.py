@@ -63,10 +63,15 @@ class GenerateError(RuntimeError):
 
 
 class EngineDeadError(GenerateError):
-    """The engine's scheduler is gone; no request can be served."""
+    """The engine's scheduler is gone; no request can be served.
 
-    def __init__(self, message: str) -> None:
+    ``in_flight``: the request was running when the engine died (its failure is the engine's
+    crash: HTTP 500); otherwise it was refused because the engine is already dead (HTTP 503,
+    the service is unavailable)."""
+
+    def __init__(self, message: str, in_flight: bool = False) -> None:
         super().__init__(message, "internal")
+        self.in_flight = in_flight
 
 
 @dataclass
@@ -392,7 +397,7 @@ class TokenizerManager:
         if st.error is None:
             return
         if self.dead is not None and st.error == self.dead:
-            raise EngineDeadError(st.error)
+            raise EngineDeadError(st.error, in_flight=True)
         raise GenerateError(st.error, st.error_code)
 
     async def _stream(self, states: list[ReqState], is_batch: bool

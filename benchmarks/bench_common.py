@@ -1,7 +1,7 @@
 """What the benchmarks here share: the model under test, torch threads, medians, result files.
 
 Run a benchmark as a script (``python benchmarks/NAME.py``): Python puts this folder first on
-``sys.path``, so ``from _common import ...`` needs no path edits.
+``sys.path``, so ``from bench_common import ...`` needs no path edits.
 
 ``--model`` names what both sides run, on the same weights:
 

@@ -1,4 +1,4 @@
-"""benchmarks/_common.py: what ``--model`` resolves to, the result-file defaults, and one
+"""benchmarks/bench_common.py: what ``--model`` resolves to, the result-file defaults, and one
 benchmark's whole flow on the test checkpoint (as a script, the way a user runs it)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load():  # noqa: ANN202
-    spec = importlib.util.spec_from_file_location("_common", ROOT / "benchmarks" / "_common.py")
+    spec = importlib.util.spec_from_file_location("bench_common",
+                                                  ROOT / "benchmarks" / "bench_common.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while it loads
     spec.loader.exec_module(module)
