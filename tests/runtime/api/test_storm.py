@@ -73,7 +73,7 @@ def _native(rng: random.Random, i: int, kind: str | None, stream: bool) -> dict[
 
 def _openai(rng: random.Random, i: int, kind: str | None, stream: bool, chat: bool
             ) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": "m", "max_tokens": rng.choice([4, 8, 24]),
+    body: dict[str, Any] = {"model": "default", "max_tokens": rng.choice([4, 8, 24]),
                             "temperature": rng.choice([0.0, 0.8]), "n": rng.choice([1, 1, 2]),
                             "stream": stream}
     if chat:
