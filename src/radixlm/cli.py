@@ -62,6 +62,8 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     # `serve` is dispatched before parsing (its flags are ServerArgs'); listed for --help.
     sub.add_parser("serve", help="HTTP server (SGLang native + OpenAI APIs); "
                    "see `radixlm serve --help`")
+    sub.add_parser("router", help="HTTP router over running `radixlm serve` instances "
+                   "(--worker-urls, --policy); see `radixlm router --help`")
     return parser, handlers
 
 
@@ -72,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .launch_server import main as serve_main
 
         return serve_main(argv[1:])
+    if argv[:1] == ["router"]:
+        from .router.http_router import main as router_main
+
+        return router_main(argv[1:])
     logging.basicConfig(level=env.log_level(), format="%(asctime)s %(name)s %(message)s")
     parser, handlers = _build_parser()
     args = parser.parse_args(argv)

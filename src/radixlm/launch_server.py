@@ -23,9 +23,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_args = ServerArgs.from_cli_args(args)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
-    if server_args.dp_size > 1:
-        parser.error("--dp-size > 1 is not served over HTTP yet: use "
-                     "radixlm.router.dp_engine.DataParallelEngine (docs/scale_out.md)")
+    if server_args.dp_size > 1:  # N replicas behind the HTTP router (router/dp_server.py)
+        from .router.dp_server import serve_data_parallel
+
+        return serve_data_parallel(server_args)
     if server_args.node_rank > 0:  # no API on this node: its TP ranks only
         from .runtime.wire.tp_worker_process import run_worker_node
 

@@ -106,11 +106,13 @@ class CacheAware:
         self.tree.remove_replica(replica)
 
 
-def make_policy(name: str, *, cache_threshold: float = 0.5,
-                balance_abs_threshold: int = 32) -> RoutingPolicy:
-    """The policy called ``name`` (``--load-balance-method``)."""
+def make_policy(name: str, *, cache_threshold: float = 0.5, balance_abs_threshold: int = 32,
+                balance_rel_threshold: float = 1.0001,
+                max_tree_entries: int = 1 << 20) -> RoutingPolicy:
+    """The policy called ``name`` (``--load-balance-method`` / the router's ``--policy``)."""
     if name == "cache_aware":
-        return CacheAware(cache_threshold, balance_abs_threshold)
+        return CacheAware(cache_threshold, balance_abs_threshold, balance_rel_threshold,
+                          max_tree_entries)
     if name == "round_robin":
         return RoundRobin()
     if name == "shortest_queue":
