@@ -20,6 +20,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from radixlm.router.proxy import WORKER_HEADER
+from radixlm.runtime.wire.ipc import free_tcp_port
 
 DOC_A = "Alice keeps three red boxes in the attic and one blue box in the garden shed. "
 DOC_B = "The river town sells bread on Mondays, fish on Fridays and honey all week long. "
@@ -166,3 +167,17 @@ def test_a_dead_replica_fails_its_requests_and_leaves_the_rotation(front):
     assert [r.status_code for r in after] == [200, 200]
     assert {r.headers[WORKER_HEADER] for r in after} == {other}
     assert requests.get(front.url + "/health", timeout=30).ok
+
+
+def test_a_router_with_no_live_worker_answers_503_naming_them(start_http):
+    nowhere = f"http://127.0.0.1:{free_tcp_port()}"  # nothing listens there
+    url = start_http("router", "--worker-urls", nowhere, wait=False).url
+    health = requests.get(url + "/health", timeout=30)
+    assert health.status_code == 503 and nowhere in health.json()["error"]["message"]
+    refused = requests.post(url + "/v1/completions", json={"prompt": "hi"}, timeout=30)
+    assert refused.status_code == 503
+    assert nowhere in refused.json()["error"]["message"]
+    assert refused.json()["error"]["type"] == "server_overloaded"  # OpenAI's shape
+    info = requests.get(url + "/get_server_info", timeout=30).json()
+    assert info["workers"][0]["alive"] is False
+    assert "unreachable" in info["workers"][0]["error"]

@@ -11,6 +11,10 @@ from collections.abc import Mapping, Sequence
 
 
 def _family_of(sample_name: str, families: Mapping[str, object]) -> str:
+    """The family a sample belongs to: its own name if that has a header (prometheus_client
+    gives ``x_created`` its own gauge family), else the name less a known suffix."""
+    if sample_name in families:
+        return sample_name
     for suffix in ("_bucket", "_count", "_sum", "_total", "_created"):
         if sample_name.endswith(suffix) and sample_name[: -len(suffix)] in families:
             return sample_name[: -len(suffix)]
