@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ class Front:
 
     url: str
     workers: list[str]
+    kind: str  # "router" or "serve --dp-size 2"
+    proc: subprocess.Popen  # the front end's process
 
 
 @pytest.fixture(scope="module", params=["router", "serve --dp-size 2"])
@@ -42,12 +45,12 @@ def front(request, start_http, tiny_llama_path) -> Front:
     model = ["--model-path", str(tiny_llama_path), "--max-total-tokens", "2048"]
     if request.param == "router":
         workers = [start_http("serve", *model).url for _ in range(2)]
-        url = start_http("router", "--worker-urls", *workers,
-                         "--health-check-interval-secs", "0.5").url
+        live = start_http("router", "--worker-urls", *workers,
+                          "--health-check-interval-secs", "0.5")
     else:
-        url = start_http("serve", *model, "--dp-size", "2").url
-    info = requests.get(url + "/get_server_info", timeout=30).json()
-    return Front(url, [w["url"] for w in info["workers"]])
+        live = start_http("serve", *model, "--dp-size", "2")
+    info = requests.get(live.url + "/get_server_info", timeout=30).json()
+    return Front(live.url, [w["url"] for w in info["workers"]], request.param, live.proc)
 
 
 def post(front: Front, path: str, body: dict, **kw) -> requests.Response:
@@ -167,6 +170,27 @@ def test_a_dead_replica_fails_its_requests_and_leaves_the_rotation(front):
     assert [r.status_code for r in after] == [200, 200]
     assert {r.headers[WORKER_HEADER] for r in after} == {other}
     assert requests.get(front.url + "/health", timeout=30).ok
+
+
+
+def test_killing_serve_dp_stops_its_replicas(front):
+    if front.kind == "router":
+        pytest.skip("the router does not own its workers (they were started apart)")
+    front.proc.kill()  # SIGKILL: no chance to stop the replicas itself
+    front.proc.wait()
+    for _ in range(POLLS * 5):  # the replicas stop their engines, then exit
+        if not any(_listening(url) for url in front.workers):
+            break
+        time.sleep(0.1)
+    assert not [url for url in front.workers if _listening(url)]
+
+
+def _listening(url: str) -> bool:
+    try:
+        requests.get(url + "/health", timeout=1)
+    except requests.ConnectionError:
+        return False
+    return True
 
 
 def test_a_router_with_no_live_worker_answers_503_naming_them(start_http):

@@ -11,8 +11,10 @@ server's rule), the router takes it out of rotation and the others keep serving.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
+import signal
 import subprocess
 import sys
 import time
@@ -43,13 +45,23 @@ def replica_flags(args: ServerArgs) -> list[str]:
     return flags
 
 
+def _tie_to_parent() -> None:
+    """Runs in each replica before exec: SIGTERM it when this process dies (Linux prctl), so
+    a killed ``serve --dp-size`` leaves no replica serving (each then stops its engine)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def _start_replicas(args: ServerArgs) -> tuple[list[subprocess.Popen], list[str]]:
     procs, urls = [], []
     for _ in range(args.dp_size):
         port = free_tcp_port()
         replica = dataclasses.replace(args, dp_size=1, host="127.0.0.1", port=port)
         procs.append(subprocess.Popen([sys.executable, "-m", "radixlm.launch_server",
-                                       *replica_flags(replica)]))
+                                       *replica_flags(replica)],
+                                      preexec_fn=_tie_to_parent))
         urls.append(f"http://127.0.0.1:{port}")
     return procs, urls
 
