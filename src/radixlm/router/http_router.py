@@ -186,7 +186,9 @@ def launch_router(args: RouterArgs) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``radixlm router ...``: parse the flags (sgl-router's names) and serve."""
-    parser = argparse.ArgumentParser(prog="radixlm router", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="radixlm router", description=(
+        "One HTTP API over running `radixlm serve` instances, routed by --policy "
+        "(sgl-router's flag names)."))
     RouterArgs.add_cli_args(parser)
     ns = parser.parse_args(argv)
     logging.basicConfig(level=env.log_level(), format="%(asctime)s %(name)s %(message)s")
