@@ -7,6 +7,7 @@ import torch
 
 from radixlm.kernels.cpu_quant_linear import (
     Int4Weight,
+    Int8Weight,
     int4_linear,
     int8_linear,
     quant_kernels_available,
@@ -42,6 +43,17 @@ def test_int8_matches_reference(rows, k, n):
     # per-channel int8 of a gaussian weight: dequantized within half a step of the original
     step = weight.scales[:, None]
     assert bool(((weight.dequantize() - w).abs() <= step / 2 + 1e-7).all())
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_int8_keeps_float32_activations_and_scales(rows):
+    """Values bfloat16 cannot hold survive: x = 1 + 2^-12 and scales 1 + j 2^-10 (an identity
+    code matrix, so each output is one product and no sum rounds): y = x * scale to ~2^-16."""
+    k = 64
+    x = torch.full((rows, k), 1 + 2**-12) * torch.linspace(1, 2, rows)[:, None]
+    scales = 1 + 2**-10 * torch.arange(k, dtype=torch.float32)
+    weight = Int8Weight(torch.eye(k, dtype=torch.int8), scales)
+    torch.testing.assert_close(int8_linear(x, weight), x * scales, rtol=2**-15, atol=0)
 
 
 @pytest.mark.parametrize(("rows", "k", "n", "group"),
