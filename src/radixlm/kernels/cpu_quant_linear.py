@@ -97,9 +97,8 @@ def int8_linear(x: torch.Tensor, weight: Int8Weight) -> torch.Tensor:
     if x.dtype == _KERNEL_DTYPE:  # no low half to keep
         y = torch.ops.aten._weight_int8pack_mm(x.contiguous(), weight.codes, weight.unit)
         return (y.to(torch.float32) * weight.scales).to(x.dtype)
-    halves = torch.empty(2 * m, x.shape[1], dtype=_KERNEL_DTYPE)
-    halves[:m] = x
-    torch.sub(x, halves[:m], out=halves[m:])  # computed in x's dtype, then rounded
+    hi = x.to(_KERNEL_DTYPE)
+    halves = torch.cat([hi, (x - hi.to(x.dtype)).to(_KERNEL_DTYPE)])  # [2M, K]
     y = torch.ops.aten._weight_int8pack_mm(halves, weight.codes, weight.unit)
     return y.view(2, m, n).sum(0, dtype=torch.float32).mul_(weight.scales).to(x.dtype)
 
