@@ -52,6 +52,8 @@ def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
     name = "int8" if isinstance(weight, Int8Weight) else "int4"
 
     def dequant(x: torch.Tensor) -> torch.Tensor:
+        if isinstance(weight, Int8Weight):  # scale the [M, N] output, not the [N, K] weight
+            return F.linear(x, weight.codes.to(x.dtype)) * weight.scales.to(x.dtype)
         return F.linear(x, weight.dequantize(x.dtype))
 
     return {name: lambda x: kernel(x, weight), f"{name}-dequant": dequant}
