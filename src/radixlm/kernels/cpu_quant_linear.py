@@ -26,8 +26,9 @@ scalar fallback, 10-300x slower here), and they want the scales in the activatio
   activation quantization in its Q4/Q8 dot products, but it means the fast path is not
   bit-faithful to a GGUF's float16 scales; the dequantizing path is, to float32 rounding).
 
-For many rows (prefill) dequantizing once and calling ``F.linear`` is faster; the caller
-chooses by measurement.
+For more rows dequantizing and calling ``F.linear`` is faster; :func:`int8_blocked_linear`
+does it one block of output rows at a time into a buffer that stays in cache (the float32
+weight never goes to memory: 8-32 rows here), and the caller chooses by measurement.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ._checks import FLOAT_DTYPES, check_dim, check_tensor
 INT4_GROUP_SIZES = (32, 64, 128)
 _INT4_N_ALIGN = 16  # _convert_weight_to_int4pack_for_cpu requires N % 16 == 0
 _KERNEL_DTYPE = torch.bfloat16
+INT8_BLOCK_ROWS = 256  # rows dequantized at a time: 256 x K=576 float32 is 576 KiB (in L2)
 
 
 def quant_kernels_available() -> bool:
@@ -101,6 +103,26 @@ def int8_linear(x: torch.Tensor, weight: Int8Weight) -> torch.Tensor:
     halves = torch.cat([hi, (x - hi.to(x.dtype)).to(_KERNEL_DTYPE)])  # [2M, K]
     y = torch.ops.aten._weight_int8pack_mm(halves, weight.codes, weight.unit)
     return y.view(2, m, n).sum(0, dtype=torch.float32).mul_(weight.scales).to(x.dtype)
+
+
+def int8_blocked_linear(x: torch.Tensor, weight: Int8Weight,
+                        block_rows: int = INT8_BLOCK_ROWS) -> torch.Tensor:
+    """``x @ weight.dequantize().T`` in ``x``'s dtype, exactly (no bfloat16 anywhere): each
+    block of ``block_rows`` output channels is converted into one reused buffer and
+    multiplied, and the per-channel scales are applied to the ``[M, N]`` result."""
+    check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES)
+    check_dim("x", x, 1, weight.shape[1])
+    if block_rows < 1:
+        raise ValueError(f"block_rows must be >= 1, got {block_rows}")
+    n, k = weight.shape
+    out = torch.empty(x.shape[0], n, dtype=x.dtype)
+    buf = torch.empty(min(block_rows, n), k, dtype=x.dtype)
+    for start in range(0, n, block_rows):
+        stop = min(start + block_rows, n)
+        block = buf[: stop - start]
+        block.copy_(weight.codes[start:stop])
+        out[:, start:stop] = F.linear(x, block)
+    return out.mul_(weight.scales.to(x.dtype))
 
 
 # -- int4 in groups along K ----------------------------------------------------------------
