@@ -4,9 +4,13 @@ weights: the SmolLM2 Q4_1 GGUF dequantized) and radixlm's quantized modes, plus 
 Rows: radixlm float32 (GEMM per shape measured at load), int8 (per channel), int4 (groups of
 32), gguf (the file's Q4_1 bits; its Q8_0 head dequantized), and transformers float32; and
 llama.cpp on the same Q4_1 file when ``llama-cpp-python`` is importable (a benchmark
-dependency only). Each figure is the median of ``--repeats`` runs, ``--threads`` each.
+dependency only; without it that row says it was skipped). Each speed figure is the median of
+``--repeats`` runs, ``--threads`` each. ``--tasks`` adds, per radixlm mode and for llama.cpp,
+JSON-extraction field accuracy (``extraction``) and shared-prefix RAG one request at a time
+(``rag``, for the modes in ``--rag-modes``): see ``cpu_speed_tasks.py``.
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cpu_speed.py [--repeats 3] [--threads 1]
+        [--tasks extraction,rag] [--rag-questions 32]
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import math
 import statistics
 import time
 
+import cpu_speed_tasks as tasks
 import torch
 
 from radixlm.default_model import smollm2_gguf_path
@@ -93,12 +98,29 @@ def hf_figures(model, args: argparse.Namespace, vocab: int, ppl_ids: list[int]) 
     return out
 
 
-def llama_cpp_figures(gguf: str, args: argparse.Namespace, vocab: int) -> dict | None:
+LLAMA_CPP_MISSING = ("skipped: llama-cpp-python is not installed (a benchmark dependency "
+                     "only: pip install llama-cpp-python==0.3.36, built from its sdist)")
+
+
+def llama_cpp_figures(gguf: str, args: argparse.Namespace, vocab: int) -> dict | str:
+    """Prefill and batch-1 decode on the GGUF (plus the ``--tasks`` rows), or why skipped."""
     try:
+        import llama_cpp.llama_cpp as lib
         from llama_cpp import Llama
     except ImportError:
-        return None
-    llm = Llama(model_path=gguf, n_ctx=1024, n_threads=args.threads, n_batch=512,
+        return LLAMA_CPP_MISSING
+    if not args.llama_cpp_extra_bufts:
+        # llama.cpp's extra CPU buffer types (weights repacked for AMX / its repack kernels)
+        # segfault in the first decode on this sandboxed Sapphire Rapids machine; the Llama
+        # class has no switch for them, so its default model parameters are wrapped
+        default_params = lib.llama_model_default_params
+
+        def params():  # noqa: ANN202 - a ctypes struct
+            p = default_params()
+            p.use_extra_bufts = False
+            return p
+        lib.llama_model_default_params = params
+    llm = Llama(model_path=gguf, n_ctx=2048, n_threads=args.threads, n_batch=512,
                 verbose=False, logits_all=False)
     pre = prompts(1, args.prefill_len, vocab)[0]
 
@@ -115,8 +137,32 @@ def llama_cpp_figures(gguf: str, args: argparse.Namespace, vocab: int) -> dict |
             llm.eval([llm.sample(temp=0.0)])
     t1 = median_time(lambda: decode(0), args.repeats)
     tn = median_time(lambda: decode(args.decode_steps), args.repeats)
-    return {"prefill_tok_s": args.prefill_len / t_pre,
-            "decode_b1_tok_s": args.decode_steps / max(tn - t1, 1e-9)}
+    out: dict = {"prefill_tok_s": args.prefill_len / t_pre,
+                 "decode_b1_tok_s": args.decode_steps / max(tn - t1, 1e-9)}
+    if "extraction" in args.tasks:
+        out["extraction"] = tasks.llama_cpp_extraction(llm)
+    if "rag" in args.tasks:
+        llm.reset()
+        out["rag_one_by_one_s"] = tasks.llama_cpp_rag_one_by_one(
+            llm, rag_requests(args, vocab), args.rag_new_tokens)
+    return out
+
+
+def rag_requests(args: argparse.Namespace, vocab: int) -> list[list[int]]:
+    return tasks.rag_requests(vocab, args.rag_doc_tokens, args.rag_questions,
+                              args.rag_question_tokens)
+
+
+def task_figures(model, quant: str | None, mode: str, tok, args: argparse.Namespace) -> dict:
+    """The ``--tasks`` rows for one radixlm mode, through an Engine (cold radix cache)."""
+    out: dict = {}
+    with tasks.start_engine(model, quant, args.threads) as engine:
+        if "extraction" in args.tasks:
+            out["extraction"] = tasks.radixlm_extraction(engine, tok)
+        if "rag" in args.tasks and mode in args.rag_modes.split(","):
+            out["rag_one_by_one_s"] = tasks.radixlm_rag_one_by_one(
+                engine, rag_requests(args, tok.vocab_size), args.rag_new_tokens)
+    return out
 
 
 def main() -> None:
@@ -126,7 +172,21 @@ def main() -> None:
     parser.add_argument("--prefill-len", type=int, default=256)
     parser.add_argument("--decode-steps", type=int, default=8)
     parser.add_argument("--modes", default="float32,int8,int4,gguf")
+    parser.add_argument("--tasks", default="extraction",
+                        help="comma list of extraction, rag; empty for speed rows only")
+    parser.add_argument("--rag-modes", default="float32,gguf")
+    parser.add_argument("--rag-doc-tokens", type=int, default=1552)
+    parser.add_argument("--rag-questions", type=int, default=32)
+    parser.add_argument("--rag-question-tokens", type=int, default=16)
+    parser.add_argument("--rag-new-tokens", type=int, default=32)
+    parser.add_argument("--llama-cpp-extra-bufts", action="store_true",
+                        help="let llama.cpp repack weights (AMX/repack buffers; these "
+                             "segfault on some sandboxed machines, so off by default)")
     args = parser.parse_args()
+    args.tasks = [t for t in args.tasks.split(",") if t]
+    unknown = set(args.tasks) - {"extraction", "rag"}
+    if unknown:
+        parser.error(f"--tasks: unknown {sorted(unknown)}; choose from extraction, rag")
     torch.set_num_threads(args.threads)
     gguf = smollm2_gguf_path()
     if gguf is None:
@@ -157,11 +217,14 @@ def main() -> None:
             figs["greedy_identical_to_transformers"] = (
                 greedy_generate(runner, greedy_ids, 16)[0] == hf_tokens)
         figs["plan_gate_up"] = str(runner.model.layers[0].mlp.gate_up_proj.plan.choices)
+        del runner
+        if args.tasks:
+            figs.update(task_figures(gguf if quant == "gguf" else folder, quant, mode, tok, args))
         results[f"radixlm_{mode}"] = figs
         print(json.dumps({mode: figs}), flush=True)
-        del runner
-    llama = llama_cpp_figures(str(gguf), args, tok.vocab_size)
-    results["llama_cpp_q4_1"] = llama if llama is not None else "llama-cpp-python not installed"
+    results["llama_cpp_q4_1"] = llama_cpp_figures(str(gguf), args, tok.vocab_size)
+    results["llama_cpp_extra_bufts"] = args.llama_cpp_extra_bufts
+    print(json.dumps({"llama_cpp_q4_1": results["llama_cpp_q4_1"]}), flush=True)
     print(json.dumps(results, indent=1))
 
 

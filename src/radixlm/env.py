@@ -15,6 +15,7 @@ __all__ = [
     "kernel_backend",
     "log_level",
     "num_threads_default",
+    "omp_spin_waits",
     "triton_interpret",
 ]
 
@@ -38,8 +39,12 @@ def kernel_backend() -> str:
 def num_threads_default() -> int:
     """Torch intra-op threads per process (``RADIXLM_NUM_THREADS``, default 1).
 
-    On small CPU machines OpenMP's spin-waiting makes more than one thread per process slower,
-    so the default is 1; benchmarks set the same value on both sides of a comparison.
+    The rule: 1 by default; more only up to the cores this process has to itself, and then
+    with ``OMP_WAIT_POLICY=PASSIVE`` (read by OpenMP at start-up; :func:`omp_spin_waits`).
+    Measured on a 2-core machine shared with other work (SmolLM2-135M decode, ms per step,
+    float32 batch 1 / 32): 1 thread 81 / 336; 2 threads PASSIVE 129 / 324; 2 threads with
+    OpenMP's default spin-waiting 2017 / 2897 (spinning threads fight the other processes for
+    the cores). Benchmarks set the same value on both sides of a comparison.
     """
     raw = os.environ.get("RADIXLM_NUM_THREADS", "1")
     try:
@@ -49,6 +54,13 @@ def num_threads_default() -> int:
     if value < 1:
         raise ValueError(f"RADIXLM_NUM_THREADS must be >= 1, got {value}")
     return value
+
+
+def omp_spin_waits() -> bool:
+    """True unless ``OMP_WAIT_POLICY`` is ``PASSIVE``: OpenMP's idle threads then spin, which
+    costs more than a second thread gains wherever the cores are shared (see
+    :func:`num_threads_default`). Read only to warn; OpenMP reads it itself."""
+    return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() != "PASSIVE"
 
 
 def log_level() -> str:

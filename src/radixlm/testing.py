@@ -15,6 +15,7 @@ import torch
 from .runtime.memory.page_allocator import pages_of
 from .runtime.model.forward_batch import ForwardBatch
 from .runtime.model.model_runner import ModelRunner
+from .runtime.model.sampler import argmax_rows
 
 
 def greedy_generate(
@@ -46,7 +47,7 @@ def greedy_generate(
                 input_ids=ids, logits_starts=torch.full((len(live),), -1),
                 device=runner.device, max_context=runner.max_context,
                 page_size=runner.config.page_size, workspace=runner.workspace)
-            next_ids = runner.forward(batch).argmax(dim=-1).tolist()
+            next_ids = argmax_rows(runner.forward(batch)).tolist()
             for i, t in zip(live, next_ids):
                 outputs[i].append(t)
             live = [i for i in live if outputs[i][-1] not in stops

@@ -7,7 +7,9 @@ import torch
 
 from radixlm.kernels.cpu_quant_linear import (
     Int4Weight,
+    Int8Weight,
     int4_linear,
+    int8_blocked_linear,
     int8_linear,
     quant_kernels_available,
     quant_linear_reference,
@@ -42,6 +44,27 @@ def test_int8_matches_reference(rows, k, n):
     # per-channel int8 of a gaussian weight: dequantized within half a step of the original
     step = weight.scales[:, None]
     assert bool(((weight.dequantize() - w).abs() <= step / 2 + 1e-7).all())
+
+
+@pytest.mark.parametrize(("rows", "k", "n"), SHAPES)
+@pytest.mark.parametrize("block_rows", [16, 48, 1000])
+def test_int8_blocked_is_the_float32_dequantized_product(rows, k, n, block_rows):
+    x, w = _data(rows, k, n)
+    weight = quantize_int8(w)
+    y = int8_blocked_linear(x, weight, block_rows)
+    ref = torch.nn.functional.linear(x, weight.codes.float()) * weight.scales
+    torch.testing.assert_close(y, ref, rtol=1e-6, atol=1e-6 * ref.abs().max().item())
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_int8_keeps_float32_activations_and_scales(rows):
+    """Values bfloat16 cannot hold survive: x = 1 + 2^-12 and scales 1 + j 2^-10 (an identity
+    code matrix, so each output is one product and no sum rounds): y = x * scale to ~2^-16."""
+    k = 64
+    x = torch.full((rows, k), 1 + 2**-12) * torch.linspace(1, 2, rows)[:, None]
+    scales = 1 + 2**-10 * torch.arange(k, dtype=torch.float32)
+    weight = Int8Weight(torch.eye(k, dtype=torch.int8), scales)
+    torch.testing.assert_close(int8_linear(x, weight), x * scales, rtol=2**-15, atol=0)
 
 
 @pytest.mark.parametrize(("rows", "k", "n", "group"),
@@ -87,3 +110,5 @@ def test_bad_input_is_refused_with_the_reason():
                          torch.zeros(16, 1), 32)
     with pytest.raises(ValueError, match="x: expected size 96 at dim 1"):
         int8_linear(torch.randn(2, 95), quantize_int8(w))
+    with pytest.raises(ValueError, match="block_rows must be >= 1"):
+        int8_blocked_linear(torch.randn(2, 96), quantize_int8(w), 0)

@@ -19,6 +19,7 @@ from kernel_testlib import (
 )
 
 from radixlm.kernels import fused_add_rms_norm_ref, rms_norm_ref
+from radixlm.kernels.rms_norm import hf_rms_norm
 
 EPS = 1e-6
 HIDDEN = [pytest.param(h, id=f"h{h}") for h in (300, 1024, 4100)]
@@ -51,6 +52,15 @@ def test_reference_matches_textbook(hidden: int, gen: torch.Generator) -> None:
     normed, summed = fused_add_rms_norm_ref(x, residual, weight, EPS)
     assert torch.equal(summed, x + residual)
     assert_close(normed, textbook(x + residual, weight), 1e-5)
+
+
+@pytest.mark.parametrize("hidden", HIDDEN)
+@pytest.mark.parametrize("rows", [1, 5, 32])
+def test_float32_reference_is_bit_identical_to_the_hugging_face_lines(hidden, rows, gen):
+    """The float32 path runs torch.rms_norm; it must equal HF's formula exactly."""
+    x = randn(gen, rows, hidden, dtype=torch.float32, device="cpu") * 3
+    weight = 1.0 + 0.1 * randn(gen, hidden)
+    assert torch.equal(rms_norm_ref(x, weight, EPS), hf_rms_norm(x, weight, EPS))
 
 
 @pytest.mark.triton_interpret

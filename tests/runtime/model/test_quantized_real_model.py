@@ -25,7 +25,8 @@ def perplexity(real_model, quantization: str | None) -> float:
     ids = AutoTokenizer.from_pretrained(real_model.folder)(TEXT)["input_ids"]
     source = real_model.gguf if quantization == "gguf" else real_model.folder
     # The quantized kernel on every quantized linear (the batch-1 decode path, and the worst
-    # case: it rounds to bfloat16): measured choices would make the numerics load-dependent.
+    # case: its halves' outputs round to bfloat16): measured choices would make the numerics
+    # load-dependent.
     gemm = "auto" if quantization is None else "quantized"
     runner = ModelRunner(source, RunnerConfig(max_total_tokens=256, quantization=quantization,
                                               cpu_gemm=gemm))
@@ -40,15 +41,7 @@ def float32_ppl(real_model) -> float:
     return perplexity(real_model, None)
 
 
-# int8 misses its bound: torch's _weight_int8pack_mm rounds activations, scales and outputs
-# to bfloat16; with that kernel on every linear it costs +1.66% on this text (96.25 vs 94.68;
-# +1.09% with load-time choices mixing in float32 paths). Known gap of issue 18,
-# kept visible here: strict, so the mark must go once int8 meets the bound.
-INT8_GAP = pytest.mark.xfail(strict=True, reason="int8 perplexity +1.66% > 1% (bf16 rounding "
-                             "inside torch's int8 CPU kernel); see README, issue 18")
-
-
-@pytest.mark.parametrize("quantization", [pytest.param("int8", marks=INT8_GAP), "int4", "gguf"])
+@pytest.mark.parametrize("quantization", ["int8", "int4", "gguf"])
 def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization, monkeypatch):
     monkeypatch.setenv("RADIXLM_CACHE_DIR", str(real_model.cache_dir))
     ppl = perplexity(real_model, quantization)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from radixlm.runtime.model.sampler import (
     MIN_LOGPROB,
     SampleRow,
     _filter_probs,
     apply_penalties,
+    argmax_rows,
     sample,
 )
 from radixlm.runtime.wire.sampling_params import SamplingParams
@@ -39,6 +42,14 @@ def test_penalties_follow_openai_and_hf_definitions():
     # token 0: 2 - 0.5*2 - 0.25 = 0.75, then /2 (seen, positive); token 1: -1 - 0.5 - 0.25 =
     # -1.75, then *2; token 2 untouched; token 3 (prompt): 3 / 2
     torch.testing.assert_close(logits, torch.tensor([[0.375, -3.5, 0.5, 1.5]]))
+
+
+@given(st.lists(st.lists(st.sampled_from([-1.0, 0.0, 2.5, float("-inf")]), min_size=1,
+                         max_size=40), min_size=1, max_size=6).filter(
+    lambda rows: len({len(r) for r in rows}) == 1))
+def test_argmax_rows_is_argmax_first_maximum_on_ties(rows):
+    x = torch.tensor(rows)
+    assert torch.equal(argmax_rows(x), x.argmax(dim=-1))
 
 
 def test_greedy_and_logprobs():

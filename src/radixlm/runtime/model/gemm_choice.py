@@ -9,7 +9,7 @@ weight, a 512-row prefill by arithmetic. :class:`GemmChooser` times every candid
 layer of the same shape and cached for the process.
 
 Candidates compute the same product, but not bit-identically (summation order, and the
-quantized kernels' bfloat16 activations), so with more than one candidate in a plan a row's
+quantized kernels' bfloat16 roundings), so with more than one candidate in a plan a row's
 result can depend on how many rows share its call (~1e-6 relative in float32). A fixed
 choice (``--cpu-gemm onednn`` or ``torch``) makes float32 rows batch-independent again.
 """

@@ -10,6 +10,7 @@ import logging
 import time
 from typing import Any
 
+from ... import env
 from ..server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,10 @@ def load_runner(args: ServerArgs, rank: int = 0):  # noqa: ANN201 - (ModelRunner
         args.tp_size, args.model_path, time.perf_counter() - start, weights / 2**20,
         pool.tokens, pool.bytes / 2**20, pool.bytes_per_token, pool.limited_by,
         str(runner.dtype).removeprefix("torch."), args.page_size, args.num_threads)
+    if args.num_threads > 1 and env.omp_spin_waits():
+        logger.warning("%d threads with OpenMP spin-waiting: on shared cores this can be many "
+                       "times slower than 1 thread; set OMP_WAIT_POLICY=PASSIVE before start",
+                       args.num_threads)
     if getattr(runner, "linear_kinds", None):
         logger.info("CPU linears: %s (quantization %s); GEMM per shape measured in %.1f s",
                     runner.linear_kinds, args.quantization, runner.gemm_chooser.seconds)
