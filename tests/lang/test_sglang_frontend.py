@@ -30,6 +30,7 @@ programs = import_programs()
 import sglang  # noqa: E402
 
 import radixlm  # noqa: E402
+from radixlm.lang.backend.openai_backend import OpenAI  # noqa: E402
 
 # program -> (outcome on the tiny model, keyword arguments)
 PROGRAMS = {
@@ -140,7 +141,7 @@ def test_program_through_import_radixlm_as_sgl(radixlm_backend, monkeypatch, req
     if name == "test_gen_min_new_tokens" and not hasattr(radixlm_backend, "endpoint"):
         # it reads default_backend.endpoint.get_model_name(): a Runtime's attribute
         pytest.skip("test_gen_min_new_tokens reads default_backend.endpoint (a Runtime)")
-    if name == "test_stream_logprobs" and isinstance(radixlm_backend, radixlm.OpenAI):
+    if name == "test_stream_logprobs" and isinstance(radixlm_backend, OpenAI):
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
             "sgl.OpenAI does not yet turn the API's logprobs into meta_info's "
             "output_token_logprobs")))

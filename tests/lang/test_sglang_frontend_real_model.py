@@ -31,6 +31,7 @@ import sglang  # noqa: E402
 import sglang.lang.backend.runtime_endpoint as sglang_endpoint_module  # noqa: E402
 
 import radixlm  # noqa: E402
+from radixlm.lang.backend.openai_backend import OpenAI  # noqa: E402
 
 # program -> (outcome on the real model, greedy; keyword arguments)
 REAL_PROGRAMS = {
@@ -240,3 +241,60 @@ HELLASWAG = [
 def pick_ending(s, context, endings, label):
     s += SHOTS + context
     s += sglang.select("ending", choices=endings)
+
+
+class CountingOpenAI(OpenAI):
+    """sgl.OpenAI that counts the requests it sends (each still goes to the live server)."""
+
+    requests = 0
+
+    def _create(self, body):  # noqa: ANN001, ANN202
+        self.requests += 1
+        return super()._create(body)
+
+
+@pytest.fixture(params=[False, True], ids=["completion", "chat"])
+def api_backend(request, runtime):
+    backend = CountingOpenAI("default", base_url=runtime.url + "/v1", api_key="unused",
+                             is_chat_model=request.param)
+    radixlm.set_default_backend(backend)
+    yield backend
+    radixlm.global_config.default_backend = None
+
+
+def test_speculative_program_of_the_wheel(api_backend):
+    """SGLang's completion_speculative (fewer prompt tokens with num_api_spec_tokens than
+    without) on a completion model, chat_completion_speculative on a chat model."""
+    name = ("test_chat_completion_speculative" if api_backend.is_chat_model
+            else "test_completion_speculative")
+    assert run_program(programs_on_radixlm(programs), name, {}) == (PASS, "")
+
+
+@radixlm.function(num_api_spec_tokens=64)
+def character(s):
+    s += radixlm.system("You are a helpful assistant.")
+    s += radixlm.user("Write a character card in exactly this format:\nName: ...\n"
+                      "Birthday: ...\nJob: ...")
+    s += radixlm.assistant("Name:" + radixlm.gen("name", stop="\n") + "\nBirthday:"
+                           + radixlm.gen("birthday", stop="\n") + "\nJob:"
+                           + radixlm.gen("job", stop="\n"))
+
+
+@radixlm.function(num_api_spec_tokens=64)
+def character_completion(s):
+    s += "Construct a character within the following format:\nName: Steve Jobs.\n"
+    s += "Birthday: February 24, 1955.\nJob: Apple CEO.\n\nPlease generate new Name, "
+    s += "Birthday and Job.\nName:" + radixlm.gen("name", stop="\n")
+    s += "\nBirthday:" + radixlm.gen("birthday", stop="\n")
+    s += "\nJob:" + radixlm.gen("job", stop="\n")
+
+
+def test_speculation_answers_the_gens_with_one_request(api_backend):
+    """The greedy answer follows the pattern (chat: 'Name: John Smith\nBirthday: ...';
+    completion: the example again), so one request fills all three gens."""
+    program = character if api_backend.is_chat_model else character_completion
+    state = program.run()
+    values = [state["name"], state["birthday"], state["job"]]
+    assert api_backend.requests == 1, "the three gens share the one speculated answer"
+    assert all(v.strip() and "\n" not in v for v in values), values
+    assert f"Name:{values[0]}\nBirthday:{values[1]}\nJob:{values[2]}" in state.text()

@@ -5,14 +5,17 @@ requests cost a round trip (and a prompt) each, as SGLang's OpenAI backend has i
   tokens without its stop strings; the gen takes the text up to its first stop string, and
   the rest is kept. Each following fill must match the head of the kept text (it is then
   consumed) or the kept text is dropped; a following ``gen`` whose stop string occurs in the
-  kept text is answered from it without a request. Anything else (no stop string, a
-  constraint, a select, a stop string not in the kept text) drops the kept text and runs as
-  an ordinary request, so speculation never changes what a gen may answer, only where.
+  kept text is answered from it without a request, as is one whose stop string is not in
+  it when the model ended the text itself (its end is the gen's end). Anything else (no
+  stop string, a constraint, a select, a kept text cut by the token budget before the stop
+  string) drops the kept text and runs as an ordinary request, so speculation never
+  changes what a gen may answer, only where it is asked.
 * **Chat models** (:class:`ChatSpeculation`): a chat model answers whole assistant messages,
   so the fills and gens inside an assistant role are recorded, not run; at the role's end one
   request of ``N`` tokens answers the message, and the message is matched against the
   recorded pattern (fills literally, each gen up to its stop string). A message that does
-  not match is asked for again (at most ``MAX_TRIES`` requests); when none matches, the gens
+  not match is asked for again when sampled (at most ``MAX_TRIES`` requests; at
+  temperature 0 the answer would be the same); when none matches, the gens
   that could not be matched are empty and their ``meta_info`` says so (SGLang's behaviour:
   a format the model did not follow is the model's answer, not a framework error).
 
@@ -51,6 +54,14 @@ def _speculable(params: SglSamplingParams) -> bool:
     return bool(params.stop_list()) and not _constrained(params)
 
 
+def _model_ended(meta: Any) -> bool:
+    """Whether the model ended the text (EOS or a stop token), not the token budget."""
+    reason = meta.get("finish_reason") if isinstance(meta, dict) else None
+    if isinstance(reason, dict):
+        reason = reason.get("type")
+    return reason == "stop"
+
+
 def _ahead(params: SglSamplingParams, num_tokens: int) -> SglSamplingParams:
     """``params`` asking for ``num_tokens`` (at least) without stop strings."""
     out = params.clone()
@@ -65,6 +76,7 @@ class CompletionSpeculation:
     def __init__(self, num_tokens: int) -> None:
         self.num_tokens = num_tokens
         self.kept = ""  # generated text the program has not consumed yet
+        self.ended = False  # the model ended ``kept`` itself (so a gen may take it all)
 
     def fill(self, value: str) -> None:
         self.kept = self.kept[len(value):] if self.kept.startswith(value) else ""
@@ -81,7 +93,10 @@ class CompletionSpeculation:
         if not self.kept:
             text, meta = generate(_ahead(params, self.num_tokens))
             self.kept = text if isinstance(text, str) else text[0]
+            self.ended = _model_ended(meta)
         pos = _first_stop(self.kept, params.stop_list())
+        if pos < 0 and self.ended:
+            pos = len(self.kept)
         if pos < 0:
             self.kept = ""
             return None
@@ -129,7 +144,7 @@ class ChatSpeculation:
         if params is None:  # fills only: nothing to ask
             return terms, None
         meta: Any = None
-        for _ in range(MAX_TRIES):
+        for _ in range(MAX_TRIES if params.temperature else 1):
             text, meta = generate(params)
             if _match(terms, text if isinstance(text, str) else text[0]):
                 break
