@@ -102,10 +102,8 @@ def test_parallel_encoding_is_refused_clearly(sglang_endpoint):
 
 
 def test_image_qa_is_refused_clearly(sglang_endpoint, tmp_path, monkeypatch):
-    from PIL import Image
-
-    monkeypatch.chdir(tmp_path)  # the program opens example_image.png in the cwd
-    Image.new("RGB", (8, 8)).save("example_image.png")
+    monkeypatch.chdir(tmp_path)  # the program reads example_image.png's bytes in the cwd
+    (tmp_path / "example_image.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # refused unread
     raised, caught = run_refused(programs, "test_image_qa")
     assert raised.startswith("AssertionError"), raised  # the program got no answer
     refusals = [w for w in caught if "image_data" in w]
