@@ -69,6 +69,23 @@ def real_model(tmp_path_factory: pytest.TempPathFactory) -> RealModel:
     return RealModel(gguf, cache_dir, ensure_converted(gguf, cache_dir / "gguf"))
 
 
+@pytest.fixture(scope="module")
+def real_model_hf(real_model: RealModel):  # noqa: ANN201
+    """The model oracle: transformers' own reading of the real GGUF, in float32."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(
+        real_model.gguf.parent, gguf_file=real_model.gguf.name, dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="module")
+def real_model_hf_tokenizer(real_model: RealModel):  # noqa: ANN201
+    """The GGUF's own tokenizer as transformers converts it (independent of our cache)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(real_model.gguf.parent, gguf_file=real_model.gguf.name)
+
+
 MODEL_VOCAB = 8192  # the tiny model's padded logits width
 EOS_IDS = (1, 4)  # <|end_of_text|>, <|im_end|>
 

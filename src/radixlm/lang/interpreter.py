@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .api_speculation import ChatSpeculation, CompletionSpeculation
 from .errors import ProgramError
 from .ir import (
     SglCommitLazy,
@@ -71,7 +72,14 @@ class StreamExecutor:
         self.arguments = arguments
         self.default_sampling = default_sampling
         self.stream = stream
-        self.num_api_spec_tokens = num_api_spec_tokens  # accepted; used by API backends only
+        self.num_api_spec_tokens = num_api_spec_tokens
+        # Speculation only where the backend offers it (API backends); others ignore N.
+        spec = num_api_spec_tokens if getattr(backend, "supports_api_speculation", False) \
+            else None
+        self._completion_spec = (CompletionSpeculation(spec) if spec is not None
+                                 and not backend.is_chat_model else None)
+        self._chat_spec = (ChatSpeculation(spec) if spec is not None and backend.is_chat_model
+                           else None)
         self._chat_template = chat_template
 
         self.variables: dict[str, Any] = {}
@@ -275,7 +283,13 @@ class StreamExecutor:
         handler(self, expr)
 
     def _fill(self, expr: SglConstantText) -> None:
-        self.text_ += str(expr.value)
+        value = str(expr.value)
+        if self._chat_spec is not None and self.cur_role == "assistant":
+            self._chat_spec.fill(value)  # part of the message answered at the role's end
+            return
+        if self._completion_spec is not None:
+            self._completion_spec.fill(value)
+        self.text_ += value
 
     def _list(self, expr: SglExprList) -> None:
         for e in expr.expr_list:
@@ -284,8 +298,16 @@ class StreamExecutor:
     def _gen(self, expr: SglGen) -> None:
         params = self.resolve_sampling_params(expr.sampling_params)
         name = expr.name
+        if self.stream and (self._chat_spec or self._completion_spec):
+            raise ValueError("stream=True cannot run a program with num_api_spec_tokens "
+                             "(speculated text arrives whole); drop one of them")
+        if self._chat_spec is not None and self.cur_role == "assistant":
+            self._chat_spec.gen(name, params)  # answered with the message, at the role's end
+            return
         if not self.stream:
-            comp, meta = self.backend.generate(self, params)
+            spec = (self._completion_spec.gen(params, self._generate)
+                    if self._completion_spec is not None else None)
+            comp, meta = spec if spec is not None else self.backend.generate(self, params)
             self.text_ += comp[0] if isinstance(comp, list) else comp
             self._set_var(name, comp, meta)
             return
@@ -304,7 +326,12 @@ class StreamExecutor:
             self.variable_event[name].set()
             self.stream_var_event[name].set()
 
+    def _generate(self, params: SglSamplingParams) -> tuple[Any, Any]:
+        return self.backend.generate(self, params)
+
     def _select(self, expr: SglSelect) -> None:
+        if self._completion_spec is not None:
+            self._completion_spec.drop()
         decision = self.backend.select(self, expr.choices, expr.temperature,
                                        expr.choices_method)
         self.text_ += decision.decision
@@ -343,6 +370,13 @@ class StreamExecutor:
         if self.cur_role != expr.role:
             raise ValueError(f"cannot end the {expr.role!r} role: the current role is "
                              f"{self.cur_role!r}")
+        if self._chat_spec is not None and expr.role == "assistant":
+            terms, meta = self._chat_spec.finish(self._generate)
+            for term in terms:
+                self.text_ += term.text
+                if term.stops is not None:
+                    self._set_var(term.name, term.text, meta if term.matched else {
+                        "speculative": "the message did not match the program's pattern"})
         content = self.text_[self.cur_role_begin_pos:].lstrip()
         _, suffix = self.chat_template.get_prefix_and_suffix(expr.role, self.messages_)
         self.text_ += suffix

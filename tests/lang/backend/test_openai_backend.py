@@ -8,6 +8,7 @@ import json
 import pytest
 
 import radixlm as sgl
+from radixlm.lang.errors import ProgramError
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +106,28 @@ def test_stop_regex_travels_as_an_extension(backend):
             s += "x" + sgl.gen("y", max_tokens=20, stop_regex="[0-9]")
 
     assert not any(ch.isdigit() for ch in one.run(backend=backend, temperature=0)["y"])
+
+
+@sgl.function
+def partial_assistant(s):
+    s += sgl.user("Name a city.")
+    s += sgl.assistant("The city is" + sgl.gen("city", max_tokens=4))
+
+
+@sgl.function
+def no_assistant(s):
+    s += sgl.user("Name a city." + sgl.gen("city", max_tokens=4))
+
+
+@pytest.mark.parametrize("program", [partial_assistant, no_assistant],
+                         ids=["after-text-in-the-message", "outside-an-assistant-message"])
+def test_chat_model_gets_finished_messages_only(tiny_server_url, model_name, program):
+    """A chat model answers whole messages: a gen that would continue a partial assistant
+    message (or answer no assistant message) is refused before any request is sent."""
+    backend = sgl.OpenAI(model_name, base_url=tiny_server_url + "/v1", api_key="unused",
+                         is_chat_model=True)
+    state = program.run(backend=backend)
+    with pytest.raises(ProgramError, match="right after sgl.assistant begins"):
+        state["city"]
+    assert "num_api_spec_tokens" in str(state.error())
+    assert backend.token_usage.prompt_tokens == 0  # nothing was sent

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from radixlm.runtime.api.engine import Engine
 from radixlm.runtime.model.forward_batch import SeqSpec
@@ -23,18 +22,15 @@ REL_TOL = 1e-4  # max |ours - transformers| relative to max |transformers logit|
 
 
 @pytest.fixture(scope="module")
-def hf(real_model):
-    return AutoModelForCausalLM.from_pretrained(
-        real_model.gguf.parent, gguf_file=real_model.gguf.name, dtype=torch.float32).eval()
+def hf(real_model_hf):
+    return real_model_hf
 
 
 @pytest.fixture(scope="module")
-def prompts(real_model) -> list[list[int]]:
-    # The GGUF's own tokenizer as transformers converts it (independent of our cache).
-    tok = AutoTokenizer.from_pretrained(real_model.gguf.parent, gguf_file=real_model.gguf.name)
-    return [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=True,
-                                    add_generation_prompt=True, return_dict=False)
-            for q in QUESTIONS]
+def prompts(real_model_hf_tokenizer) -> list[list[int]]:
+    return [real_model_hf_tokenizer.apply_chat_template(
+        [{"role": "user", "content": q}], tokenize=True, add_generation_prompt=True,
+        return_dict=False) for q in QUESTIONS]
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,21 @@ client (radixlm's own server, vLLM, SGLang, OpenAI).
   across the boundary counts for the choice. Where the server does not offer that (a chat
   model, or it refuses echo), the choice is generated greedily under the regex that matches
   exactly one choice; where that is refused too, select fails saying so.
+* Chat models get finished messages only: a gen (or select) must come right after
+  ``sgl.assistant`` begins (text before it in the same message could not be sent: the
+  server would answer a new message, not continue that text), else a clear error; with
+  ``@function(num_api_spec_tokens=N)`` the message's fills and gens are answered by one
+  request at the role's end (:mod:`radixlm.lang.api_speculation`), as are a completion
+  model's gens that follow each other.
+* ``token_usage`` sums the prompt and completion tokens the server reported.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..chat_template import get_chat_template
@@ -39,9 +48,31 @@ class OpenAIBackendError(RuntimeError):
     """The server could not do what the program asked (the message says what and why)."""
 
 
+@dataclass
+class TokenUsage:
+    """Tokens the server reported over every request of this backend (thread-safe)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, usage: Any) -> None:
+        if usage is None:
+            return
+        with self._lock:
+            self.prompt_tokens += usage.prompt_tokens or 0
+            self.completion_tokens += usage.completion_tokens or 0
+
+    def reset(self) -> None:
+        with self._lock:
+            self.prompt_tokens = self.completion_tokens = 0
+
+
 class OpenAI(BaseBackend):
     """``OpenAI(model_name, base_url=..., api_key=..., is_chat_model=None)``; extra keyword
     arguments go to ``openai.OpenAI``."""
+
+    supports_api_speculation = True  # honours @function(num_api_spec_tokens=N)
 
     def __init__(self, model_name: str, base_url: str | None = None,
                  api_key: str | None = None, is_chat_model: bool | None = None,
@@ -56,6 +87,7 @@ class OpenAI(BaseBackend):
                               else is_chat_model)
         # Chat models render roles themselves (the template only marks them in s.text()).
         self.chat_template = chat_template or get_chat_template("default")
+        self.token_usage = TokenUsage()
 
     def get_model_name(self) -> str:
         return self.model_name
@@ -95,12 +127,16 @@ class OpenAI(BaseBackend):
         return body
 
     def _messages(self, s: StreamExecutor) -> list[dict[str, Any]]:
-        messages = list(s.messages_)
-        if not messages or messages[-1]["role"] == "assistant":
+        """The finished messages, for a gen that opens the assistant message."""
+        if s.cur_role != "assistant" or len(s.text_) != s.cur_role_begin_pos:
+            where = ("outside an assistant message" if s.cur_role != "assistant" else
+                     f"after {s.text_[s.cur_role_begin_pos:][-40:]!r} in the assistant message")
             raise OpenAIBackendError(
-                "gen() on a chat model must answer a user (or system) turn: put it inside "
-                "sgl.assistant(...) right after sgl.user(...)")
-        return messages
+                f"{self.model_name} is a chat model: it answers whole assistant messages, so "
+                f"a gen or select must come right after sgl.assistant begins, not {where}; "
+                f"put the text in the user turn, or use @function(num_api_spec_tokens=N) "
+                f"to answer the message's gens with one request")
+        return list(s.messages_)
 
     def _call(self, body: dict[str, Any], **kw: Any) -> Any:
         api = self.client.chat.completions if self.is_chat_model else self.client.completions
@@ -110,12 +146,18 @@ class OpenAI(BaseBackend):
             raise OpenAIBackendError(f"{self.model_name}: the server refused the request "
                                      f"({exc.status_code}): {exc.message}") from None
 
+    def _create(self, body: dict[str, Any]) -> Any:
+        """A non-streamed request, its usage counted."""
+        res = self._call(body)
+        self.token_usage.add(res.usage)
+        return res
+
     def _text(self, choice: Any) -> str:
         return (choice.message.content or "") if self.is_chat_model else choice.text
 
     def generate(self, s: StreamExecutor, sampling_params: SglSamplingParams
                  ) -> tuple[str | list[str], Any]:
-        res = self._call(self._request(s, sampling_params))
+        res = self._create(self._request(s, sampling_params))
         usage = res.usage.model_dump() if res.usage is not None else {}
         metas = [{"finish_reason": c.finish_reason, **usage} for c in res.choices]
         texts = [self._text(c) for c in res.choices]
@@ -128,7 +170,9 @@ class OpenAI(BaseBackend):
 
     def generate_stream(self, s: StreamExecutor, sampling_params: SglSamplingParams
                         ) -> Iterator[tuple[str, Any]]:
-        for chunk in self._call(self._request(s, sampling_params), stream=True):
+        for chunk in self._call(self._request(s, sampling_params), stream=True,
+                                stream_options={"include_usage": True}):
+            self.token_usage.add(chunk.usage)
             if not chunk.choices:
                 continue
             c = chunk.choices[0]
@@ -145,6 +189,7 @@ class OpenAI(BaseBackend):
             except OpenAIBackendError as exc:
                 refused = str(exc)
         else:
+            self._messages(s)  # the chat contract's error, not the fallback's
             refused = "a chat model has no prompt logprobs"
         try:
             return self._select_by_constraint(s, choices)
@@ -157,7 +202,7 @@ class OpenAI(BaseBackend):
     def _score(self, prefix: str, choice: str) -> list[list[Any]]:
         """(logprob, None, text) of the tokens of ``prefix + choice`` that end after
         ``prefix`` (a token across the boundary belongs to the choice)."""
-        res = self._call({"model": self.model_name, "prompt": prefix + choice,
+        res = self._create({"model": self.model_name, "prompt": prefix + choice,
                           "max_tokens": 0, "echo": True, "logprobs": 0, "temperature": 0})
         lp = res.choices[0].logprobs
         if lp is None or not lp.tokens:
@@ -184,7 +229,7 @@ class OpenAI(BaseBackend):
             body["messages"] = self._messages(s)
         else:
             body["prompt"] = s.text_
-        text = self._text(self._call(body).choices[0])
+        text = self._text(self._create(body).choices[0])
         if text not in choices:
             raise OpenAIBackendError(f"the constrained answer {text!r} is not one of the "
                                      f"choices: the server ignored 'regex'")
