@@ -9,7 +9,21 @@ from radixlm.runtime.scheduling.mask_wait_stats import WINDOW, MaskWaitStats
 def test_empty_summary_is_zero() -> None:
     summary = MaskWaitStats().summary()
     assert summary == {"mask_wait_steps": 0, "mask_wait_cold_fills": 0, "mask_wait_ms_p50": 0.0,
-                       "mask_wait_ms_p99": 0.0, "mask_wait_ms_max": 0.0}
+                       "mask_wait_ms_p99": 0.0, "mask_wait_ms_max": 0.0,
+                       "mask_held_steps": 0, "mask_holds": 0, "mask_max_hold_steps": 0,
+                       "mask_idle_wait_ms": 0.0}
+
+
+@given(st.lists(st.integers(min_value=1, max_value=50), max_size=30))
+def test_holds_count_request_steps_and_the_longest(episodes: list[int]) -> None:
+    stats = MaskWaitStats()
+    for steps in episodes:
+        for _ in range(steps):
+            stats.held(1)
+        stats.rejoined(steps)
+    s = stats.summary()
+    assert s["mask_held_steps"] == sum(episodes) and s["mask_holds"] == len(episodes)
+    assert s["mask_max_hold_steps"] == max(episodes, default=0)
 
 
 def test_percentiles_in_milliseconds() -> None:

@@ -37,6 +37,7 @@ from ...fsm import (
     jump_forward,
 )
 from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
+from .mask_gate import StepMaskGate
 from .mask_wait_stats import MaskWaitStats
 from .request import Req, RequestError
 
@@ -61,6 +62,10 @@ class CompilePoll:
 
 
 
+IDLE_WAIT_SECONDS = 0.005  # longest sleep when only held requests could run
+
+
+
 class GrammarManager:
     """Compiles, masks and advances the constraints of one scheduler's requests."""
 
@@ -75,6 +80,8 @@ class GrammarManager:
         self._compiler: GrammarCompiler | None = None
         self._masks = torch.zeros(0, (vocab_size + 31) // 32, dtype=torch.int32)
         self.mask_waits = MaskWaitStats()
+        self.mask_wait_bound = args.grammar_mask_wait_ms / 1e3  # seconds, per step
+        self._gate: StepMaskGate | None = None  # the current step's (begin_step .. end_step)
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -148,6 +155,28 @@ class GrammarManager:
 
     # -- per step -------------------------------------------------------------------------
 
+    def begin_step(self) -> StepMaskGate:
+        """The gate the owner asks, before the forward, whether each constrained request it
+        would run has its mask ready (waiting at most ``--grammar-mask-wait-ms`` in all);
+        a held request is prefetched again at once, ahead of other masks."""
+        self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch)
+        return self._gate
+
+    def end_step(self, ran: bool) -> None:
+        """Record the step's mask wait and holds. ``ran``: a forward ran; when none did
+        because every request able to run was held, sleep until one of their masks is ready
+        (at most :data:`IDLE_WAIT_SECONDS`) instead of spinning the scheduler loop."""
+        gate, self._gate = self._gate, None
+        if gate is None:
+            return
+        self.mask_waits.held(len(gate.held))
+        if gate.checked and not gate.recorded:  # no mask applied this step: the wait alone
+            self.mask_waits.record(gate.waited, 0)
+        if not ran and gate.held:
+            start = time.perf_counter()
+            gate.held[0].grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
+            self.mask_waits.idle_wait_seconds += time.perf_counter() - start
+
     def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> list[tuple[Req, Exception]]:
         """Disallow, in place, every token the active grammars forbid (one batched call).
 
@@ -177,7 +206,10 @@ class GrammarManager:
             except Exception as exc:  # a bug in one matcher: fail that request only
                 faults.append((reqs[i], exc))
                 rows_np[k] = -1
-        self.mask_waits.record(time.perf_counter() - start, cold)
+        waited, gate = 0.0, self._gate
+        if gate is not None and not gate.recorded:  # this step's wait before the forward
+            waited, gate.recorded = gate.waited, True
+        self.mask_waits.record(time.perf_counter() - start + waited, cold)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
         return faults
