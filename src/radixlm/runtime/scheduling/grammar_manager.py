@@ -19,6 +19,7 @@ jump-forward plan (:data:`GrammarStep`).
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -63,6 +64,11 @@ class CompilePoll:
 
 
 IDLE_WAIT_SECONDS = 0.005  # longest sleep when only held requests could run
+# The compiler's worker computes masks in Python on this process's GIL. When the scheduler
+# thread wants the GIL back (after a forward, after waiting for a mask), the interpreter
+# makes the worker give it up only after the switch interval, 5 ms by default: longer than the
+# whole mask-wait bound. Shorter slices bound that wait (a few us of switching each).
+GIL_SWITCH_SECONDS = 0.0002
 
 
 
@@ -94,6 +100,7 @@ class GrammarManager:
                                    max_states=self.args.grammar_max_states)
             cache = Path(self.args.grammar_cache_dir) if self.args.grammar_cache_dir else None
             self._compiler = GrammarCompiler(vocab, budget, cache, max_workers=1)
+            sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_SECONDS))
         return self._compiler
 
     def spec(self, g: GrammarReq) -> GrammarSpec:
