@@ -91,7 +91,10 @@ class TokenIndex:
         looping = row == state
         if np.count_nonzero(looping) < _LOOPING_BYTES:  # most states: the trie walk
             def ensure_rows(states: np.ndarray) -> None:
-                for s in np.unique(states[~dfa.built[states]]).tolist():
+                missing = states[~dfa.built[states]]
+                if not missing.size:  # the usual case once a few masks are computed
+                    return
+                for s in np.unique(missing).tolist():
                     dfa.build_row(s)  # one row at a time: the granularity of yield_at
                     self._check_budget(terms_limit, deadline)
 

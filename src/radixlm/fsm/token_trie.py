@@ -61,7 +61,7 @@ class TokenTrie:
         rows are built); ``ensure_rows(states)`` builds the rows of the given states. State 0
         is dead and its row is all zeros.
         """
-        cur = np.array([state], dtype=np.int64)
+        cur = np.array([state], dtype=np.int32)  # DFA states fit int32 (the table's type)
         ids: list[np.ndarray] = []
         states: list[np.ndarray] = []
         for d in range(1, self.depth + 1):
@@ -69,10 +69,10 @@ class TokenTrie:
             if not alive.size:
                 break
             ensure_rows(cur[alive])
-            flat = trans().reshape(-1)
+            table = trans()
             parent, byte = self.parent[d], self.byte[d]
             if 2 * alive.size > cur.size:  # dense: one gather over the whole level
-                nxt = flat[cur[parent] * 256 + byte].astype(np.int64)
+                nxt = table[cur[parent], byte]  # 2-D: no index temporaries
             else:  # sparse: only the children of live parents
                 count = self.child_count[d - 1][alive]
                 total = int(count.sum())
@@ -80,8 +80,8 @@ class TokenTrie:
                     break
                 first = self.child_start[d - 1][alive]
                 idx = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(total)
-                nxt = np.zeros(self.sizes[d], dtype=np.int64)
-                nxt[idx] = flat[cur[parent[idx]] * 256 + byte[idx]]
+                nxt = np.zeros(self.sizes[d], dtype=np.int32)
+                nxt[idx] = table[cur[parent[idx]], byte[idx]]
             end = nxt[self.end_node[d]]
             ok = end != 0
             if ok.any():
@@ -89,5 +89,5 @@ class TokenTrie:
                 states.append(end[ok])
             cur = nxt
         if not ids:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return np.concatenate(ids), np.concatenate(states)
