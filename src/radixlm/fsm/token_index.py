@@ -98,7 +98,7 @@ class TokenIndex:
                     dfa.build_row(s)  # one row at a time: the granularity of yield_at
                     self._check_budget(terms_limit, deadline)
 
-            return vocab.trie.walk(lambda: dfa.trans, state, ensure_rows)
+            return vocab.trie.walk(lambda: dfa.trans, state, ensure_rows, lambda: dfa.built)
         first_ok = row[vocab.walk_first] != DEAD
         if looping.any():
             inside = _subset_of(vocab.walk_bytesets, looping) & first_ok

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from . import trie_walk_kernel
+
 
 class TokenTrie:
     """Levels of distinct token prefixes, and which tokens end at which node."""
@@ -47,6 +49,18 @@ class TokenTrie:
                 ends[len(data)].append((node_of[len(data)][data], tid))
         self.end_node = [np.array([n for n, _ in e], dtype=np.int64) for e in ends]
         self.end_token = [np.array([t for _, t in e], dtype=np.int64) for e in ends]
+        self._flat = self._flatten()
+
+    def _flatten(self) -> tuple[np.ndarray, ...]:
+        """The levels as flat arrays for :func:`trie_walk_kernel.walk_levels`."""
+        level_off = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        byte = np.concatenate([np.zeros(1, dtype=np.int64), *self.byte[1:]])
+        pad = [np.zeros(self.sizes[-1], dtype=np.int64)]  # the deepest level has no children
+        child_start = np.concatenate([*self.child_start, *pad]).astype(np.int64)
+        child_count = np.concatenate([*self.child_count, *pad]).astype(np.int64)
+        end_off = np.concatenate([[0], np.cumsum([e.size for e in self.end_node])])
+        return (level_off, byte, child_start, child_count, end_off.astype(np.int64),
+                np.concatenate(self.end_node), np.concatenate(self.end_token))
 
     @property
     def num_nodes(self) -> int:
@@ -54,13 +68,34 @@ class TokenTrie:
         return sum(self.sizes) - 1
 
     def walk(self, trans: Callable[[], np.ndarray], state: int,
-             ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:
+             ensure_rows: Callable[[np.ndarray], None],
+             built: Callable[[], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(token ids whose bytes lead from ``state`` to a live state, that state).
 
         ``trans()`` returns the DFA's current ``[num_states, 256]`` table (it may grow while
         rows are built); ``ensure_rows(states)`` builds the rows of the given states. State 0
-        is dead and its row is all zeros.
+        is dead and its row is all zeros. With ``built()`` (the DFA's bool per state: row
+        built) and numba importable, the compiled loop walks (:mod:`trie_walk_kernel`).
         """
+        if built is not None and trie_walk_kernel.AVAILABLE:
+            return self._walk_native(trans, state, ensure_rows, built)
+        return self._walk_numpy(trans, state, ensure_rows)
+
+    def _walk_native(self, trans: Callable[[], np.ndarray], state: int,
+                     ensure_rows: Callable[[np.ndarray], None],
+                     built: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        out_ids = np.empty(sum(e.size for e in self.end_token), dtype=np.int64)
+        out_states = np.empty(out_ids.size, dtype=np.int32)
+        d, cur, n = 1, np.array([state], dtype=np.int32), 0
+        while True:
+            d, cur, n, missing = trie_walk_kernel.walk_levels(
+                trans(), built(), d, cur, self.depth, *self._flat, out_ids, out_states, n)
+            if not missing:
+                return out_ids[:n], out_states[:n]
+            ensure_rows(cur[cur != 0])
+
+    def _walk_numpy(self, trans: Callable[[], np.ndarray], state: int,
+                    ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:
         cur = np.array([state], dtype=np.int32)  # DFA states fit int32 (the table's type)
         ids: list[np.ndarray] = []
         states: list[np.ndarray] = []
