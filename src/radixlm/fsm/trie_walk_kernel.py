@@ -16,6 +16,7 @@ numpy (the same result: tests compare both).
 from __future__ import annotations
 
 import importlib.util
+import logging
 import threading
 from collections.abc import Callable
 
@@ -38,6 +39,25 @@ def walk_levels(*args: object) -> tuple[int, np.ndarray, int, bool]:
 
                 _compiled = njit(cache=True, nogil=True)(_walk_levels)
     return _compiled(*args)
+
+
+def warm() -> None:
+    """Import numba and load (or compile) the loop now, for the argument types the walk
+    passes: the first mask of a process then pays none of it (~0.5 s, more than a mask's
+    time budget). The compiler's worker calls this once at start. A numba that fails here
+    is logged and not used again (the numpy walk gives the same masks)."""
+    global AVAILABLE
+    if not AVAILABLE:
+        return
+    i64 = np.zeros(2, dtype=np.int64)
+    try:
+        walk_levels(np.zeros((2, 256), dtype=np.int32), np.ones(2, dtype=bool), 1,
+                    np.ones(1, dtype=np.int32), 0, i64, i64, i64, i64, i64, i64, i64, i64,
+                    np.zeros(2, dtype=np.int32), 0)
+    except Exception:  # noqa: BLE001 (any failure of the optional loop: fall back)
+        logging.getLogger(__name__).warning("numba's trie walk failed to load; masks are "
+                                            "computed with numpy", exc_info=True)
+        AVAILABLE = False
 
 
 def _walk_levels(table, built, d0, cur, depth, level_off, byte, child_start,  # noqa: ANN001, ANN202, PLR0913
