@@ -5,10 +5,11 @@
 that radixlm compiles on the model's vocabulary), greedy, decoded together by the real
 scheduler process, once per ``--mask-wait-ms`` bound (a fresh engine each: the figures are the
 server's own, since start). Reported from ``/get_server_info``: per step, the time the
-scheduler waited for masks (the gate's wait plus the fill loop; p50 / p99 / max), fills that
-computed a mask in the step, and holds (request-steps held out, holds, the longest), with the
-outputs' validity and the wall time. The masks are cold (no disk cache, fresh process): the
-worst case for the critical path.
+scheduler waited for masks (the gate's wait plus the fill loop; p50 / p99 / max), the same
+less the time the OS kept the scheduler off the CPU ("own": a loaded host preempts a
+CPU-bound process for milliseconds), fills that computed a mask in the step, and holds
+(request-steps held out, holds, the longest), with the outputs' validity and the wall time.
+The masks are cold (no disk cache, fresh process): the worst case for the critical path.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from bench_common import machine, resolve_model, write_results
 from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, GrammarSpec, TokenVocabulary
 
 WAIT_KEYS = ("mask_wait_steps", "mask_wait_cold_fills", "mask_wait_ms_p50", "mask_wait_ms_p99",
-             "mask_wait_ms_max", "mask_held_steps", "mask_holds", "mask_max_hold_steps",
-             "mask_idle_wait_ms", "steps")
+             "mask_wait_ms_max", "mask_wait_ms_p99_not_preempted",
+             "mask_wait_ms_max_not_preempted", "mask_held_steps", "mask_holds",
+             "mask_max_hold_steps", "mask_idle_wait_ms", "steps")
 
 
 def pick(args: argparse.Namespace, tokenizer: Any) -> list[tuple[str, Any]]:
@@ -88,12 +90,14 @@ def run(args: argparse.Namespace) -> None:
     picked = pick(args, tokenizer)
     print(f"{len(picked)} schemas on {model.describe()}: {[n for n, _ in picked]}", flush=True)
     rows = [one_run(str(model.path), b, [s for _, s in picked], args) for b in args.mask_wait_ms]
-    print(f"\n{'bound ms':>8} {'steps':>6} {'wait p50':>9} {'p99':>7} {'max':>7} {'cold':>5} "
+    print(f"\n{'bound ms':>8} {'steps':>6} {'wait p50':>9} {'p99':>7} {'max':>7} "
+          f"{'p99 own':>8} {'max own':>8} {'cold':>5} "
           f"{'held':>5} {'holds':>6} {'longest':>7} {'idle ms':>8} {'valid':>6} {'wall s':>7}")
     for r in rows:
         print(f"{r['mask_wait_ms_bound']:8.2f} {r['mask_wait_steps']:6d} "
               f"{r['mask_wait_ms_p50']:9.3f} {r['mask_wait_ms_p99']:7.3f} "
-              f"{r['mask_wait_ms_max']:7.3f} {r['mask_wait_cold_fills']:5d} "
+              f"{r['mask_wait_ms_max']:7.3f} {r['mask_wait_ms_p99_not_preempted']:8.3f} "
+              f"{r['mask_wait_ms_max_not_preempted']:8.3f} {r['mask_wait_cold_fills']:5d} "
               f"{r['mask_held_steps']:5d} {r['mask_holds']:6d} {r['mask_max_hold_steps']:7d} "
               f"{r['mask_idle_wait_ms']:8.1f} {r['valid']:>3}/{r['requests']:<2} "
               f"{r['wall_s']:7.2f}")

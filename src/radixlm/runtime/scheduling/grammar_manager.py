@@ -39,7 +39,7 @@ from ...fsm import (
 )
 from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
 from .mask_gate import StepMaskGate
-from .mask_wait_stats import MaskWaitStats
+from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req, RequestError
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ class GrammarManager:
         self._masks = torch.zeros(0, (vocab_size + 31) // 32, dtype=torch.int32)
         self.mask_waits = MaskWaitStats()
         self.mask_wait_bound = args.grammar_mask_wait_ms / 1e3  # seconds, per step
+        self.run_queue = RunQueueClock()  # the scheduler thread's time off the CPU
         self._gate: StepMaskGate | None = None  # the current step's (begin_step .. end_step)
 
     @property
@@ -166,7 +167,8 @@ class GrammarManager:
         """The gate the owner asks, before the forward, whether each constrained request it
         would run has its mask ready (waiting at most ``--grammar-mask-wait-ms`` in all);
         a held request is prefetched again at once, ahead of other masks."""
-        self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch)
+        self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch,
+                                  self.run_queue)
         return self._gate
 
     def end_step(self, ran: bool) -> None:
@@ -178,7 +180,7 @@ class GrammarManager:
             return
         self.mask_waits.held(len(gate.held))
         if gate.checked and not gate.recorded:  # no mask applied this step: the wait alone
-            self.mask_waits.record(gate.waited, 0)
+            self.mask_waits.record(gate.waited, 0, gate.preempted)
         if not ran and gate.held:
             start = time.perf_counter()
             gate.held[0].grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
@@ -200,7 +202,7 @@ class GrammarManager:
                                       self._masks.shape[1], dtype=torch.int32)
         masks = self._masks[: len(rows)]
         rows_np = masks.numpy()  # numpy rows: the matchers' fastest fill path
-        start, cold = time.perf_counter(), 0
+        start, cold, off_cpu = time.perf_counter(), 0, self.run_queue.seconds()
         for k, i in enumerate(rows):
             grammar = reqs[i].grammar
             try:
@@ -213,10 +215,11 @@ class GrammarManager:
             except Exception as exc:  # a bug in one matcher: fail that request only
                 faults.append((reqs[i], exc))
                 rows_np[k] = -1
-        waited, gate = 0.0, self._gate
+        seconds, off_cpu = time.perf_counter() - start, self.run_queue.seconds() - off_cpu
+        gate = self._gate
         if gate is not None and not gate.recorded:  # this step's wait before the forward
-            waited, gate.recorded = gate.waited, True
-        self.mask_waits.record(time.perf_counter() - start + waited, cold)
+            seconds, off_cpu, gate.recorded = seconds + gate.waited, off_cpu + gate.preempted, True
+        self.mask_waits.record(seconds, cold, off_cpu)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
         return faults

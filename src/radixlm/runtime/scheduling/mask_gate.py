@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .mask_wait_stats import MaskWaitStats
+from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req
 
 
@@ -31,13 +31,16 @@ class StepMaskGate:
     """
 
     def __init__(self, bound_seconds: float, stats: MaskWaitStats,
-                 prefetch: Callable[[Req], None]) -> None:
+                 prefetch: Callable[[Req], None], run_queue: RunQueueClock | None = None
+                 ) -> None:
         self.bound = bound_seconds
+        self.run_queue = run_queue or RunQueueClock()
         self.stats = stats
         self.prefetch = prefetch  # asks the worker for a held request's mask, first
         self.recorded = False  # the wait went into the stats (with the step's fill loop)
         self.deadline: float | None = None  # set at the first mask not ready
         self.waited = 0.0  # seconds this step slept waiting for masks
+        self.preempted = 0.0  # of them, runnable but kept off the CPU by the OS
         self.checked = 0  # constrained requests checked
         self.held: list[Req] = []
 
@@ -65,7 +68,9 @@ class StepMaskGate:
         left = self.deadline - now
         if left <= 0:
             return False
+        off_cpu = self.run_queue.seconds()
         try:
             return bool(req.grammar.wait_mask_ready(left))
         finally:
             self.waited += time.perf_counter() - now
+            self.preempted += self.run_queue.seconds() - off_cpu

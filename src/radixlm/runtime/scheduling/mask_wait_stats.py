@@ -8,10 +8,16 @@ loop, and how many fills found no mask ready (computed in the step: the gate mak
 over a bounded window of recent steps; and the holds: request-steps held, holds ended by the
 request rejoining, the longest, and the time the scheduler slept with nothing but held
 requests to run. ``/get_server_info`` reports them.
+
+On a loaded host the OS may take the CPU from the scheduler in the middle of a fill loop (a
+CPU-bound process waits its turn on the run queue for milliseconds): that is no mask's
+doing. Where Linux reports it (``/proc/thread-self/schedstat``), the time the thread spent
+runnable but not running is subtracted too, reported as ``mask_wait_ms_*_not_preempted``.
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -24,12 +30,37 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
+class RunQueueClock:
+    """Seconds the calling thread has spent runnable but not running (Linux schedstat's
+    run_delay); 0.0 where unavailable. Open it from the thread it measures."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._failed = False
+
+    def seconds(self) -> float:
+        if self._fd is None and not self._failed:
+            try:
+                self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            except OSError:
+                self._failed = True
+        if self._fd is None:
+            return 0.0
+        try:
+            return int(os.pread(self._fd, 128, 0).split()[1]) / 1e9  # ~0.4 us a read
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+
 @dataclass
 class MaskWaitStats:
     """Per-step mask wait times (seconds) and cold fills, over the last ``WINDOW`` steps;
     hold counts since start."""
 
     step_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    # the same steps less the time the OS kept the scheduler thread off the CPU
+    step_seconds_not_preempted: deque[float] = field(
+        default_factory=lambda: deque(maxlen=WINDOW))
     steps: int = 0  # steps that checked or applied at least one mask, since start
     cold_fills: int = 0  # fills that found no mask ready, since start
     held_steps: int = 0  # (request, step) pairs held out for a mask not ready
@@ -37,10 +68,11 @@ class MaskWaitStats:
     max_hold_steps: int = 0  # the longest of those, in steps
     idle_wait_seconds: float = 0.0  # slept with only held requests to run (no step ran)
 
-    def record(self, seconds: float, cold: int) -> None:
-        """One step waited ``seconds`` for masks (filling included); ``cold`` of its fills
-        computed a mask."""
+    def record(self, seconds: float, cold: int, preempted: float = 0.0) -> None:
+        """One step waited ``seconds`` for masks (filling included), ``preempted`` of them
+        off the CPU (the OS's doing); ``cold`` of its fills computed a mask."""
         self.step_seconds.append(seconds)
+        self.step_seconds_not_preempted.append(max(0.0, seconds - preempted))
         self.steps += 1
         self.cold_fills += cold
 
@@ -56,12 +88,15 @@ class MaskWaitStats:
     def summary(self) -> dict[str, float | int]:
         """Counts since start; p50 / p99 / max in milliseconds over the recent window."""
         values = sorted(self.step_seconds)
+        own = sorted(self.step_seconds_not_preempted)
         return {
             "mask_wait_steps": self.steps,
             "mask_wait_cold_fills": self.cold_fills,
             "mask_wait_ms_p50": 1e3 * _percentile(values, 0.50),
             "mask_wait_ms_p99": 1e3 * _percentile(values, 0.99),
             "mask_wait_ms_max": 1e3 * (values[-1] if values else 0.0),
+            "mask_wait_ms_p99_not_preempted": 1e3 * _percentile(own, 0.99),
+            "mask_wait_ms_max_not_preempted": 1e3 * (own[-1] if own else 0.0),
             "mask_held_steps": self.held_steps,
             "mask_holds": self.holds,
             "mask_max_hold_steps": self.max_hold_steps,
