@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,8 @@ def one_run(model_path: str, bound_ms: float, schemas: list[Any], args: argparse
         params = [{"temperature": 0.0, "max_new_tokens": args.max_new_tokens,
                    "json_schema": json.dumps(s)} for s in schemas]
         start = time.perf_counter()
-        outs = engine.generate(prompts, params)
+        with ThreadPoolExecutor(len(prompts)) as pool:  # batched by the scheduler; one
+            outs = list(pool.map(lambda a: _generate(engine, *a), zip(prompts, params)))
         wall = time.perf_counter() - start
         info = engine.get_server_info()
     finally:
@@ -74,11 +76,23 @@ def one_run(model_path: str, bound_ms: float, schemas: list[Any], args: argparse
         try:
             jd.judge(schema).validate(json.loads(out["text"]))
             valid += 1
-        except Exception:  # noqa: BLE001 (unfinished or invalid: counted as not valid)
+        except Exception:  # noqa: BLE001 (unfinished, failed or invalid: not valid)
             pass
+    errors = [f"request {i}: {o['error']}" for i, o in enumerate(outs) if "error" in o]
     return {"mask_wait_ms_bound": bound_ms, "wall_s": wall, "valid": valid,
-            "requests": len(schemas), "output_tokens": sum(len(o["output_ids"]) for o in outs),
+            "requests": len(schemas), "errors": errors,
+            "output_tokens": sum(len(o.get("output_ids", ())) for o in outs),
             **{k: info[k] for k in WAIT_KEYS}}
+
+
+def _generate(engine: Any, prompt: str, params: dict) -> dict:
+    """One request's output, or ``{"error": ...}`` (one request's failure ends no other)."""
+    from radixlm.runtime.api.tokenizer_manager import GenerateError
+
+    try:
+        return engine.generate(prompt, params)
+    except GenerateError as exc:
+        return {"error": str(exc), "text": ""}
 
 
 def run(args: argparse.Namespace) -> None:
@@ -101,6 +115,8 @@ def run(args: argparse.Namespace) -> None:
               f"{r['mask_held_steps']:5d} {r['mask_holds']:6d} {r['mask_max_hold_steps']:7d} "
               f"{r['mask_idle_wait_ms']:8.1f} {r['valid']:>3}/{r['requests']:<2} "
               f"{r['wall_s']:7.2f}")
+        for e in r["errors"]:
+            print(f"  error: {e}")
     write_results(args.out, {"machine": machine(), "model": model.describe(),
                              "schemas": [n for n, _ in picked], "rows": rows})
 

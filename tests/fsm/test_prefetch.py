@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, GrammarSpec
+from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, GrammarSpec, trie_walk_kernel
 
 # No compile-time or background warm-up: every mask is cold unless prefetched.
 COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
@@ -99,3 +99,17 @@ def test_a_mask_the_warm_up_cannot_compute_fails_its_fill_at_once(vocab) -> None
     with pytest.raises(GrammarError, match="mask steps"):
         matcher.fill_bitmask(row)
     assert grammar.dfa.builder.num_terms == terms, "the error is the worker's, not recomputed"
+
+
+@pytest.mark.skipif(not trie_walk_kernel.AVAILABLE, reason="numba is not installed (the "
+                    "compiled trie walk is optional: pip install radixlm[native])")
+def test_the_compiled_trie_walk_gives_the_same_masks(vocab) -> None:  # noqa: ANN001
+    spec = GrammarSpec.json_schema(SCHEMA)
+    plain = GrammarCompiler(vocab, COLD).compile(spec)
+    native = GrammarCompiler(vocab, CompileBudget(warmup_states=0, background_warmup_states=0,
+                                                  native_trie_walk=True)).compile(spec)
+    a, b = plain.new_matcher(), native.new_matcher()
+    for byte in b'{"alpha":"xy","beta":"':
+        assert np.array_equal(plain.mask(a.state).numpy(), native.mask(b.state).numpy())
+        token = _token(vocab, bytes([byte]))
+        assert a.accept_token(token) and b.accept_token(token)

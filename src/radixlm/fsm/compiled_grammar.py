@@ -72,7 +72,8 @@ class CompiledGrammar:
         check_satisfiable(self.dfa)
         self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes,
                                 max_mask_seconds=budget.max_mask_seconds,
-                                max_mask_terms=budget.max_mask_terms)
+                                max_mask_terms=budget.max_mask_terms,
+                                native_walk=budget.native_trie_walk)
         self.cached_masks = self.index.masks  # state -> mask, read without a lock
         self.cached_np_masks = self.index.np_masks  # the same masks as numpy arrays
         self.compressed = CompressedFSM(self.dfa)

@@ -75,7 +75,8 @@ class GrammarCompiler:
         self._idle = threading.Event()  # set while none is: background warm-up waits for it
         self._idle.set()
         # numba's loop loaded before the first compile (~0.5 s): off every mask's budget
-        self._warm_kernel = self._pool.submit(trie_walk_kernel.warm)
+        self._warm_kernel = self._pool.submit(
+            trie_walk_kernel.warm if self.budget.native_trie_walk else lambda: None)
 
     def key(self, spec: GrammarSpec) -> str:
         """Cache key of a spec on this vocabulary."""

@@ -8,9 +8,14 @@ walks. Rows of the lazy DFA are built in Python (derivatives): the loop stops at
 level that reaches a state without a row and returns where it stopped; the caller builds the
 rows and calls again, resuming there.
 
-numba is a runtime dependency (wheels for the supported platforms); where it cannot be
-imported, :data:`AVAILABLE` is False and :class:`~radixlm.fsm.token_trie.TokenTrie` walks with
-numpy (the same result: tests compare both).
+Off by default (``CompileBudget.native_trie_walk``), by measurement: walking alone it is ~4x
+faster (a 49k mask's walk 4-7 ms -> ~1 ms), but in the engine (benchmarks/json_e2e.py
+--scheduler, loaded 2-core host) it made the scheduler's worst own mask wait worse (4.2 vs
+0.25 ms) and one compile out of 12 failed its 0.5 s mask budget, which the numpy walk never
+did; not understood yet. numba is an optional dependency (``pip install radixlm[native]``);
+where it cannot be imported, :data:`AVAILABLE` is False and
+:class:`~radixlm.fsm.token_trie.TokenTrie` walks with numpy (the same result: tests compare
+both).
 """
 
 from __future__ import annotations
