@@ -16,6 +16,7 @@ the non-model share rather than wall time alone. Last, 16 requests on one schema
 keys, with and without jump-forward: model steps (sampled tokens) saved.
 
     python benchmarks/json_e2e.py --schemas 16 --max-new-tokens 160
+    python benchmarks/json_e2e.py --scheduler smollm2 --schemas 8   # the scheduler's waits
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import json_decoding as jd  # the engines and the corpus reader are shared
+import json_e2e_engine
 import torch
 from bench_common import RESULTS_DIR
 
@@ -320,8 +322,15 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--train-seconds", type=float, default=90.0,
                    help="the tiny model's training (the examples' model by default)")
     p.add_argument("--timeout", type=float, default=20.0)
-    p.add_argument("--out", type=Path, default=RESULTS_DIR / "json_e2e.json")
-    return p.parse_args()
+    p.add_argument("--out", type=Path, default=None,
+                   help="default benchmarks/results/json_e2e.json (json_e2e_scheduler.json "
+                        "with --scheduler)")
+    json_e2e_engine.add_args(p)
+    args = p.parse_args()
+    if args.out is None:
+        args.out = (json_e2e_engine.DEFAULT_OUT if args.scheduler
+                    else RESULTS_DIR / "json_e2e.json")
+    return args
 
 
 def main() -> None:
@@ -329,6 +338,9 @@ def main() -> None:
     torch.set_num_threads(1)
     if not args.corpus.is_dir():
         raise SystemExit(f"corpus not found at {args.corpus} (pass --corpus)")
+    if args.scheduler:  # the scheduler's mask waits through the Engine (json_e2e_engine.py)
+        json_e2e_engine.run(args)
+        return
     spec = TinyModelSpec(arch="llama", size="tiny", train_seconds=args.train_seconds)
     path = ensure_tiny_model(spec, env.cache_dir() / "models")
     from transformers import AutoTokenizer

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarSpec
+from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, GrammarSpec, trie_walk_kernel
 
 # No compile-time or background warm-up: every mask is cold unless prefetched.
 COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
@@ -70,3 +71,45 @@ def test_fill_within_a_bound_defers_and_resumes_to_the_exact_mask(vocab) -> None
     assert np.array_equal(row, fresh.mask(fresh.initial_state).numpy())
     assert matcher.fill_bitmask_within(row, 0.0)  # ready now: a copy, not a wait
     assert grammar.waits.count == attempts + 1
+
+
+def test_waiting_for_a_mask_computes_nothing_and_wakes_when_the_worker_is_done(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, COLD)
+    grammar = compiler.compile(GrammarSpec.json_schema(SCHEMA))
+    matcher = grammar.new_matcher()
+    masks = grammar.index.num_masks
+    assert matcher.wait_mask_ready(0.0) is False
+    assert grammar.index.num_masks == masks and grammar.waits.count == 0, "nothing computed"
+    compiler.prefetch(matcher)
+    assert matcher.wait_mask_ready(600.0) is True  # woken by the worker, long before that
+    assert grammar.waits.count == 0
+    compiler.shutdown()
+
+
+def test_a_mask_the_warm_up_cannot_compute_fails_its_fill_at_once(vocab) -> None:  # noqa: ANN001
+    budget = CompileBudget(warmup_states=0, background_warmup_states=0, max_mask_terms=1)
+    compiler = GrammarCompiler(vocab, budget)
+    grammar = compiler.compile(GrammarSpec.json_schema(SCHEMA))
+    matcher = grammar.new_matcher()
+    compiler.prefetch(matcher)
+    compiler.shutdown()  # the worker hit the budget on that mask
+    assert matcher.mask_ready() and matcher.wait_mask_ready(0.0), "a waiter is not left waiting"
+    terms = grammar.dfa.builder.num_terms
+    row = np.zeros(vocab.num_words, dtype=np.int32)
+    with pytest.raises(GrammarError, match="mask steps"):
+        matcher.fill_bitmask(row)
+    assert grammar.dfa.builder.num_terms == terms, "the error is the worker's, not recomputed"
+
+
+@pytest.mark.skipif(not trie_walk_kernel.AVAILABLE, reason="numba is not installed (the "
+                    "compiled trie walk is optional: pip install radixlm[native])")
+def test_the_compiled_trie_walk_gives_the_same_masks(vocab) -> None:  # noqa: ANN001
+    spec = GrammarSpec.json_schema(SCHEMA)
+    plain = GrammarCompiler(vocab, COLD).compile(spec)
+    native = GrammarCompiler(vocab, CompileBudget(warmup_states=0, background_warmup_states=0,
+                                                  native_trie_walk=True)).compile(spec)
+    a, b = plain.new_matcher(), native.new_matcher()
+    for byte in b'{"alpha":"xy","beta":"':
+        assert np.array_equal(plain.mask(a.state).numpy(), native.mask(b.state).numpy())
+        token = _token(vocab, bytes([byte]))
+        assert a.accept_token(token) and b.accept_token(token)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from radixlm.fsm import trie_walk_kernel
 from radixlm.fsm.derivatives import TermBuilder
 from radixlm.fsm.lazy_dfa import DEAD, LazyDFA
 from radixlm.fsm.regex_parser import regex_to_node
@@ -15,16 +17,21 @@ tokens = st.lists(st.one_of(st.none(), st.binary(min_size=0, max_size=5).map(
     lambda b: bytes(x % 4 + ord("a") if x % 5 else ord('"') for x in b))), max_size=40)
 
 
+@pytest.mark.parametrize("native", [
+    pytest.param(True, marks=pytest.mark.skipif(not trie_walk_kernel.AVAILABLE,
+                                                reason="numba is not installed")),
+    False], ids=["compiled loop", "numpy levels"])
 @settings(max_examples=60, deadline=None)
 @given(tokens, st.sampled_from(PATTERNS), st.lists(st.integers(0, 255), max_size=4))
-def test_trie_walk_equals_per_token_walks(token_bytes, pattern, path) -> None:  # noqa: ANN001
+def test_trie_walk_equals_per_token_walks(native, token_bytes, pattern, path) -> None:  # noqa: ANN001
     builder = TermBuilder()
     dfa = LazyDFA(builder, builder.lower(regex_to_node(pattern)))
     state = dfa.walk(dfa.initial, bytes(b % 4 + ord("a") for b in path))
     if state == DEAD:
         state = dfa.initial
     trie = TokenTrie(token_bytes)
-    ids, states = trie.walk(lambda: dfa.trans, state, dfa.ensure_rows)
+    built = (lambda: dfa.built) if native else None
+    ids, states = trie.walk(lambda: dfa.trans, state, dfa.ensure_rows, built)
     got = dict(zip(ids.tolist(), states.tolist(), strict=True))
     expected = {t: dfa.walk(state, b) for t, b in enumerate(token_bytes) if b}
     assert got == {t: s for t, s in expected.items() if s != DEAD}

@@ -8,6 +8,7 @@ lock.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -71,7 +72,8 @@ class CompiledGrammar:
         check_satisfiable(self.dfa)
         self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes,
                                 max_mask_seconds=budget.max_mask_seconds,
-                                max_mask_terms=budget.max_mask_terms)
+                                max_mask_terms=budget.max_mask_terms,
+                                native_walk=budget.native_trie_walk)
         self.cached_masks = self.index.masks  # state -> mask, read without a lock
         self.cached_np_masks = self.index.np_masks  # the same masks as numpy arrays
         self.compressed = CompressedFSM(self.dfa)
@@ -85,6 +87,11 @@ class CompiledGrammar:
         self._hot: deque[tuple[int, int]] = deque()
         self.prefetch_scheduled = False  # a background slice is queued for the hot states
         self.waits = MaskWaits()  # filled by matchers when a mask was not ready
+        # notified after the warm-up computes a mask (or fails one): what wait_mask sleeps on
+        self._mask_added = threading.Condition(threading.Lock())
+        # states whose mask the warm-up could not compute (a budget hit): the error is raised
+        # again by mask() at once, so a caller that waited for it fails instead of retrying
+        self._failed: dict[int, GrammarError] = {}
 
     @property
     def initial_state(self) -> int:
@@ -112,6 +119,9 @@ class CompiledGrammar:
         cached = self.index.cached_mask(state)
         if cached is not None:
             return cached
+        failed = self._failed.get(state)
+        if failed is not None:
+            raise failed
         with self._lock:
             mask = self.index.mask(state)
         return self._checked(state, mask)
@@ -145,8 +155,24 @@ class CompiledGrammar:
         return mask
 
     def mask_ready(self, state: int) -> bool:
-        """Whether the mask of ``state`` is cached (filling it costs one copy)."""
-        return state in self.cached_np_masks
+        """Whether filling the mask of ``state`` costs one copy now: it is cached, or the
+        warm-up failed it (filling raises that error at once)."""
+        return state in self.cached_np_masks or state in self._failed
+
+    def wait_mask(self, state: int, seconds: float) -> bool:
+        """Sleep (the GIL released) until :meth:`mask_ready` for ``state``, at most about
+        ``seconds``; True when ready. Computes nothing itself: the mask must have been asked
+        for (:meth:`prefetch`) for the warm-up to produce it."""
+        if self.mask_ready(state):
+            return True
+        if seconds <= 0:
+            return False
+        with self._mask_added:
+            return self._mask_added.wait_for(lambda: self.mask_ready(state), seconds)
+
+    def _notify_mask(self) -> None:
+        with self._mask_added:
+            self._mask_added.notify_all()
 
     def prefetch(self, state: int) -> bool:
         """Ask the warm-up to compute ``state``'s mask, then those of the states one token
@@ -219,6 +245,7 @@ class CompiledGrammar:
                 return
             self._warm_keys.add(key)
             self.mask(state)
+            self._notify_mask()
             states, tokens = self.index.successors(state)
         done[state] = paths[state]
         for nxt, tok in zip(states.tolist(), tokens.tolist(), strict=True):
@@ -227,12 +254,21 @@ class CompiledGrammar:
                 self._warm_queue.append(nxt)
 
     def _warm_hot(self, state: int, depth: int) -> int:
-        """Compute one prefetched state's mask (queueing its successors); 1 if computed."""
+        """Compute one prefetched state's mask (queueing its successors); 1 if computed.
+        A budget hit is kept for that state (see :meth:`mask`) and reported to waiters."""
         computed = 0
         with self._lock:
+            if state in self._failed:
+                return 0
             if state not in self.cached_np_masks:
-                self.mask(state)
+                try:
+                    self.mask(state)
+                except GrammarError as exc:
+                    self._failed[state] = exc
+                    self._notify_mask()
+                    return 0
                 computed = 1
+                self._notify_mask()
             if depth == 0:
                 states, _ = self.index.successors(state)
                 fresh = [s for s in states.tolist()[:_MAX_HOT]

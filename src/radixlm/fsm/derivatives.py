@@ -391,8 +391,12 @@ class TermBuilder:
         Byte classes are tried smallest first (closing quotes and brackets tend to be
         singleton classes, so JSON structure is closed quickly), and every term on a path
         that reaches a nullable term is marked live, so later queries along it are free.
+        A search that finds none has explored everything reachable from ``t``: every term it
+        saw is dead, and is marked so (the next search reaching one stops there at once;
+        the states of one automaton row share most of their dead ends).
         """
         seen = {t.uid}
+        visited = [t]  # the terms in ``seen``
         path: list[tuple[Term, list[int]]] = [(t, self._ordered_reps(t))]
         while path:
             u, reps = path[-1]
@@ -413,11 +417,14 @@ class TermBuilder:
                     return True
                 continue
             seen.add(v.uid)
+            visited.append(v)
             if len(seen) > self.liveness_budget:
                 raise LivenessBudgetError(
                     f"deciding whether a pattern intersection is satisfiable needed more "
                     f"than {self.liveness_budget} states")
             path.append((v, self._ordered_reps(v)))
+        for w in visited:  # the whole closure was explored: no nullable term reachable
+            w.live = False
         return False
 
     def _ordered_reps(self, t: Term) -> list[int]:

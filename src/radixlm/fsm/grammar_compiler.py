@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from . import regex_ast as ra
+from . import trie_walk_kernel
 from .compiled_grammar import CompiledGrammar, GrammarStats, make_deadline
 from .ebnf import EbnfOptions, ebnf_to_node
 from .errors import GrammarError
@@ -73,6 +74,9 @@ class GrammarCompiler:
         self._compiling = 0  # compiles in progress (any thread)
         self._idle = threading.Event()  # set while none is: background warm-up waits for it
         self._idle.set()
+        # numba's loop loaded before the first compile (~0.5 s): off every mask's budget
+        self._warm_kernel = self._pool.submit(
+            trie_walk_kernel.warm if self.budget.native_trie_walk else lambda: None)
 
     def key(self, spec: GrammarSpec) -> str:
         """Cache key of a spec on this vocabulary."""
@@ -102,6 +106,7 @@ class GrammarCompiler:
         return future
 
     def _run(self, spec: GrammarSpec, key: str, future: Future) -> None:
+        self._warm_kernel.result()  # done already, except for a compile inline at start
         with self._lock:
             self._compiling += 1
             self._idle.clear()

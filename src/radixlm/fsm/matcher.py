@@ -83,6 +83,13 @@ class GrammarMatcher:
         state = self._history[-1]
         return state == _FINISHED or self.grammar.mask_ready(state)
 
+    def wait_mask_ready(self, seconds: float) -> bool:
+        """Wait up to about ``seconds`` (sleeping, the GIL released) for the background
+        warm-up to make :meth:`mask_ready` true; computes nothing on the caller's thread.
+        Prefetch the state first (:meth:`GrammarCompiler.prefetch`) or nothing computes it."""
+        state = self._history[-1]
+        return state == _FINISHED or self.grammar.wait_mask(state, seconds)
+
     def prefetch(self) -> bool:
         """Queue the current state's mask (and its successors') for the background warm-up;
         True when it is ready already. See :meth:`GrammarCompiler.prefetch`, which also

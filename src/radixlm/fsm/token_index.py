@@ -47,7 +47,7 @@ class TokenIndex:
 
     def __init__(self, dfa: LazyDFA, vocab: TokenVocabulary,
                  max_mask_bytes: int = 1 << 30, max_mask_seconds: float = float("inf"),
-                 max_mask_terms: int | None = None) -> None:
+                 max_mask_terms: int | None = None, native_walk: bool = False) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.max_mask_bytes = max_mask_bytes
@@ -55,6 +55,7 @@ class TokenIndex:
         # derivative terms one mask may create (None: no limit), liveness searches included:
         # a budget counted in steps, the same on any machine, unlike max_mask_seconds
         self.max_mask_terms = max_mask_terms
+        self.native_walk = native_walk  # the trie walk's compiled loop (trie_walk_kernel)
         # a caller that cannot wait sets this (perf_counter time; under the grammar's lock):
         # past it the walk stops with MaskDeferred, keeping the rows it built for next time
         self.yield_at = float("inf")
@@ -91,11 +92,15 @@ class TokenIndex:
         looping = row == state
         if np.count_nonzero(looping) < _LOOPING_BYTES:  # most states: the trie walk
             def ensure_rows(states: np.ndarray) -> None:
-                for s in np.unique(states[~dfa.built[states]]).tolist():
+                missing = states[~dfa.built[states]]
+                if not missing.size:  # the usual case once a few masks are computed
+                    return
+                for s in np.unique(missing).tolist():
                     dfa.build_row(s)  # one row at a time: the granularity of yield_at
                     self._check_budget(terms_limit, deadline)
 
-            return vocab.trie.walk(lambda: dfa.trans, state, ensure_rows)
+            built = (lambda: dfa.built) if self.native_walk else None
+            return vocab.trie.walk(lambda: dfa.trans, state, ensure_rows, built)
         first_ok = row[vocab.walk_first] != DEAD
         if looping.any():
             inside = _subset_of(vocab.walk_bytesets, looping) & first_ok

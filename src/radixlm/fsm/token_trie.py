@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from . import trie_walk_kernel
+
 
 class TokenTrie:
     """Levels of distinct token prefixes, and which tokens end at which node."""
@@ -47,6 +49,18 @@ class TokenTrie:
                 ends[len(data)].append((node_of[len(data)][data], tid))
         self.end_node = [np.array([n for n, _ in e], dtype=np.int64) for e in ends]
         self.end_token = [np.array([t for _, t in e], dtype=np.int64) for e in ends]
+        self._flat = self._flatten()
+
+    def _flatten(self) -> tuple[np.ndarray, ...]:
+        """The levels as flat arrays for :func:`trie_walk_kernel.walk_levels`."""
+        level_off = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        byte = np.concatenate([np.zeros(1, dtype=np.int64), *self.byte[1:]])
+        pad = [np.zeros(self.sizes[-1], dtype=np.int64)]  # the deepest level has no children
+        child_start = np.concatenate([*self.child_start, *pad]).astype(np.int64)
+        child_count = np.concatenate([*self.child_count, *pad]).astype(np.int64)
+        end_off = np.concatenate([[0], np.cumsum([e.size for e in self.end_node])])
+        return (level_off, byte, child_start, child_count, end_off.astype(np.int64),
+                np.concatenate(self.end_node), np.concatenate(self.end_token))
 
     @property
     def num_nodes(self) -> int:
@@ -54,14 +68,35 @@ class TokenTrie:
         return sum(self.sizes) - 1
 
     def walk(self, trans: Callable[[], np.ndarray], state: int,
-             ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:
+             ensure_rows: Callable[[np.ndarray], None],
+             built: Callable[[], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(token ids whose bytes lead from ``state`` to a live state, that state).
 
         ``trans()`` returns the DFA's current ``[num_states, 256]`` table (it may grow while
         rows are built); ``ensure_rows(states)`` builds the rows of the given states. State 0
-        is dead and its row is all zeros.
+        is dead and its row is all zeros. With ``built()`` (the DFA's bool per state: row
+        built) and numba importable, the compiled loop walks (:mod:`trie_walk_kernel`).
         """
-        cur = np.array([state], dtype=np.int64)
+        if built is not None and trie_walk_kernel.AVAILABLE:
+            return self._walk_native(trans, state, ensure_rows, built)
+        return self._walk_numpy(trans, state, ensure_rows)
+
+    def _walk_native(self, trans: Callable[[], np.ndarray], state: int,
+                     ensure_rows: Callable[[np.ndarray], None],
+                     built: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        out_ids = np.empty(sum(e.size for e in self.end_token), dtype=np.int64)
+        out_states = np.empty(out_ids.size, dtype=np.int32)
+        d, cur, n = 1, np.array([state], dtype=np.int32), 0
+        while True:
+            d, cur, n, missing = trie_walk_kernel.walk_levels(
+                trans(), built(), d, cur, self.depth, *self._flat, out_ids, out_states, n)
+            if not missing:
+                return out_ids[:n], out_states[:n]
+            ensure_rows(cur[cur != 0])
+
+    def _walk_numpy(self, trans: Callable[[], np.ndarray], state: int,
+                    ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:
+        cur = np.array([state], dtype=np.int32)  # DFA states fit int32 (the table's type)
         ids: list[np.ndarray] = []
         states: list[np.ndarray] = []
         for d in range(1, self.depth + 1):
@@ -69,10 +104,10 @@ class TokenTrie:
             if not alive.size:
                 break
             ensure_rows(cur[alive])
-            flat = trans().reshape(-1)
+            table = trans()
             parent, byte = self.parent[d], self.byte[d]
             if 2 * alive.size > cur.size:  # dense: one gather over the whole level
-                nxt = flat[cur[parent] * 256 + byte].astype(np.int64)
+                nxt = table[cur[parent], byte]  # 2-D: no index temporaries
             else:  # sparse: only the children of live parents
                 count = self.child_count[d - 1][alive]
                 total = int(count.sum())
@@ -80,8 +115,8 @@ class TokenTrie:
                     break
                 first = self.child_start[d - 1][alive]
                 idx = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(total)
-                nxt = np.zeros(self.sizes[d], dtype=np.int64)
-                nxt[idx] = flat[cur[parent[idx]] * 256 + byte[idx]]
+                nxt = np.zeros(self.sizes[d], dtype=np.int32)
+                nxt[idx] = table[cur[parent[idx]], byte[idx]]
             end = nxt[self.end_node[d]]
             ok = end != 0
             if ok.any():
@@ -89,5 +124,5 @@ class TokenTrie:
                 states.append(end[ok])
             cur = nxt
         if not ids:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return np.concatenate(ids), np.concatenate(states)

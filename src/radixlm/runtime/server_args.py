@@ -83,6 +83,11 @@ class ServerArgs:
     disable_jump_forward: bool = False
     grammar_compile_timeout: float = 10.0
     grammar_max_states: int = 200_000
+    grammar_mask_wait_ms: float = field(default=1.0, metadata={
+        "help": "longest a decode step waits for token masks not ready yet (all requests "
+                "together); a request whose mask is still not ready sits that step out and "
+                "rejoins when it is (same tokens). Lower: steps never stall longer, more "
+                "skipped steps for requests on hard schemas; 0: never wait"})
     constrained_json_whitespace: str = field(
         default="single", metadata={"help": "compact, single or flexible"}
     )
@@ -146,6 +151,9 @@ class ServerArgs:
                              f"{self.ebnf_max_recursion_depth}")
         if self.grammar_compile_timeout <= 0:
             raise ValueError("grammar_compile_timeout must be positive")
+        if not 0 <= self.grammar_mask_wait_ms <= 60_000:  # NaN fails too
+            raise ValueError(f"grammar_mask_wait_ms must be in [0, 60000] (milliseconds a "
+                             f"step may wait for masks), got {self.grammar_mask_wait_ms}")
         from .agents.reasoning_parser import REASONING_FORMATS
         from .agents.tool_parser import TOOL_PARSERS
 

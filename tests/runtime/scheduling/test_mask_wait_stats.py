@@ -3,13 +3,29 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from radixlm.runtime.scheduling.mask_wait_stats import WINDOW, MaskWaitStats
+from radixlm.runtime.scheduling.mask_wait_stats import WINDOW, MaskWaitStats, RunQueueClock
 
 
 def test_empty_summary_is_zero() -> None:
     summary = MaskWaitStats().summary()
     assert summary == {"mask_wait_steps": 0, "mask_wait_cold_fills": 0, "mask_wait_ms_p50": 0.0,
-                       "mask_wait_ms_p99": 0.0, "mask_wait_ms_max": 0.0}
+                       "mask_wait_ms_p99": 0.0, "mask_wait_ms_max": 0.0,
+                       "mask_wait_ms_p99_not_preempted": 0.0,
+                       "mask_wait_ms_max_not_preempted": 0.0,
+                       "mask_held_steps": 0, "mask_holds": 0, "mask_max_hold_steps": 0,
+                       "mask_idle_wait_ms": 0.0}
+
+
+@given(st.lists(st.integers(min_value=1, max_value=50), max_size=30))
+def test_holds_count_request_steps_and_the_longest(episodes: list[int]) -> None:
+    stats = MaskWaitStats()
+    for steps in episodes:
+        for _ in range(steps):
+            stats.held(1)
+        stats.rejoined(steps)
+    s = stats.summary()
+    assert s["mask_held_steps"] == sum(episodes) and s["mask_holds"] == len(episodes)
+    assert s["mask_max_hold_steps"] == max(episodes, default=0)
 
 
 def test_percentiles_in_milliseconds() -> None:
@@ -33,3 +49,17 @@ def test_window_is_bounded_and_ordered(values: list[float]) -> None:
     assert len(stats.step_seconds) == len(recent) and s["mask_wait_steps"] == len(values)
     assert s["mask_wait_ms_p50"] <= s["mask_wait_ms_p99"] <= s["mask_wait_ms_max"]
     assert s["mask_wait_ms_max"] == 1e3 * max(recent)
+
+
+def test_time_off_the_cpu_is_reported_apart() -> None:
+    stats = MaskWaitStats()
+    stats.record(5e-3, cold=0, preempted=4.9e-3)  # the OS ran something else meanwhile
+    s = stats.summary()
+    assert abs(s["mask_wait_ms_max"] - 5.0) < 1e-9
+    assert abs(s["mask_wait_ms_max_not_preempted"] - 0.1) < 1e-9
+
+
+def test_the_run_queue_clock_never_goes_back() -> None:
+    clock = RunQueueClock()
+    first = clock.seconds()
+    assert 0.0 <= first <= clock.seconds()

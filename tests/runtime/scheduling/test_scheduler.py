@@ -130,3 +130,23 @@ def test_a_constrained_stop_reports_the_token_that_ended_the_output(make_schedul
     assert out.finish_reason.matched == out.new_ids[-1]
     assert list(json.loads(s.tokenizer.decode(out.new_ids))) == [key]
     assert (out.forced_tokens > 0) == jump
+
+
+def test_a_retracted_constrained_request_keeps_its_constraint(make_scheduler):
+    """Retraction gives back KV, not the grammar state: the request resumes constrained."""
+    schema = {"type": "array", "items": {"type": "boolean"}, "minItems": 8, "maxItems": 8}
+    s = make_scheduler(page_size=4, max_total_tokens=80, chunked_prefill_size=64,
+                       disable_jump_forward=True)
+    for rid, first in (("a", 10), ("b", 40)):
+        s.add_request(GenerateReq(rid=rid, input_ids=list(range(first, first + 12)),
+                                  grammar=GrammarReq(json_schema=json.dumps(schema)),
+                                  sampling=SamplingParams(temperature=0.0, max_new_tokens=200)))
+        if s.reqs[rid].grammar_future is not None:
+            s.reqs[rid].grammar_future.result()  # compiled off the loop thread
+    outs = run_until_idle(s)
+    assert s.counters["retracted"] > 0, "the pool is sized so that one request is retracted"
+    for rid in ("a", "b"):
+        ids = [t for out in outs[rid] for t in out.new_ids]
+        text = s.tokenizer.decode(ids)
+        assert isinstance(outs[rid][-1].finish_reason, FinishStop), (text, outs[rid][-1])
+        assert len(json.loads(text)) == 8

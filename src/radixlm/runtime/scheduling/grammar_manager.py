@@ -19,6 +19,7 @@ jump-forward plan (:data:`GrammarStep`).
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,7 +38,8 @@ from ...fsm import (
     jump_forward,
 )
 from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
-from .mask_wait_stats import MaskWaitStats
+from .mask_gate import StepMaskGate
+from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req, RequestError
 
 if TYPE_CHECKING:
@@ -61,6 +63,15 @@ class CompilePoll:
 
 
 
+IDLE_WAIT_SECONDS = 0.005  # longest sleep when only held requests could run
+# The compiler's worker computes masks in Python on this process's GIL. When the scheduler
+# thread wants the GIL back (after a forward, after waiting for a mask), the interpreter
+# makes the worker give it up only after the switch interval, 5 ms by default: longer than the
+# whole mask-wait bound. Shorter slices bound that wait (a few us of switching each).
+GIL_SWITCH_SECONDS = 0.0002
+
+
+
 class GrammarManager:
     """Compiles, masks and advances the constraints of one scheduler's requests."""
 
@@ -75,6 +86,9 @@ class GrammarManager:
         self._compiler: GrammarCompiler | None = None
         self._masks = torch.zeros(0, (vocab_size + 31) // 32, dtype=torch.int32)
         self.mask_waits = MaskWaitStats()
+        self.mask_wait_bound = args.grammar_mask_wait_ms / 1e3  # seconds, per step
+        self.run_queue = RunQueueClock()  # the scheduler thread's time off the CPU
+        self._gate: StepMaskGate | None = None  # the current step's (begin_step .. end_step)
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -87,6 +101,7 @@ class GrammarManager:
                                    max_states=self.args.grammar_max_states)
             cache = Path(self.args.grammar_cache_dir) if self.args.grammar_cache_dir else None
             self._compiler = GrammarCompiler(vocab, budget, cache, max_workers=1)
+            sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_SECONDS))
         return self._compiler
 
     def spec(self, g: GrammarReq) -> GrammarSpec:
@@ -148,6 +163,29 @@ class GrammarManager:
 
     # -- per step -------------------------------------------------------------------------
 
+    def begin_step(self) -> StepMaskGate:
+        """The gate the owner asks, before the forward, whether each constrained request it
+        would run has its mask ready (waiting at most ``--grammar-mask-wait-ms`` in all);
+        a held request is prefetched again at once, ahead of other masks."""
+        self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch,
+                                  self.run_queue)
+        return self._gate
+
+    def end_step(self, ran: bool) -> None:
+        """Record the step's mask wait and holds. ``ran``: a forward ran; when none did
+        because every request able to run was held, sleep until one of their masks is ready
+        (at most :data:`IDLE_WAIT_SECONDS`) instead of spinning the scheduler loop."""
+        gate, self._gate = self._gate, None
+        if gate is None:
+            return
+        self.mask_waits.held(len(gate.held))
+        if gate.checked and not gate.recorded:  # no mask applied this step: the wait alone
+            self.mask_waits.record(gate.waited, 0, gate.preempted)
+        if not ran and gate.held:
+            start = time.perf_counter()
+            gate.held[0].grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
+            self.mask_waits.idle_wait_seconds += time.perf_counter() - start
+
     def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> list[tuple[Req, Exception]]:
         """Disallow, in place, every token the active grammars forbid (one batched call).
 
@@ -164,7 +202,7 @@ class GrammarManager:
                                       self._masks.shape[1], dtype=torch.int32)
         masks = self._masks[: len(rows)]
         rows_np = masks.numpy()  # numpy rows: the matchers' fastest fill path
-        start, cold = time.perf_counter(), 0
+        start, cold, off_cpu = time.perf_counter(), 0, self.run_queue.seconds()
         for k, i in enumerate(rows):
             grammar = reqs[i].grammar
             try:
@@ -177,7 +215,11 @@ class GrammarManager:
             except Exception as exc:  # a bug in one matcher: fail that request only
                 faults.append((reqs[i], exc))
                 rows_np[k] = -1
-        self.mask_waits.record(time.perf_counter() - start, cold)
+        seconds, off_cpu = time.perf_counter() - start, self.run_queue.seconds() - off_cpu
+        gate = self._gate
+        if gate is not None and not gate.recorded:  # this step's wait before the forward
+            seconds, off_cpu, gate.recorded = seconds + gate.waited, off_cpu + gate.preempted, True
+        self.mask_waits.record(seconds, cold, off_cpu)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
         return faults

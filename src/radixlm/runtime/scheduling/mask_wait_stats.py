@@ -1,14 +1,23 @@
 """How long the scheduler's steps wait for token masks: the constrained-decoding critical path.
 
 A mask the background warm-up (or a prefetch) already computed costs a copy (about a
-microsecond); one it had not is computed inside the step and stalls the whole batch. This
-records, per step that applied masks, the wall time of the fill loop and how many fills found
-no mask ready, over a bounded window of recent steps, so ``/get_server_info`` can report how
-often and how long the scheduler waited (p50 / p99 / max).
+microsecond). One that is not ready is waited for, at most ``--grammar-mask-wait-ms`` per
+step (:mod:`mask_gate`); a request whose mask is still not ready is held out of the step. This
+records, per step that checked or applied masks, the wall time spent waiting plus the fill
+loop, and how many fills found no mask ready (computed in the step: the gate makes that rare),
+over a bounded window of recent steps; and the holds: request-steps held, holds ended by the
+request rejoining, the longest, and the time the scheduler slept with nothing but held
+requests to run. ``/get_server_info`` reports them.
+
+On a loaded host the OS may take the CPU from the scheduler in the middle of a fill loop (a
+CPU-bound process waits its turn on the run queue for milliseconds): that is no mask's
+doing. Where Linux reports it (``/proc/thread-self/schedstat``), the time the thread spent
+runnable but not running is subtracted too, reported as ``mask_wait_ms_*_not_preempted``.
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -21,27 +30,75 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
+class RunQueueClock:
+    """Seconds the calling thread has spent runnable but not running (Linux schedstat's
+    run_delay); 0.0 where unavailable. Open it from the thread it measures."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._failed = False
+
+    def seconds(self) -> float:
+        if self._fd is None and not self._failed:
+            try:
+                self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            except OSError:
+                self._failed = True
+        if self._fd is None:
+            return 0.0
+        try:
+            return int(os.pread(self._fd, 128, 0).split()[1]) / 1e9  # ~0.4 us a read
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+
 @dataclass
 class MaskWaitStats:
-    """Per-step mask fill times (seconds) and cold fills, over the last ``WINDOW`` steps."""
+    """Per-step mask wait times (seconds) and cold fills, over the last ``WINDOW`` steps;
+    hold counts since start."""
 
     step_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
-    steps: int = 0  # steps that applied at least one mask, since start
+    # the same steps less the time the OS kept the scheduler thread off the CPU
+    step_seconds_not_preempted: deque[float] = field(
+        default_factory=lambda: deque(maxlen=WINDOW))
+    steps: int = 0  # steps that checked or applied at least one mask, since start
     cold_fills: int = 0  # fills that found no mask ready, since start
+    held_steps: int = 0  # (request, step) pairs held out for a mask not ready
+    holds: int = 0  # holds that ended with the request rejoining a step
+    max_hold_steps: int = 0  # the longest of those, in steps
+    idle_wait_seconds: float = 0.0  # slept with only held requests to run (no step ran)
 
-    def record(self, seconds: float, cold: int) -> None:
-        """One step's fill loop took ``seconds``, ``cold`` of its fills computed a mask."""
+    def record(self, seconds: float, cold: int, preempted: float = 0.0) -> None:
+        """One step waited ``seconds`` for masks (filling included), ``preempted`` of them
+        off the CPU (the OS's doing); ``cold`` of its fills computed a mask."""
         self.step_seconds.append(seconds)
+        self.step_seconds_not_preempted.append(max(0.0, seconds - preempted))
         self.steps += 1
         self.cold_fills += cold
+
+    def held(self, n: int) -> None:
+        """``n`` requests were held out of one step."""
+        self.held_steps += n
+
+    def rejoined(self, steps: int) -> None:
+        """A request held ``steps`` consecutive steps has its mask and runs again."""
+        self.holds += 1
+        self.max_hold_steps = max(self.max_hold_steps, steps)
 
     def summary(self) -> dict[str, float | int]:
         """Counts since start; p50 / p99 / max in milliseconds over the recent window."""
         values = sorted(self.step_seconds)
+        own = sorted(self.step_seconds_not_preempted)
         return {
             "mask_wait_steps": self.steps,
             "mask_wait_cold_fills": self.cold_fills,
             "mask_wait_ms_p50": 1e3 * _percentile(values, 0.50),
             "mask_wait_ms_p99": 1e3 * _percentile(values, 0.99),
             "mask_wait_ms_max": 1e3 * (values[-1] if values else 0.0),
+            "mask_wait_ms_p99_not_preempted": 1e3 * _percentile(own, 0.99),
+            "mask_wait_ms_max_not_preempted": 1e3 * (own[-1] if own else 0.0),
+            "mask_held_steps": self.held_steps,
+            "mask_holds": self.holds,
+            "mask_max_hold_steps": self.max_hold_steps,
+            "mask_idle_wait_ms": 1e3 * self.idle_wait_seconds,
         }

@@ -33,6 +33,7 @@ from ..wire.messages import (
 )
 from .finish_check import FinishCheck, eos_ids_of
 from .grammar_manager import GrammarManager
+from .mask_gate import StepMaskGate
 from .output_processor import OutputProcessor
 from .request import PrefillChunk, Req, RequestError
 from .schedule_policy import order_waiting, shares_uncached_prefix
@@ -139,16 +140,20 @@ class Scheduler:
         """Schedule, run one forward, sample, and return the outputs to send."""
         outs: list[ReqOut] = []
         self._poll_compiles()
-        decodes = self._reserve_decodes()
+        # Constrained requests whose mask is not ready within the bound sit this step out.
+        gate = self.grammar.begin_step()
+        decodes = self._reserve_decodes(gate)
         outs.extend(self.pending_outs)
         self.pending_outs.clear()
-        chunks = self._schedule_prefills(decodes)
+        chunks = self._schedule_prefills(decodes, gate)
         if not decodes and not chunks:
+            self.grammar.end_step(ran=False)
             return outs
         batch = self._build_batch(decodes, chunks)
         logits = self.runner.forward(batch)
         self.counters["steps"] += 1
         result = self.output.process(batch, decodes, chunks, logits)
+        self.grammar.end_step(ran=True)
         for req in result.finished:
             self._retire(req)
         for req, message in result.faulted:  # this request alone; the batch went on
@@ -165,11 +170,13 @@ class Scheduler:
             self.fail(req.rid)
             self.errors.append(ErrorOut(rid=req.rid, message=message))
 
-    def _reserve_decodes(self) -> list[Req]:
-        """A KV slot for every decoding request, retracting the newest when memory is short."""
-        decodes = [r for r in self.running if r.is_decoding and r.finish_reason is None]
+    def _reserve_decodes(self, gate: StepMaskGate) -> list[Req]:
+        """A KV slot for every decoding request the gate lets run (its mask is ready),
+        retracting the newest when memory is short."""
+        decodes = sorted((r for r in self.running if r.is_decoding and r.finish_reason is None),
+                         key=lambda r: r.arrival)  # the oldest get the wait budget first
         ok: list[Req] = []
-        for req in sorted(decodes, key=lambda r: r.arrival):
+        for req in [r for r in decodes if gate.ready(r)]:
             while req.kv is not None and self.kv.reserve(req.kv, 1) is None:
                 holders = [r for r in self.running if r.kv is not None]
                 if holders == [req]:  # alone and still out of room: the pool is too small
@@ -187,16 +194,19 @@ class Scheduler:
     def _retract(self, req: Req) -> None:
         logger.info("retracting %s (KV exhausted) after %d output tokens", req.rid,
                     req.num_output)
-        self._release(req, cache=True)
+        self._release_kv(req, cache=True)  # its grammar state stays: it matches the output
         self.running.remove(req)
         self.waiting.insert(0, req)
         self.counters["retracted"] += 1
 
-    def _schedule_prefills(self, decodes: list[Req]) -> list[PrefillChunk]:
+    def _schedule_prefills(self, decodes: list[Req], gate: StepMaskGate) -> list[PrefillChunk]:
         budget = self.args.chunked_prefill_size
         chunks: list[PrefillChunk] = []
-        # continue chunked prefills (down to a last single prompt token: not a decode)
+        # continue chunked prefills (down to a last single prompt token: not a decode), and
+        # the forced tokens of a jump-forward
         for req in [r for r in self.running if r.pending and not r.is_decoding]:
+            if _samples(req, budget) and not gate.ready(req):
+                continue  # its last chunk waits for the mask of the token it samples
             chunk = self._take_chunk(req, budget)
             if chunk is None:
                 break
@@ -211,7 +221,7 @@ class Scheduler:
             if shares_uncached_prefix(req, [c.req for c in chunks], self.kv):
                 req.wait_steps += 1
                 continue
-            if not self._admit(req, decodes, budget, chunks):
+            if not self._admit(req, decodes, budget, chunks, gate):
                 break
             if chunks and chunks[-1].req is req:
                 budget -= chunks[-1].n
@@ -219,9 +229,15 @@ class Scheduler:
             req.wait_steps += 1
         return chunks
 
-    def _admit(self, req: Req, decodes: list[Req], budget: int, chunks: list[PrefillChunk]) -> bool:
-        """Move ``req`` from waiting to running with its first chunk; False if no memory."""
+    def _admit(self, req: Req, decodes: list[Req], budget: int, chunks: list[PrefillChunk],
+               gate: StepMaskGate) -> bool:
+        """Move ``req`` from waiting to running with its first chunk; False if no memory.
+        A request whose prefill would end in this step sampling a token whose mask is not
+        ready stays waiting (True: the caller goes on with the next)."""
         req.kv = self.kv.begin(req.token_ids, req.namespace, req.max_reuse)
+        if _samples(req, budget) and not gate.ready(req):
+            self._release_kv(req, cache=False)
+            return True
         if req.cached_tokens < 0:
             req.cached_tokens = req.kv.kv_len
             self.counters["prompt_tokens"] += req.prompt_len
@@ -231,7 +247,7 @@ class Scheduler:
         need = self.kv.pages_needed(req.kv, min(req.pending, budget)) + headroom
         chunk = self._take_chunk(req, budget) if self.kv.ensure_free(need) else None
         if chunk is None:
-            self._release(req, cache=False)
+            self._release_kv(req, cache=False)
             return False
         self.waiting.remove(req)
         self.running.append(req)
@@ -275,10 +291,16 @@ class Scheduler:
     # -- finishing and outputs ------------------------------------------------------------
 
     def _release(self, req: Req, cache: bool) -> None:
+        """A request leaves: its KV and its grammar state."""
+        self._release_kv(req, cache)
+        self.grammar.release(req)
+
+    def _release_kv(self, req: Req, cache: bool) -> None:
+        """Give back ``req``'s KV rows; a request going back to the queue (retracted, or not
+        admitted) keeps its grammar state, which matches its output."""
         if req.kv is not None:
             self.kv.release(req.kv, req.token_ids, cache=cache)
             req.kv = None
-        self.grammar.release(req)
 
     def _finish(self, req: Req, reason: FinishReason) -> ReqOut:
         """End ``req`` outside a step's sampling (abort, KV exhausted): its last output."""
@@ -329,3 +351,9 @@ class Scheduler:
         """With nothing running, check (and repair) the KV ownership invariant."""
         if not self.running:
             self.kv.audit(repair=True)
+
+
+def _samples(req: Req, budget: int) -> bool:
+    """Whether a chunk of ``req`` within ``budget`` tokens ends its pending tokens and so
+    samples a token (whose mask must be ready)."""
+    return req.pending <= budget and req.sampling.max_new_tokens > 0

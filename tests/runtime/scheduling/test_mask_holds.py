@@ -1,0 +1,150 @@
+"""Holding a constrained request out of a step while its mask is not ready (mask_gate.py).
+
+Driven step by step in-process on the tiny Llama. A "slow mask" is made deterministic by
+making the compiled grammar report each state's mask as not ready for its first few checks
+(the grammar is the scheduler's own, fetched from its compiler's cache by the same spec), and
+``grammar_mask_wait_ms=0`` so the gate never waits: every such check holds the request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+
+import jsonschema
+import pytest
+
+from radixlm.runtime.scheduling.scheduler import Scheduler
+from radixlm.runtime.wire.messages import FinishStop, GenerateReq, GrammarReq
+from radixlm.runtime.wire.sampling_params import SamplingParams
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 8},
+                   "age": {"type": "integer", "minimum": 0, "maximum": 99},
+                   "city": {"enum": ["Paris", "Rome", "Oslo"]}},
+    "required": ["name", "age", "city"], "additionalProperties": False,
+}
+PROMPT = list(range(5, 25))
+
+
+def constrained(rid: str = "json") -> GenerateReq:
+    return GenerateReq(rid=rid, input_ids=PROMPT,
+                       grammar=GrammarReq(json_schema=json.dumps(SCHEMA)),
+                       sampling=SamplingParams(temperature=0.0, max_new_tokens=80))
+
+
+def free(rid: str = "free", new: int = 20) -> GenerateReq:
+    return GenerateReq(rid=rid, input_ids=list(range(30, 42)),
+                       sampling=SamplingParams(temperature=0.0, max_new_tokens=new,
+                                               ignore_eos=True))
+
+
+def slow_masks(s: Scheduler, not_ready_checks: int) -> Counter:
+    """Make the scheduler's grammar for SCHEMA report every state's mask as not ready for
+    its first ``not_ready_checks`` readiness checks (the masks themselves are unchanged);
+    returns the per-state check counter."""
+    spec = s.grammar.spec(GrammarReq(json_schema=json.dumps(SCHEMA)))
+    grammar = s.grammar.compiler.compile(spec)  # the cached grammar the request uses
+    checks: Counter = Counter()
+    really_ready = grammar.mask_ready
+
+    def mask_ready(state: int) -> bool:
+        checks[state] += 1
+        return checks[state] > not_ready_checks and really_ready(state)
+
+    grammar.mask_ready = mask_ready
+    return checks
+
+
+def run(s: Scheduler, limit: int = 2000,
+        on_step: Callable[[int, dict[str, list[int]]], None] | None = None
+        ) -> tuple[dict[str, list[int]], dict[str, object]]:
+    """Step until idle: each request's output ids and its finish reason."""
+    ids: dict[str, list[int]] = {}
+    reasons: dict[str, object] = {}
+    for n in range(1, limit + 1):
+        if not s.has_work():
+            return ids, reasons
+        for req in s.waiting:
+            if req.grammar_future is not None:
+                req.grammar_future.result()  # compiled off the loop thread: not a step
+        for out in s.step():
+            ids.setdefault(out.rid, []).extend(out.new_ids)
+            if out.finish_reason is not None:
+                reasons[out.rid] = out.finish_reason
+        if on_step is not None:
+            on_step(n, ids)
+    raise AssertionError("the scheduler did not finish (a held request was lost?)")
+
+
+def reference(make_scheduler, **args) -> list[int]:  # noqa: ANN001
+    """The constrained request's greedy output when steps may wait a long time for masks."""
+    s = make_scheduler(grammar_mask_wait_ms=60_000, **args)
+    s.add_request(constrained())
+    ids, reasons = run(s)
+    assert isinstance(reasons["json"], FinishStop)
+    return ids["json"]
+
+
+@pytest.mark.parametrize("jump", [True, False], ids=["jump-forward", "no jump-forward"])
+@pytest.mark.parametrize("forced", [True, False], ids=["forced holds", "real cold masks"])
+def test_held_requests_produce_exactly_the_tokens_they_would_have(make_scheduler, jump,
+                                                                  forced):
+    args = {"disable_jump_forward": not jump}
+    expected = reference(make_scheduler, **args)
+    s = make_scheduler(grammar_mask_wait_ms=0, **args)  # never wait: hold whatever is cold
+    if forced:
+        slow_masks(s, not_ready_checks=3)
+    s.add_request(constrained())
+    ids, reasons = run(s)
+    assert ids["json"] == expected
+    assert isinstance(reasons["json"], FinishStop), "a held request is not lost: it finishes"
+    jsonschema.validate(json.loads(s.tokenizer.decode(ids["json"])), SCHEMA)
+    info = s.info()
+    if forced:
+        assert info["mask_held_steps"] > 0 and info["mask_holds"] > 0
+        assert info["mask_max_hold_steps"] >= 1
+    assert info["mask_holds"] <= info["mask_held_steps"]
+
+
+def test_other_requests_progress_while_one_is_held(make_scheduler):
+    s = make_scheduler(grammar_mask_wait_ms=0)
+    slow_masks(s, not_ready_checks=6)  # each state: held ~3 steps (prefetch checks count too)
+    s.add_request(constrained())
+    s.add_request(free())
+    seen: dict[int, tuple[int, int]] = {0: (0, 0)}  # step -> (free's tokens, held so far)
+
+    def record(n: int, ids: dict[str, list[int]]) -> None:
+        req = s.reqs.get("free")
+        seen[n] = (req.num_output if req is not None else 20, s.grammar.mask_waits.held_steps)
+
+    ids, reasons = run(s, on_step=record)
+    done_free = min(n for n, (tokens, _) in seen.items() if tokens == 20)
+    assert [seen[n][0] for n in range(1, done_free + 1)] == list(range(1, 21)), \
+        "the free request gained a token in every step, the held one's included"
+    assert seen[done_free][1] > 0, "the constrained request was held meanwhile"
+    assert isinstance(reasons["json"], FinishStop), "and it finished afterwards"
+    jsonschema.validate(json.loads(s.tokenizer.decode(ids["json"])), SCHEMA)
+
+
+def test_steps_with_only_held_requests_sleep_instead_of_running(make_scheduler):
+    s = make_scheduler(grammar_mask_wait_ms=0)
+    slow_masks(s, not_ready_checks=4)
+    s.add_request(constrained())
+    ids, reasons = run(s)
+    assert isinstance(reasons["json"], FinishStop)
+    info = s.info()
+    assert info["mask_held_steps"] > 0
+    # steps that only checked masks (all held) ran no forward but count as mask waits
+    assert info["mask_wait_steps"] > info["steps"]
+    assert info["mask_idle_wait_ms"] > 0.0, "they slept for the mask, not spun"
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan"), 1e9])
+def test_the_mask_wait_bound_is_validated(value):
+    from radixlm.runtime.server_args import ServerArgs
+
+    with pytest.raises(ValueError, match="grammar_mask_wait_ms must be in"):
+        ServerArgs(model_path="m", grammar_mask_wait_ms=value)
