@@ -133,8 +133,30 @@ class _ObjectBuilder:
             # distinct" is not regular: only one additional key may be needed for the minimum
             c.unsupported("minProperties", "a minimum that needs two or more additional "
                                            "properties (their keys could repeat)")
-        return _layout(c, members, extra, f.min_props, f.max_props,
+        node = _layout(c, members, extra, f.min_props, f.max_props,
                        c.options.max_object_properties)
+        if f.some_members and node is not ra.EMPTY:
+            node = self._with_some_members(node, ra.alt(*(m for m, _ in members), extra))
+        return node
+
+    def _with_some_members(self, node: ra.Node, member: ra.Node) -> ra.Node:
+        """``node`` ∩ objects with, for each (key, value) fact, some member whose key and
+        value satisfy it. ``member`` is any member of ``node``; JSON values hold no top-level
+        comma, so a member list splits one way only and the intersection is exact."""
+        c = self.c
+        ws, sep = c.ws, c.separator()
+        require = []
+        for key_sub, val_sub in self.f.some_members:
+            key, value = c.compile_sub(key_sub), c.compile_sub(val_sub)
+            wanted = ra.seq(key, ws, ra.lit(":"), ws, value)
+            # a member ends before whitespace and "," or "}" (a number is not self-delimiting)
+            hit = ra.constrained(member, [wanted], terminator=r"[ \t\n\r]*[,}]")
+            if hit is ra.EMPTY:
+                return ra.EMPTY
+            require.append(ra.seq(ra.lit("{"), ws, ra.star(ra.seq(member, sep)), hit,
+                                  ra.star(ra.seq(sep, member)), ws, ra.lit("}")))
+        # objects are self-delimiting: an empty terminator pins the lookahead to the end
+        return ra.constrained(node, require, terminator="")
 
     def _facts_for_parts(self) -> Facts:
         view = Facts()
