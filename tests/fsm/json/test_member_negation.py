@@ -40,6 +40,10 @@ CASES = {
     "required member with a pattern violation": (
         {**ANY_A, "required": ["k"], "not": {"patternProperties": {"k": {"minimum": 5}}}},
         ['{"k":1}', '{"k":9,"kk":2}'], ['{"k":5}', '{"k":7,"ak":9}', '{"j":1}']),
+    "oneOf made exclusive through not propertyNames": (
+        {"oneOf": [{"type": "object", "propertyNames": {"pattern": "^a"}},
+                   {"type": "object", "minProperties": 1}]},
+        ["{}", '{"b":1}', '{"a":1,"b":2}'], ['{"a":1}', '{"ab":1,"ac":2}', "1"]),
 }
 
 
