@@ -14,6 +14,7 @@ from ..regex_parser import search_node
 from .context import SchemaContext
 from .facts import Facts, ObjectPart
 from .keywords import facts_of
+from .literal_patterns import with_literal_patterns_as_properties
 from .negation import apply_not
 from .property_schemas import value_sub
 from .strings import ANY_CHAR, quoted, string_content
@@ -25,7 +26,8 @@ class _ObjectBuilder:
     def __init__(self, c: SchemaContext, f: Facts) -> None:
         self.c = c
         self.f = f
-        self.parts = f.objects or [ObjectPart({}, [], None)]
+        self.parts = [with_literal_patterns_as_properties(p, c.merge_subs)
+                      for p in f.objects] or [ObjectPart({}, [], None)]
         self.names_facts = self._property_name_facts()
 
     def _property_name_facts(self) -> Facts | None:
@@ -80,36 +82,33 @@ class _ObjectBuilder:
         return quoted(content) if content is not ra.EMPTY else ra.EMPTY
 
     def extras(self, declared: list[str]) -> ra.Node:
-        """Alternation of the possible additional members (EMPTY when none are allowed)."""
+        """Alternation of the possible additional members (EMPTY when none are allowed).
+
+        Keys are split by which patterns (of every merged part) they match: for each subset
+        of the distinct patterns, a key matching exactly those gets, per part, the schemas of
+        its matching patterns, or that part's ``additionalProperties`` when none match."""
         c = self.c
-        with_patterns = [p for p in self.parts if p.patterns]
-        plain = [p.additional for p in self.parts if not p.patterns]
-        if len(with_patterns) > 1:
-            c.unsupported("patternProperties", "patternProperties in several merged schemas")
-            with_patterns = with_patterns[:1]
-        if not with_patterns:
-            value = c.compile_sub(c.merge_subs(plain))
-            if value is ra.EMPTY:
-                return ra.EMPTY
-            return self.member(self.key_node([], [], declared), value)
-        part = with_patterns[0]
-        patterns = [p for p, _ in part.patterns]
+        patterns: list[str] = []
+        for part in self.parts:
+            patterns.extend(p for p, _ in part.patterns if p not in patterns)
         if len(patterns) > MAX_PATTERN_PROPERTIES:
             c.unsupported("patternProperties", f"more than {MAX_PATTERN_PROPERTIES} patterns "
                                                "for additional keys")
             patterns = patterns[:MAX_PATTERN_PROPERTIES]
         options = []
         for mask in range(1 << len(patterns)):
-            inside = [i for i in range(len(patterns)) if mask >> i & 1]
-            subs = plain + ([part.patterns[i][1] for i in inside] if inside else
-                            [part.additional])
+            inside = {patterns[i] for i in range(len(patterns)) if mask >> i & 1}
+            subs: list = []
+            for part in self.parts:
+                hits = [sub for p, sub in part.patterns if p in inside]
+                subs.extend(hits if hits else [part.additional])
             value = c.compile_sub(c.merge_subs(subs))
             if value is ra.EMPTY:
                 continue
-            key = self.key_node([patterns[i] for i in inside],
-                                [patterns[i] for i in range(len(patterns)) if i not in inside],
+            key = self.key_node(sorted(inside), [p for p in patterns if p not in inside],
                                 declared)
-            options.append(self.member(key, value))
+            if key is not ra.EMPTY:
+                options.append(self.member(key, value))
         return ra.alt(*options)
 
     def build(self) -> ra.Node:
