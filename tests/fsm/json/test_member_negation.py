@@ -51,3 +51,31 @@ CASES = {
 def test_member_negation(check_schema, name: str) -> None:  # noqa: ANN001
     schema, valid, invalid = CASES[name]
     check_schema(schema, valid, invalid)
+
+
+OTHER_NEGATIONS = {
+    "not oneOf: none or two": (
+        {"type": "integer", "not": {"oneOf": [{"minimum": 5}, {"maximum": 10}]}},
+        ["5", "7", "10"], ["4", "11", "0"]),
+    "not dependencies list": (
+        {"$schema": "http://json-schema.org/draft-07/schema#",
+         "not": {"dependencies": {"a": ["b", "c"]}}},
+        ['{"a":1}', '{"a":1,"b":2}'], ["{}", '{"a":1,"b":2,"c":3}', '{"b":1}', "1"]),
+    "not dependentSchemas": (
+        {"not": {"dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}}}}},
+        ['{"b":2,"a":1}'], ['{"a":1}', '{"b":"x","a":1}', '{"b":2}', "[]"]),
+    "draft-07 not $ref with siblings": (
+        {"$schema": "http://json-schema.org/draft-07/schema#",
+         "definitions": {"s": {"type": "string"}},
+         "not": {"$ref": "#/definitions/s", "type": "string"}},
+        ["1", "null"], ['"x"']),
+    "keywords the draft lacks are annotations inside not": (
+        {"type": "integer", "anyOf": [{"not": {"dependencies": {"a": ["b"]}}},
+                                      {"minimum": 0}]}, ["0", "5"], ["-1"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_NEGATIONS))
+def test_other_negations(check_schema, name: str) -> None:  # noqa: ANN001
+    schema, valid, invalid = OTHER_NEGATIONS[name]
+    check_schema(schema, valid, invalid)

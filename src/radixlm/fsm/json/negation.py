@@ -34,7 +34,7 @@ def apply_not(c: SchemaContext, f: Facts, sub: Sub) -> None:
         return
     if not isinstance(n, dict):
         raise GrammarError(f"not must be a schema, got {n!r}")
-    keys = frozenset(n) & CONSTRAINING
+    keys = frozenset(n) & CONSTRAINING & c.document.keywords  # others: annotations
     if not keys:
         f.unsat = True  # N accepts everything
     elif keys == {"$ref"}:
@@ -64,6 +64,13 @@ def apply_not(c: SchemaContext, f: Facts, sub: Sub) -> None:
     elif keys == {"multipleOf"} and _suffix_divisor(n["multipleOf"]):
         f.restrict_types(frozenset({"number"}))
         f.not_multiples.append(to_decimal(n["multipleOf"], "multipleOf"))
+    elif "$ref" in keys and c.document.legacy_ref:
+        # drafts <= 7: $ref overrides its siblings, so N is its target alone
+        apply_not(c, f, c.keep({"$ref": n["$ref"]}, ctx))
+    elif keys == {"oneOf"}:
+        _not_one_of(c, f, n, ctx)
+    elif keys in ({"dependencies"}, {"dependentRequired"}, {"dependentSchemas"}):
+        _not_dependencies(c, f, n, ctx)
     elif keys == {"propertyNames"}:
         _not_property_names(c, f, n, ctx)
     elif keys <= _MEMBER_KEYS and keys & {"patternProperties", "additionalProperties"}:
@@ -198,6 +205,35 @@ def _not_object(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
         f.unsat = True
     else:
         f.any_of.append(branches)
+
+
+def _not_one_of(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
+    """not oneOf [B1..Bn] = no branch holds, or two of them do."""
+    branches = n["oneOf"]
+    if not isinstance(branches, list) or not branches:
+        raise GrammarError(f"oneOf must be a non-empty array of schemas, got {branches!r}")
+    options = [c.keep({"not": {"anyOf": branches}}, ctx)]
+    options += [c.keep({"allOf": [a, b]}, ctx)
+                for i, a in enumerate(branches) for b in branches[i + 1:]]
+    f.any_of.append(options)
+
+
+def _not_dependencies(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
+    """not dependencies {p: D} = an object with some p present that fails D (a list of
+    names: one of them absent; a schema: the object is not a D)."""
+    (key,) = n.keys() & CONSTRAINING
+    deps = n[key]
+    if not isinstance(deps, dict):
+        raise GrammarError(f"{key} must be an object, got {deps!r}")
+    f.restrict_types(frozenset({"object"}))
+    options = []
+    for name, dep in deps.items():
+        failed = {"not": {"required": dep}} if isinstance(dep, list) else {"not": dep}
+        options.append(c.keep({"required": [name], **failed}, ctx))
+    if not options:
+        f.unsat = True
+    else:
+        f.any_of.append(options)
 
 
 _MEMBER_KEYS = frozenset({"properties", "patternProperties", "additionalProperties"})
