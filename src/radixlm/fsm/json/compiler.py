@@ -141,6 +141,21 @@ class SchemaCompiler:
             raise GrammarBudgetError("schema expansion", self.options.max_expansions,
                                      "too many anyOf/oneOf/if combinations to distribute")
 
+    def _check_distribution(self, f: Facts) -> None:
+        """Fail fast: distributing the pending groups yields up to the product of their sizes
+        in combinations, each compiled; refuse before expanding any when that product would
+        exceed what is left of the expansion budget (an upper bound: branches that turn out
+        unsatisfiable are pruned while distributing, but are counted here)."""
+        estimate = 1
+        left = self.options.max_expansions - self._expansions
+        for group in f.any_of + f.one_of:
+            estimate *= len(group)
+            if estimate > left:
+                raise GrammarBudgetError(
+                    "schema expansion", self.options.max_expansions,
+                    f"distributing {len(f.any_of) + len(f.one_of)} anyOf/oneOf/if groups here "
+                    f"needs up to {estimate}+ combinations, {left} left")
+
     def compile_facts(self, f: Facts) -> ra.Node:
         """Regex tree of the values satisfying every fact in ``f``."""
         self._count_expansion()
@@ -154,6 +169,8 @@ class SchemaCompiler:
             negated = rest.nots.pop(0)
             apply_not(self, rest, negated)
             return self.compile_facts(rest)
+        if f.any_of or f.one_of:
+            self._check_distribution(f)
         if f.any_of:
             return self._distribute(f, f.any_of[0], "any_of", exclusive=False)
         if f.one_of:
