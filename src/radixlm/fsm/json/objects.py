@@ -10,14 +10,14 @@ linear size, not exponential.
 from __future__ import annotations
 
 from .. import regex_ast as ra
-from ..regex_parser import search_node
 from .context import SchemaContext
 from .facts import Facts, ObjectPart
 from .keywords import facts_of
 from .literal_patterns import with_literal_patterns_as_properties
+from .lookaheads import negated_pattern, pattern_parts
 from .negation import apply_not
 from .property_schemas import value_sub
-from .strings import ANY_CHAR, quoted, string_content
+from .strings import quoted, string_content
 
 MAX_PATTERN_PROPERTIES = 4
 
@@ -56,26 +56,31 @@ class _ObjectBuilder:
     def key_node(self, require: list[str], forbid: list[str], declared: list[str]) -> ra.Node:
         """Quoted key: satisfies propertyNames and the required patterns, none of the
         forbidden patterns, and is not a declared name."""
-        nf = self.names_facts
-        decoded, min_len, max_len = [], 0, None
+        nf, c = self.names_facts, self.c
+        decoded: list[ra.Node] = []
+        banned: list[ra.Node] = []
+        min_len, max_len = 0, None
+        wanted = list(require)
         if nf is not None:
             if nf.unsat or "string" not in nf.effective_types():
                 return ra.EMPTY
             if nf.any_of or nf.one_of or nf.not_formats:
-                self.c.unsupported("propertyNames", "combinators inside propertyNames")
+                c.unsupported("propertyNames", "combinators inside propertyNames")
             if nf.enum is not None:
                 names = [v for v in nf.enum if isinstance(v, str) and self.name_allowed(v)]
                 decoded.append(ra.alt(*(ra.lit(v) for v in names)))
-            decoded += [search_node(p, ANY_CHAR) for p in nf.patterns]
-            decoded += self.c.string_format_nodes(nf.formats)
+            wanted += nf.patterns
+            decoded += c.string_format_nodes(nf.formats)
             min_len, max_len = nf.min_len, nf.max_len
             forbid = forbid + nf.not_patterns
             declared = declared + [v for v in nf.not_values if isinstance(v, str)]
-        decoded += [search_node(p, ANY_CHAR) for p in require]
-        cap = self.c.options.max_string_length
+        for part in map(pattern_parts, wanted):
+            decoded += part.require
+            banned += part.forbid
+        cap = c.options.max_string_length
         if cap is not None:
             max_len = max(min_len, cap if max_len is None else min(max_len, cap))
-        banned = [search_node(p, ANY_CHAR) for p in forbid]
+        banned += [node for p in forbid for node in negated_pattern(c, p)]
         if declared:
             banned.append(ra.alt(*(ra.lit(n) for n in declared)))
         content = string_content(self.c.encoder, min_len, max_len, decoded, banned)
