@@ -262,11 +262,12 @@ def _not_members(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
     for pattern, s in pats.items():
         if s is not True:
             members.append((c.keep({"type": "string", "pattern": pattern}, ctx),
-                            c.keep({"not": s}, ctx)))
+                            (True, ()) if s is False else c.keep({"not": s}, ctx)))
     if add is not True:
         known = [{"pattern": p} for p in pats] + ([{"enum": list(props)}] if props else [])
         key = {"type": "string", "not": {"anyOf": known}} if known else {"type": "string"}
-        members.append((c.keep(key, ctx), c.keep({"not": add}, ctx)))
+        members.append((c.keep(key, ctx),
+                        (True, ()) if add is False else c.keep({"not": add}, ctx)))
     f.restrict_types(frozenset({"object"}))
     if not branches and len(members) == 1:
         f.some_members.append(members[0])

@@ -17,9 +17,10 @@ from .literal_patterns import with_literal_patterns_as_properties
 from .lookaheads import negated_pattern, pattern_parts
 from .negation import apply_not
 from .property_schemas import value_sub
-from .strings import quoted, string_content
+from .strings import ANY_CHAR, quoted, string_content
 
 MAX_PATTERN_PROPERTIES = 4
+_ANY_TEXT = ra.star(ANY_CHAR)
 
 
 class _ObjectBuilder:
@@ -151,7 +152,10 @@ class _ObjectBuilder:
         ws, sep = c.ws, c.separator()
         require = []
         for key_sub, val_sub in self.f.some_members:
-            key, value = c.compile_sub(key_sub), c.compile_sub(val_sub)
+            key = c.compile_sub(key_sub)
+            # any value: the member already spells one, so only its key is checked (a second
+            # free-form value grammar run in parallel would multiply the states)
+            value = _ANY_TEXT if val_sub[0] is True else c.compile_sub(val_sub)
             wanted = ra.seq(key, ws, ra.lit(":"), ws, value)
             # a member ends before whitespace and "," or "}" (a number is not self-delimiting)
             hit = ra.constrained(member, [wanted], terminator=r"[ \t\n\r]*[,}]")
