@@ -1,8 +1,11 @@
-"""Arrays: items, tuple items, counts, contains."""
+"""Arrays: items, tuple items, counts, contains, uniqueItems over finite domains."""
 
 from __future__ import annotations
 
 import pytest
+
+from radixlm.fsm import GrammarError
+from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
 
 CASES = {
     "items and counts": ({"type": "array", "items": {"type": "integer"}, "minItems": 1,
@@ -41,3 +44,36 @@ def test_array_keywords(check_schema, name: str) -> None:  # noqa: ANN001
 
 def test_capped_items(check_schema) -> None:  # noqa: ANN001
     check_schema({"type": "array"}, ["[1,2]"], ["[1,2,3]"], judge=False, max_array_items=2)
+
+
+UNIQUE = {
+    "enum items": ({"type": "array", "uniqueItems": True, "items": {"enum": ["a", "b", "c"]}},
+                   ["[]", '["a"]', '["c","a"]', '["b","a","c"]'],
+                   ['["a","a"]', '["a","b","a"]', '["d"]', '["a","b","c","a"]']),
+    "booleans with bounds": ({"type": "array", "uniqueItems": True, "minItems": 1,
+                              "items": {"type": "boolean"}},
+                             ["[true]", "[false,true]"], ["[]", "[true,true]",
+                                                          "[true,false,true]"]),
+    "1 and 1.0 are one value": ({"type": "array", "uniqueItems": True,
+                                 "items": {"enum": [1, 2, True]}},
+                                ["[1,true]", "[1.0,2]", "[true,2,1]"], ["[1,1.0]", "[2,2.0]",
+                                                                        "[true,true]"]),
+    "with contains": ({"type": "array", "uniqueItems": True, "items": {"enum": [1, 2, 3]},
+                       "contains": {"const": 3}}, ["[3]", "[1,3]", "[3,2,1]"],
+                      ["[]", "[1,2]", "[3,3]"]),
+    "objects as values": ({"type": "array", "uniqueItems": True,
+                           "items": {"enum": [{"a": 1}, [1, 2]]}},
+                          ['[{"a":1},[1,2]]', "[[1,2]]"], ['[{"a":1},{"a":1}]']),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNIQUE))
+def test_unique_items_over_finite_domains(check_schema, name: str) -> None:  # noqa: ANN001
+    schema, valid, invalid = UNIQUE[name]
+    check_schema(schema, valid, invalid)
+
+
+def test_unique_items_over_large_domains_refused() -> None:
+    schema = {"type": "array", "uniqueItems": True, "items": {"enum": list(range(20))}}
+    with pytest.raises(GrammarError, match="uniqueItems"):
+        json_schema_to_node(schema, JsonSchemaOptions())

@@ -107,12 +107,11 @@ def test_outlines_core_defects_are_fixed(check_schema, name: str) -> None:  # no
 
 @pytest.mark.parametrize("schema, keyword", [
     ({"type": "array", "uniqueItems": True}, "uniqueItems"),
-    ({"oneOf": [{"type": "object", "propertyNames": {"pattern": "^a"}},
-                {"type": "object", "minProperties": 1}]}, "oneOf"),
+    ({"oneOf": [{"type": "integer"}, {"multipleOf": 3}]}, "oneOf"),
     ({"type": "string", "format": "uri-template"}, "format"),
-    ({"type": "number", "multipleOf": 0.1}, "multipleOf"),
+    ({"type": "number", "multipleOf": 0.3}, "multipleOf"),
     ({"type": "integer", "multipleOf": 7}, "multipleOf"),
-    ({"not": {"propertyNames": {"pattern": "^a"}}}, "not"),
+    ({"not": {"multipleOf": 3}}, "not"),
     ({"$dynamicRef": "#x"}, "$dynamicRef"),
     ({"type": "object", "unevaluatedProperties": False}, "unevaluatedProperties"),
     ({"type": "array", "contains": {"type": "integer"}, "maxContains": 2}, "maxContains"),

@@ -98,8 +98,7 @@ def test_disjointness_proofs(a, b, disjoint: bool) -> None:  # noqa: ANN001
 
 def test_overlapping_one_of_without_enforceable_negation_is_refused() -> None:
     with pytest.raises(GrammarError, match="oneOf.*not"):
-        SchemaCompiler({"oneOf": [{"type": "object", "propertyNames": {"pattern": "^a"}},
-                                  {"type": "object", "minProperties": 1}]},
+        SchemaCompiler({"oneOf": [{"type": "integer"}, {"multipleOf": 3}]},
                        JsonSchemaOptions()).compile()
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from radixlm.fsm import GrammarError
 from radixlm.fsm import regex_ast as ra
 from radixlm.fsm.derivatives import TermBuilder
+from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
 from radixlm.fsm.json.strings import StringEncoder, json_unit
 
 CASES = {
@@ -51,3 +53,35 @@ def test_encoder_memoises_shared_nodes() -> None:
     encoder = StringEncoder()
     shared = ra.lit("ab")
     assert encoder.encode(shared) is encoder.encode(shared)
+
+
+LOOKAHEADS = {
+    "negative": ({"type": "string", "pattern": "^(?!@@)[@a-z]+$"}, ['"a@"', '"@a"', '"ab"'],
+                 ['"@@a"', '"@@"', '"A"']),
+    "positive with an end anchor inside": (
+        {"type": "string", "pattern": "^(?=.{2,3}$)[a-z]+"}, ['"ab"', '"abc"'],
+        ['"a"', '"abcd"', '"1ab"']),
+    "two in a row": ({"type": "string", "pattern": "^(?!org\\.)(?!com\\.)[a-z.]*$"},
+                     ['"net.x"', '"or"', '""'], ['"org.x"', '"com."']),
+    "as property names": ({"type": "object", "propertyNames": {"pattern": "^(?!x-)"}},
+                          ['{"a":1}', '{"x":1}'], ['{"x-a":1}']),
+    "in patternProperties": ({"type": "object", "additionalProperties": False,
+                              "patternProperties": {"^(?!_)\\w+$": {"type": "integer"}}},
+                             ['{"a":1}', '{"a_b":2}'], ['{"_a":1}', '{"a":"s"}']),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOKAHEADS))
+def test_leading_lookaheads(check_schema, name: str) -> None:  # noqa: ANN001
+    schema, valid, invalid = LOOKAHEADS[name]
+    check_schema(schema, valid, invalid)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "pattern": "a(?!b)"},  # not leading
+    {"type": "string", "pattern": "^(?!a)b|c"},  # a top-level | the lookahead does not cover
+    {"type": "string", "not": {"pattern": "^(?!a)b"}},  # negated: a union, not one regex
+])
+def test_other_lookarounds_refused_by_name(schema: dict) -> None:
+    with pytest.raises(GrammarError, match="lookaround|lookahead"):
+        json_schema_to_node(schema, JsonSchemaOptions())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import regex_ast as ra
 from .context import SchemaContext
 from .facts import ArrayPart, Facts, Sub
+from .unique_items import MAX_SUBSETS, finite_domain, unique_array_node
 
 
 def _list_body(c: SchemaContext, prefix: list[ra.Node], rest: ra.Node, lo: int,
@@ -42,7 +43,12 @@ def array_node(c: SchemaContext, f: Facts) -> ra.Node:
     if cap is not None:
         hi = max(lo, cap if hi is None else min(hi, cap))
     if f.unique and (hi is None or hi > 1):
-        c.unsupported("uniqueItems", "uniqueness of array items is not a regular language")
+        node = _unique_array(c, f, parts, n_prefix, lo, hi)
+        if node is not None and f.contains and node is not ra.EMPTY:
+            item = c.compile_sub(c.merge_subs([p.rest for p in parts]))
+            return _with_contains(c, f, parts, 0, item, node)
+        if node is not None:
+            return node
 
     def subs_at(i: int) -> list[Sub | None]:
         return [p.prefix[i] if i < len(p.prefix) else p.rest for p in parts]
@@ -74,6 +80,18 @@ def array_node(c: SchemaContext, f: Facts) -> ra.Node:
     node = ra.alt(*options)
     if f.contains and node is not ra.EMPTY:
         node = _with_contains(c, f, parts, n_prefix, rest, node)
+    return node
+
+
+def _unique_array(c: SchemaContext, f: Facts, parts: list[ArrayPart], n_prefix: int,
+                  lo: int, hi: int | None) -> ra.Node | None:
+    """Distinct items from a small finite domain (None, and reported, otherwise)."""
+    values = None if n_prefix else finite_domain(c, c.merge_subs([p.rest for p in parts]))
+    node = None if values is None else unique_array_node(c, values, lo, hi)
+    if node is None:
+        c.unsupported("uniqueItems", "uniqueness of array items is not a regular language "
+                                     f"(beyond item domains of a few values, at most "
+                                     f"{MAX_SUBSETS} subsets, without positional items)")
     return node
 
 

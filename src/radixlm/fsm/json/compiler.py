@@ -16,18 +16,18 @@ from typing import Any
 
 from .. import regex_ast as ra
 from ..errors import GrammarBudgetError, GrammarError
-from ..regex_parser import search_node
 from ..whitespace import WhitespacePolicy
 from . import keywords
 from .arrays import array_node
 from .document import SchemaDocument
 from .facts import Ctx, Facts, Sub, expand_types, json_type_of
 from .formats import SUPPORTED_FORMATS, format_node
+from .lookaheads import negated_pattern, pattern_parts
 from .negation import apply_not, provably_disjoint
 from .numbers import number_node
 from .objects import object_node
 from .options import JsonSchemaOptions
-from .strings import ANY_CHAR, StringEncoder, quoted, string_content
+from .strings import StringEncoder, quoted, string_content
 
 _ANY_VALUE: dict[tuple, ra.Node] = {}  # free-form value trees, shared across compilers
 
@@ -141,6 +141,21 @@ class SchemaCompiler:
             raise GrammarBudgetError("schema expansion", self.options.max_expansions,
                                      "too many anyOf/oneOf/if combinations to distribute")
 
+    def _check_distribution(self, f: Facts) -> None:
+        """Fail fast: distributing the pending groups yields up to the product of their sizes
+        in combinations, each compiled; refuse before expanding any when that product would
+        exceed what is left of the expansion budget (an upper bound: branches that turn out
+        unsatisfiable are pruned while distributing, but are counted here)."""
+        estimate = 1
+        left = self.options.max_expansions - self._expansions
+        for group in f.any_of + f.one_of:
+            estimate *= len(group)
+            if estimate > left:
+                raise GrammarBudgetError(
+                    "schema expansion", self.options.max_expansions,
+                    f"distributing {len(f.any_of) + len(f.one_of)} anyOf/oneOf/if groups here "
+                    f"needs up to {estimate}+ combinations, {left} left")
+
     def compile_facts(self, f: Facts) -> ra.Node:
         """Regex tree of the values satisfying every fact in ``f``."""
         self._count_expansion()
@@ -154,6 +169,8 @@ class SchemaCompiler:
             negated = rest.nots.pop(0)
             apply_not(self, rest, negated)
             return self.compile_facts(rest)
+        if f.any_of or f.one_of:
+            self._check_distribution(f)
         if f.any_of:
             return self._distribute(f, f.any_of[0], "any_of", exclusive=False)
         if f.one_of:
@@ -239,14 +256,16 @@ class SchemaCompiler:
 
     def string_node(self, f: Facts) -> ra.Node:
         """A JSON string with the length, pattern, format and exclusion facts."""
-        decoded = [search_node(p, ANY_CHAR) for p in f.patterns]
+        parts = [pattern_parts(p) for p in f.patterns]
+        decoded = [node for part in parts for node in part.require]
         decoded += self.string_format_nodes(f.formats)
         max_len = f.max_len
         cap = self.options.max_string_length
         if cap is not None and not decoded:  # patterns and formats keep their own shape
             max_len = max(f.min_len, cap if max_len is None else min(max_len, cap))
         forbid = [ra.lit(v) for v in self._excluded(f, "string")]
-        forbid += [search_node(p, ANY_CHAR) for p in f.not_patterns]
+        forbid += [node for part in parts for node in part.forbid]
+        forbid += [node for p in f.not_patterns for node in negated_pattern(self, p)]
         forbid += self.string_format_nodes(f.not_formats)
         content = string_content(self.encoder, f.min_len, max_len, decoded, forbid)
         return quoted(content) if content is not ra.EMPTY else ra.EMPTY
@@ -364,8 +383,10 @@ class SchemaCompiler:
 
         if self._pattern_builder is None:
             self._pattern_builder = TermBuilder()
-        term = self._pattern_builder.lower(search_node(pattern, ANY_CHAR))
-        return self._pattern_builder.matches(term, text.encode("utf-8"))
+        builder, data = self._pattern_builder, text.encode("utf-8")
+        parts = pattern_parts(pattern)
+        return all(builder.matches(builder.lower(n), data) for n in parts.require) and \
+            not any(builder.matches(builder.lower(n), data) for n in parts.forbid)
 
 
 # -- public API ------------------------------------------------------------------------------

@@ -54,6 +54,10 @@ class SchemaContext(FoldContext, Protocol):
         """``,`` with whitespace around."""
         ...
 
+    def literal(self, value: Any) -> ra.Node:
+        """The JSON text of one value."""
+        ...
+
     def string_format_nodes(self, formats: list[str]) -> list[ra.Node]:
         """Decoded-string regexes of the formats (unknown formats are annotations)."""
         ...

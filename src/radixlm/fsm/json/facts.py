@@ -115,6 +115,9 @@ class Facts:
     property_names: list[Sub] = field(default_factory=list)
     min_props: int = 0
     max_props: int | None = None
+    # (key schema, value schema): some member's key and value satisfy both (from a negated
+    # propertyNames/patternProperties/additionalProperties)
+    some_members: list[tuple[Sub, Sub]] = field(default_factory=list)
     # arrays
     arrays: list[ArrayPart] = field(default_factory=list)
     min_items: int = 0

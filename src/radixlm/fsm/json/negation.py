@@ -34,7 +34,7 @@ def apply_not(c: SchemaContext, f: Facts, sub: Sub) -> None:
         return
     if not isinstance(n, dict):
         raise GrammarError(f"not must be a schema, got {n!r}")
-    keys = frozenset(n) & CONSTRAINING
+    keys = frozenset(n) & CONSTRAINING & c.document.keywords  # others: annotations
     if not keys:
         f.unsat = True  # N accepts everything
     elif keys == {"$ref"}:
@@ -64,6 +64,17 @@ def apply_not(c: SchemaContext, f: Facts, sub: Sub) -> None:
     elif keys == {"multipleOf"} and _suffix_divisor(n["multipleOf"]):
         f.restrict_types(frozenset({"number"}))
         f.not_multiples.append(to_decimal(n["multipleOf"], "multipleOf"))
+    elif "$ref" in keys and c.document.legacy_ref:
+        # drafts <= 7: $ref overrides its siblings, so N is its target alone
+        apply_not(c, f, c.keep({"$ref": n["$ref"]}, ctx))
+    elif keys == {"oneOf"}:
+        _not_one_of(c, f, n, ctx)
+    elif keys in ({"dependencies"}, {"dependentRequired"}, {"dependentSchemas"}):
+        _not_dependencies(c, f, n, ctx)
+    elif keys == {"propertyNames"}:
+        _not_property_names(c, f, n, ctx)
+    elif keys <= _MEMBER_KEYS and keys & {"patternProperties", "additionalProperties"}:
+        _not_members(c, f, n, ctx)
     elif len(keys) == 1 and next(iter(keys)) in _SINGLE:
         _SINGLE[next(iter(keys))](c, f, n, ctx)
     elif len(groups := _independent_groups(c, n, keys)) > 1:
@@ -190,6 +201,85 @@ def _not_object(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
         branches.append(c.keep({"type": sorted(ALL_TYPES - {"object"})}, ctx))
     else:
         f.restrict_types(frozenset({"object"}))  # N accepts every non-object
+    if not branches:
+        f.unsat = True
+    else:
+        f.any_of.append(branches)
+
+
+def _not_one_of(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
+    """not oneOf [B1..Bn] = no branch holds, or two of them do."""
+    branches = n["oneOf"]
+    if not isinstance(branches, list) or not branches:
+        raise GrammarError(f"oneOf must be a non-empty array of schemas, got {branches!r}")
+    options = [c.keep({"not": {"anyOf": branches}}, ctx)]
+    options += [c.keep({"allOf": [a, b]}, ctx)
+                for i, a in enumerate(branches) for b in branches[i + 1:]]
+    f.any_of.append(options)
+
+
+def _not_dependencies(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
+    """not dependencies {p: D} = an object with some p present that fails D (a list of
+    names: one of them absent; a schema: the object is not a D)."""
+    (key,) = n.keys() & CONSTRAINING
+    deps = n[key]
+    if not isinstance(deps, dict):
+        raise GrammarError(f"{key} must be an object, got {deps!r}")
+    f.restrict_types(frozenset({"object"}))
+    options = []
+    for name, dep in deps.items():
+        failed = {"not": {"required": dep}} if isinstance(dep, list) else {"not": dep}
+        options.append(c.keep({"required": [name], **failed}, ctx))
+    if not options:
+        f.unsat = True
+    else:
+        f.any_of.append(options)
+
+
+_MEMBER_KEYS = frozenset({"properties", "patternProperties", "additionalProperties"})
+
+
+def _not_property_names(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
+    """not {propertyNames: S} = an object with some key outside S."""
+    f.restrict_types(frozenset({"object"}))
+    key = c.keep({"type": "string", "not": n["propertyNames"]}, ctx)
+    f.some_members.append((key, (True, ())))
+
+
+def _not_members(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
+    """not {properties: P, patternProperties: Q, additionalProperties: A} = an object with a
+    member that violates one of them: a declared key with a value outside P[p], a key
+    matching a pattern q with a value outside Q[q], or a key neither declared nor matching a
+    pattern with a value outside A (every non-object satisfies N)."""
+    props = n.get("properties", {})
+    pats = n.get("patternProperties", {})
+    add = n.get("additionalProperties", True)
+    if not isinstance(props, dict) or not isinstance(pats, dict):
+        raise GrammarError("properties and patternProperties must be objects")
+    branches: list[Sub] = [c.keep({"properties": {p: {"not": s}}, "required": [p]}, ctx)
+                           for p, s in props.items() if s is not True]
+    members: list[tuple[Sub, Sub]] = []
+    for pattern, s in pats.items():
+        if s is not True:
+            members.append((c.keep({"type": "string", "pattern": pattern}, ctx),
+                            (True, ()) if s is False else c.keep({"not": s}, ctx)))
+    if add is not True:
+        known = [{"pattern": p} for p in pats] + ([{"enum": list(props)}] if props else [])
+        key = {"type": "string", "not": {"anyOf": known}} if known else {"type": "string"}
+        members.append((c.keep(key, ctx),
+                        (True, ()) if add is False else c.keep({"not": add}, ctx)))
+    f.restrict_types(frozenset({"object"}))
+    if not branches and len(members) == 1:
+        f.some_members.append(members[0])
+        return
+    # one violation per branch; each member branch is the negation of one keyword alone (a
+    # real schema, so enum values are still checked by jsonschema against it)
+    branches += [c.keep({"not": {"patternProperties": {p: s}}}, ctx)
+                 for p, s in pats.items() if s is not True]
+    if add is not True:
+        branches.append(c.keep({"not": {"properties": {p: True for p in props},
+                                        "patternProperties": {p: True for p in pats},
+                                        "additionalProperties": add}}, ctx))
     if not branches:
         f.unsat = True
     else:

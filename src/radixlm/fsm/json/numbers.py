@@ -8,6 +8,7 @@ from .. import number_ranges as nr
 from .. import regex_ast as ra
 from .context import SchemaContext
 from .facts import Facts, json_type_of
+from .multiples import decimal_lcm, decimal_multiple_node, integer_divisor
 
 _MAX_ENUMERATED_MULTIPLES = 2000
 
@@ -44,16 +45,10 @@ def _signed(node: ra.Node) -> ra.Node:
     return ra.alt(node, ra.seq(nr.MINUS, node))
 
 
-def _integer_divisors(c: SchemaContext, f: Facts) -> int | None:
-    """lcm of integral divisors (None when none; unsupported ones are reported)."""
-    ints = []
-    for k in f.multiples:
-        if k != k.to_integral_value():
-            c.unsupported("multipleOf", f"non-integer divisor {k} (float rounding makes it "
-                                        "inexact)")
-            continue
-        ints.append(int(k))
-    return nr.lcm_of(ints) if ints else None
+def _integer_divisors(f: Facts) -> int | None:
+    """k such that an integer satisfies every multipleOf iff k divides it (None when none):
+    an integer is a multiple of m / 10^s iff it is one of m / gcd(m, 10^s)."""
+    return nr.lcm_of([integer_divisor(k) for k in f.multiples]) if f.multiples else None
 
 
 def _multiples_node(c: SchemaContext, k: int, lo: int | None, hi: int | None) -> ra.Node | None:
@@ -76,7 +71,7 @@ def _integer_node(c: SchemaContext, f: Facts, excluded: list) -> ra.Node:
         return ra.EMPTY
     base = nr.int_range(lo, hi)
     require = []
-    k = _integer_divisors(c, f)
+    k = _integer_divisors(f)
     if k is not None and k > 1:
         mult = _multiples_node(c, k, lo, hi)
         if mult is not None:
@@ -108,14 +103,14 @@ def _value_spellings(v: float | int) -> ra.Node:
 
 def number_node(c: SchemaContext, f: Facts, integer_only: bool) -> ra.Node:
     """Regex tree of the numbers (integers when ``integer_only``) allowed by ``f``."""
-    if f.multiples and all(k == k.to_integral_value() for k in f.multiples):
+    divisor = decimal_lcm(f.multiples) if f.multiples else None
+    if divisor is not None and divisor == divisor.to_integral_value():
         integer_only = True  # every multiple of an integer is an integer
     excluded = [v for v in f.not_values if json_type_of(v) in ("integer", "number")]
     if integer_only:
         return _integer_node(c, f, [v for v in excluded if json_type_of(v) == "integer"])
-    _integer_divisors(c, f)  # reports non-integer divisors
     plain = f.lo is not None or f.hi is not None or excluded or f.non_integer or \
-        f.not_multiples
+        f.not_multiples or divisor is not None
     digits = c.options.max_number_digits
     if not plain:
         base = ra.seq(ra.opt(nr.MINUS), nr.NAT, ra.opt(nr.FRACTION), ra.opt(nr.EXPONENT))
@@ -126,6 +121,14 @@ def number_node(c: SchemaContext, f: Facts, integer_only: bool) -> ra.Node:
         require.append(nr.decimal_at_least(f.lo, f.lo_strict))
     if f.hi is not None:
         require.append(nr.decimal_at_most(f.hi, f.hi_strict))
+    if divisor is not None:
+        multiples = decimal_multiple_node(divisor)
+        if multiples is None:
+            c.unsupported("multipleOf", f"divisor {divisor}: only m/10^s with m = 2^a·5^b "
+                                        f"(0.01, 0.5, 2.5, ...) is decided on the decimal "
+                                        f"text")
+        else:
+            require.append(multiples)
     if f.non_integer:
         require.append(ra.seq(ra.opt(nr.MINUS), nr.NAT, ra.lit("."), nr.DIGITS, nr.NONZERO,
                               nr.DIGITS))

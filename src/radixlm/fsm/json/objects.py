@@ -10,22 +10,25 @@ linear size, not exponential.
 from __future__ import annotations
 
 from .. import regex_ast as ra
-from ..regex_parser import search_node
 from .context import SchemaContext
 from .facts import Facts, ObjectPart
 from .keywords import facts_of
+from .literal_patterns import with_literal_patterns_as_properties
+from .lookaheads import negated_pattern, pattern_parts
 from .negation import apply_not
 from .property_schemas import value_sub
 from .strings import ANY_CHAR, quoted, string_content
 
 MAX_PATTERN_PROPERTIES = 4
+_ANY_TEXT = ra.star(ANY_CHAR)
 
 
 class _ObjectBuilder:
     def __init__(self, c: SchemaContext, f: Facts) -> None:
         self.c = c
         self.f = f
-        self.parts = f.objects or [ObjectPart({}, [], None)]
+        self.parts = [with_literal_patterns_as_properties(p, c.merge_subs)
+                      for p in f.objects] or [ObjectPart({}, [], None)]
         self.names_facts = self._property_name_facts()
 
     def _property_name_facts(self) -> Facts | None:
@@ -54,62 +57,64 @@ class _ObjectBuilder:
     def key_node(self, require: list[str], forbid: list[str], declared: list[str]) -> ra.Node:
         """Quoted key: satisfies propertyNames and the required patterns, none of the
         forbidden patterns, and is not a declared name."""
-        nf = self.names_facts
-        decoded, min_len, max_len = [], 0, None
+        nf, c = self.names_facts, self.c
+        decoded: list[ra.Node] = []
+        banned: list[ra.Node] = []
+        min_len, max_len = 0, None
+        wanted = list(require)
         if nf is not None:
             if nf.unsat or "string" not in nf.effective_types():
                 return ra.EMPTY
             if nf.any_of or nf.one_of or nf.not_formats:
-                self.c.unsupported("propertyNames", "combinators inside propertyNames")
+                c.unsupported("propertyNames", "combinators inside propertyNames")
             if nf.enum is not None:
                 names = [v for v in nf.enum if isinstance(v, str) and self.name_allowed(v)]
                 decoded.append(ra.alt(*(ra.lit(v) for v in names)))
-            decoded += [search_node(p, ANY_CHAR) for p in nf.patterns]
-            decoded += self.c.string_format_nodes(nf.formats)
+            wanted += nf.patterns
+            decoded += c.string_format_nodes(nf.formats)
             min_len, max_len = nf.min_len, nf.max_len
             forbid = forbid + nf.not_patterns
             declared = declared + [v for v in nf.not_values if isinstance(v, str)]
-        decoded += [search_node(p, ANY_CHAR) for p in require]
-        cap = self.c.options.max_string_length
+        for part in map(pattern_parts, wanted):
+            decoded += part.require
+            banned += part.forbid
+        cap = c.options.max_string_length
         if cap is not None:
             max_len = max(min_len, cap if max_len is None else min(max_len, cap))
-        banned = [search_node(p, ANY_CHAR) for p in forbid]
+        banned += [node for p in forbid for node in negated_pattern(c, p)]
         if declared:
             banned.append(ra.alt(*(ra.lit(n) for n in declared)))
         content = string_content(self.c.encoder, min_len, max_len, decoded, banned)
         return quoted(content) if content is not ra.EMPTY else ra.EMPTY
 
     def extras(self, declared: list[str]) -> ra.Node:
-        """Alternation of the possible additional members (EMPTY when none are allowed)."""
+        """Alternation of the possible additional members (EMPTY when none are allowed).
+
+        Keys are split by which patterns (of every merged part) they match: for each subset
+        of the distinct patterns, a key matching exactly those gets, per part, the schemas of
+        its matching patterns, or that part's ``additionalProperties`` when none match."""
         c = self.c
-        with_patterns = [p for p in self.parts if p.patterns]
-        plain = [p.additional for p in self.parts if not p.patterns]
-        if len(with_patterns) > 1:
-            c.unsupported("patternProperties", "patternProperties in several merged schemas")
-            with_patterns = with_patterns[:1]
-        if not with_patterns:
-            value = c.compile_sub(c.merge_subs(plain))
-            if value is ra.EMPTY:
-                return ra.EMPTY
-            return self.member(self.key_node([], [], declared), value)
-        part = with_patterns[0]
-        patterns = [p for p, _ in part.patterns]
+        patterns: list[str] = []
+        for part in self.parts:
+            patterns.extend(p for p, _ in part.patterns if p not in patterns)
         if len(patterns) > MAX_PATTERN_PROPERTIES:
             c.unsupported("patternProperties", f"more than {MAX_PATTERN_PROPERTIES} patterns "
                                                "for additional keys")
             patterns = patterns[:MAX_PATTERN_PROPERTIES]
         options = []
         for mask in range(1 << len(patterns)):
-            inside = [i for i in range(len(patterns)) if mask >> i & 1]
-            subs = plain + ([part.patterns[i][1] for i in inside] if inside else
-                            [part.additional])
+            inside = {patterns[i] for i in range(len(patterns)) if mask >> i & 1}
+            subs: list = []
+            for part in self.parts:
+                hits = [sub for p, sub in part.patterns if p in inside]
+                subs.extend(hits if hits else [part.additional])
             value = c.compile_sub(c.merge_subs(subs))
             if value is ra.EMPTY:
                 continue
-            key = self.key_node([patterns[i] for i in inside],
-                                [patterns[i] for i in range(len(patterns)) if i not in inside],
+            key = self.key_node(sorted(inside), [p for p in patterns if p not in inside],
                                 declared)
-            options.append(self.member(key, value))
+            if key is not ra.EMPTY:
+                options.append(self.member(key, value))
         return ra.alt(*options)
 
     def build(self) -> ra.Node:
@@ -133,8 +138,33 @@ class _ObjectBuilder:
             # distinct" is not regular: only one additional key may be needed for the minimum
             c.unsupported("minProperties", "a minimum that needs two or more additional "
                                            "properties (their keys could repeat)")
-        return _layout(c, members, extra, f.min_props, f.max_props,
+        node = _layout(c, members, extra, f.min_props, f.max_props,
                        c.options.max_object_properties)
+        if f.some_members and node is not ra.EMPTY:
+            node = self._with_some_members(node, ra.alt(*(m for m, _ in members), extra))
+        return node
+
+    def _with_some_members(self, node: ra.Node, member: ra.Node) -> ra.Node:
+        """``node`` ∩ objects with, for each (key, value) fact, some member whose key and
+        value satisfy it. ``member`` is any member of ``node``; JSON values hold no top-level
+        comma, so a member list splits one way only and the intersection is exact."""
+        c = self.c
+        ws, sep = c.ws, c.separator()
+        require = []
+        for key_sub, val_sub in self.f.some_members:
+            key = c.compile_sub(key_sub)
+            # any value: the member already spells one, so only its key is checked (a second
+            # free-form value grammar run in parallel would multiply the states)
+            value = _ANY_TEXT if val_sub[0] is True else c.compile_sub(val_sub)
+            wanted = ra.seq(key, ws, ra.lit(":"), ws, value)
+            # a member ends before whitespace and "," or "}" (a number is not self-delimiting)
+            hit = ra.constrained(member, [wanted], terminator=r"[ \t\n\r]*[,}]")
+            if hit is ra.EMPTY:
+                return ra.EMPTY
+            require.append(ra.seq(ra.lit("{"), ws, ra.star(ra.seq(member, sep)), hit,
+                                  ra.star(ra.seq(sep, member)), ws, ra.lit("}")))
+        # objects are self-delimiting: an empty terminator pins the lookahead to the end
+        return ra.constrained(node, require, terminator="")
 
     def _facts_for_parts(self) -> Facts:
         view = Facts()

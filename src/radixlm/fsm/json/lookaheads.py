@@ -1,0 +1,95 @@
+"""``pattern`` with leading lookaheads: ``^(?!X)(?=Y)R`` as an intersection, exactly.
+
+At the start of the string, ``(?=Y)`` holds iff the string starts with a match of ``Y`` and
+``(?!X)`` iff it does not, so ``^(?!X)(?=Y)R`` (search semantics) is ``search(^R)`` ∩
+``Y…`` ∖ ``X…``: regexes over the decoded string that the string builders intersect and
+subtract. Lookarounds anywhere else stay refused by the regex parser, by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import regex_ast as ra
+from ..regex_parser import parse_branches, search_node
+from .context import SchemaContext
+from .strings import ANY_CHAR
+
+
+@dataclass(frozen=True)
+class PatternParts:
+    """A pattern as decoded-string regexes: matched iff all of ``require`` and none of
+    ``forbid`` match the whole string."""
+
+    require: tuple[ra.Node, ...]
+    forbid: tuple[ra.Node, ...]
+
+    @property
+    def single(self) -> ra.Node | None:
+        """The one regex equal to the pattern, when it has no lookahead."""
+        return self.require[0] if len(self.require) == 1 and not self.forbid else None
+
+
+def _group_end(pattern: str, start: int) -> int | None:
+    """Index just past the group opening at ``start`` (escapes and classes skipped)."""
+    depth, i, in_class = 0, start, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def _leading_lookaheads(pattern: str) -> tuple[list[tuple[bool, str]], str] | None:
+    """([(positive, body)], rest) for ``^(?=..)(?!..)rest``; None when there are none."""
+    if not pattern.startswith("^"):
+        return None
+    looks, i = [], 1
+    while pattern.startswith(("(?=", "(?!"), i):
+        end = _group_end(pattern, i)
+        if end is None:
+            return None
+        looks.append((pattern[i + 2] == "=", pattern[i + 3:end - 1]))
+        i = end
+    if not looks:
+        return None
+    return looks, "^" + pattern[i:]
+
+
+def pattern_parts(pattern: str) -> PatternParts:
+    """The pattern's regexes (GrammarError, naming the construct, when unsupported)."""
+    split = _leading_lookaheads(pattern)
+    if split is None or len(parse_branches(split[1], "ecma")) != 1:
+        # no leading lookahead, or a top-level "|" that the lookaheads do not cover
+        return PatternParts((search_node(pattern, ANY_CHAR),), ())
+    looks, rest = split
+    require = [search_node(rest, ANY_CHAR)]
+    forbid = []
+    for positive, body in looks:
+        node = search_node(f"^(?:{body})", ANY_CHAR)  # a match of body at the start
+        (require if positive else forbid).append(node)
+    return PatternParts(tuple(require), tuple(forbid))
+
+
+def negated_pattern(c: SchemaContext, pattern: str) -> list[ra.Node]:
+    """The regex whose matches a string must avoid (``not {pattern}``, a pattern other keys
+    match): a union of parts is not one regex, so a lookahead there is refused by name
+    (``[]`` when ignored under ``lenient``)."""
+    single = pattern_parts(pattern).single
+    if single is None:
+        c.unsupported("pattern", f"a pattern with a leading lookahead where it must not "
+                                 f"match ({pattern!r})")
+        return []
+    return [single]
