@@ -30,7 +30,6 @@ programs = import_programs()
 import sglang  # noqa: E402
 
 import radixlm  # noqa: E402
-from radixlm.lang.backend.openai_backend import OpenAI  # noqa: E402
 
 # program -> (outcome on the tiny model, keyword arguments)
 PROGRAMS = {
@@ -134,14 +133,10 @@ RADIXLM_PROGRAMS = {**PROGRAMS, "test_stream_logprobs": (PASS, {}),
 
 
 @pytest.mark.parametrize("name", list(RADIXLM_PROGRAMS))
-def test_program_through_import_radixlm_as_sgl(radixlm_backend, monkeypatch, request, name):
+def test_program_through_import_radixlm_as_sgl(radixlm_backend, monkeypatch, name):
     install_tokenizer_shim(monkeypatch)
     if name == "test_gen_min_new_tokens" and not hasattr(radixlm_backend, "endpoint"):
         # it reads default_backend.endpoint.get_model_name(): a Runtime's attribute
         pytest.skip("test_gen_min_new_tokens reads default_backend.endpoint (a Runtime)")
-    if name == "test_stream_logprobs" and isinstance(radixlm_backend, OpenAI):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "sgl.OpenAI does not yet turn the API's logprobs into meta_info's "
-            "output_token_logprobs")))
     expected, kwargs = RADIXLM_PROGRAMS[name]
     _run(programs_on_radixlm(programs), name, expected, kwargs)
