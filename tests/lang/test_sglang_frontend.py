@@ -30,6 +30,7 @@ programs = import_programs()
 import sglang  # noqa: E402
 
 import radixlm  # noqa: E402
+from radixlm.lang.errors import ProgramError  # noqa: E402
 
 # program -> (outcome on the tiny model, keyword arguments)
 PROGRAMS = {
@@ -59,7 +60,8 @@ NOT_HERE = {
     "test_streamed_logprobs_are_per_chunk_deltas, and radixlm's frontend runs the program "
     "below",
     "test_image_qa": "needs a vision model: radixlm serves text models and refuses image_data "
-    "by name (test_image_qa_is_refused_clearly)",
+    "by name (test_image_qa_is_refused_clearly); radixlm's frontend raises that refusal "
+    "from state.messages() (test_image_qa_through_import_radixlm_as_sgl_is_refused_clearly)",
     "test_completion_speculative": "needs an API backend (OpenAI): RuntimeEndpoint has no "
     "speculative mode in SGLang either; sgl.OpenAI runs it on the real model "
     "(test_sglang_frontend_real_model.py)",
@@ -125,6 +127,19 @@ def radixlm_backend(request, tiny_llama_path, tiny_server_url):
     yield backend
     radixlm.global_config.default_backend = None
     backend.shutdown()
+
+
+def test_image_qa_through_import_radixlm_as_sgl_is_refused_clearly(radixlm_backend, tmp_path,
+                                                                   monkeypatch):
+    """The text-only refusal (the backend's, or the server's for image_data) reaches the
+    program where it reads its answer: state.messages() of the failed program raises it
+    (SGLang's frontend warns it and then fails the program's check)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "example_image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    with pytest.raises(ProgramError, match="no messages: the program failed with .*text-only"
+                       ) as info:
+        programs_on_radixlm(programs).test_image_qa()
+    assert info.value.__cause__ is not None
 
 
 # radixlm's frontend joins concate_and_append branches by text (no KV splicing needed).
