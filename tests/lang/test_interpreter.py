@@ -121,6 +121,9 @@ def test_a_failing_node_stops_the_program_and_wakes_readers(scripted):
     assert isinstance(info.value.__cause__, RuntimeError)
     assert len(scripted.calls) == 2, "nodes after the failure must be skipped"
     assert state.text() == "ok boom"
+    with pytest.raises(ProgramError, match="no messages: .*server said no") as info:
+        state.messages()  # the chat stops before the failed gen: never read as the answer
+    assert info.value.__cause__ is state.error()
 
 
 def test_unknown_variable_and_bad_expression_are_named(scripted):

@@ -30,7 +30,7 @@ programs = import_programs()
 import sglang  # noqa: E402
 
 import radixlm  # noqa: E402
-from radixlm.lang.backend.openai_backend import OpenAI  # noqa: E402
+from radixlm.lang.errors import ProgramError  # noqa: E402
 
 # program -> (outcome on the tiny model, keyword arguments)
 PROGRAMS = {
@@ -60,7 +60,8 @@ NOT_HERE = {
     "test_streamed_logprobs_are_per_chunk_deltas, and radixlm's frontend runs the program "
     "below",
     "test_image_qa": "needs a vision model: radixlm serves text models and refuses image_data "
-    "by name (test_image_qa_is_refused_clearly)",
+    "by name (test_image_qa_is_refused_clearly); radixlm's frontend raises that refusal "
+    "from state.messages() (test_image_qa_through_import_radixlm_as_sgl_is_refused_clearly)",
     "test_completion_speculative": "needs an API backend (OpenAI): RuntimeEndpoint has no "
     "speculative mode in SGLang either; sgl.OpenAI runs it on the real model "
     "(test_sglang_frontend_real_model.py)",
@@ -128,20 +129,29 @@ def radixlm_backend(request, tiny_llama_path, tiny_server_url):
     backend.shutdown()
 
 
+def test_image_qa_through_import_radixlm_as_sgl_is_refused_clearly(radixlm_backend, tmp_path,
+                                                                   monkeypatch):
+    """The text-only refusal (the backend's, or the server's for image_data) reaches the
+    program where it reads its answer: state.messages() of the failed program raises it
+    (SGLang's frontend warns it and then fails the program's check)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "example_image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    with pytest.raises(ProgramError, match="no messages: the program failed with .*text-only"
+                       ) as info:
+        programs_on_radixlm(programs).test_image_qa()
+    assert info.value.__cause__ is not None
+
+
 # radixlm's frontend joins concate_and_append branches by text (no KV splicing needed).
 RADIXLM_PROGRAMS = {**PROGRAMS, "test_stream_logprobs": (PASS, {}),
                     "test_parallel_encoding": (ANSWER, {})}
 
 
 @pytest.mark.parametrize("name", list(RADIXLM_PROGRAMS))
-def test_program_through_import_radixlm_as_sgl(radixlm_backend, monkeypatch, request, name):
+def test_program_through_import_radixlm_as_sgl(radixlm_backend, monkeypatch, name):
     install_tokenizer_shim(monkeypatch)
     if name == "test_gen_min_new_tokens" and not hasattr(radixlm_backend, "endpoint"):
         # it reads default_backend.endpoint.get_model_name(): a Runtime's attribute
         pytest.skip("test_gen_min_new_tokens reads default_backend.endpoint (a Runtime)")
-    if name == "test_stream_logprobs" and isinstance(radixlm_backend, OpenAI):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "sgl.OpenAI does not yet turn the API's logprobs into meta_info's "
-            "output_token_logprobs")))
     expected, kwargs = RADIXLM_PROGRAMS[name]
     _run(programs_on_radixlm(programs), name, expected, kwargs)

@@ -136,8 +136,7 @@ class StreamExecutor:
         if name in self.variables:
             return self.variables[name]
         if self.error_ is not None:
-            raise ProgramError(f"variable {name!r} was not set: the program failed with "
-                               f"{type(self.error_).__name__}: {self.error_}") from self.error_
+            raise self._failed(f"variable {name!r} was not set")
         raise KeyError(f"no variable {name!r} in this program state; it has "
                        f"{sorted(self.variables)}")
 
@@ -179,8 +178,19 @@ class StreamExecutor:
         return self.text_
 
     def messages(self) -> list[dict[str, Any]]:
+        """The finished messages; a failed program raises its error instead (its chat stops
+        before the failing message: read as the program's answer, it would mislead)."""
         self.sync()
+        if self.error_ is not None:
+            raise self._failed("no messages")
         return self.messages_
+
+    def _failed(self, what: str) -> ProgramError:
+        """The error a reader of a failed program's results gets (its cause: the failure)."""
+        err = ProgramError(f"{what}: the program failed with {type(self.error_).__name__}: "
+                           f"{self.error_}")
+        err.__cause__ = self.error_
+        return err
 
     def error(self) -> BaseException | None:
         self.sync()

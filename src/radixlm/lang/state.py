@@ -91,7 +91,9 @@ class ProgramState:
         return self.stream_executor.text()
 
     def messages(self) -> list[dict[str, Any]]:
-        """The chat so far in OpenAI format (``{"role", "content"}`` dicts)."""
+        """The chat so far in OpenAI format (``{"role", "content"}`` dicts). On a failed
+        program it raises :class:`ProgramError` naming the error (``text()`` still gives the
+        text that ran before it, as SGLang's does)."""
         return self.stream_executor.messages()
 
     def sync(self) -> None:

@@ -76,6 +76,38 @@ def test_select_scores_match_the_native_server(tiny_server_url, model_name):
         native.get_meta_info("a")["normalized_prompt_logprobs"], rel=1e-4)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_gen_logprobs_match_the_native_server(backend, tiny_server_url, stream):
+    """return_logprob: meta info's output_token_logprobs in the native shape, the same
+    values as the native endpoint's for the same greedy answer (token ids: the API has
+    none); streamed, the program state holds them whole."""
+
+    @sgl.function
+    def lp(s):
+        if backend.is_chat_model:
+            s += sgl.user("Say something.")
+            s += sgl.assistant(sgl.gen("a", max_tokens=6, return_logprob=True,
+                                       top_logprobs_num=2, return_text_in_logprobs=True))
+        else:
+            s += "Say something:" + sgl.gen("a", max_tokens=6, return_logprob=True,
+                                            top_logprobs_num=2, return_text_in_logprobs=True)
+
+    api = lp.run(backend=backend, temperature=0, stream=stream)
+    assert api.error() is None
+    native = lp.run(backend=sgl.RuntimeEndpoint(tiny_server_url), temperature=0)
+    assert api["a"] == native["a"]
+    got, want = api.get_meta_info("a"), native.get_meta_info("a")
+    assert want["output_token_logprobs"], "the answer has tokens to compare"
+    assert [e[1] for e in got["output_token_logprobs"]] == [None] * len(want[
+        "output_token_logprobs"])
+    assert [(e[0], e[2]) for e in got["output_token_logprobs"]] == [
+        (pytest.approx(e[0], rel=1e-4, abs=1e-5), e[2]) for e in want["output_token_logprobs"]]
+    assert got["output_token_logprobs_length"] == got["completion_tokens"] == len(
+        want["output_token_logprobs"])
+    assert [len(top) for top in got["output_top_logprobs"]] == [2] * len(
+        want["output_top_logprobs"])
+
+
 def test_streaming_gen(backend):
     program = chat_program if backend.is_chat_model else completion_program
     state = program.run(backend=backend, temperature=0, stream=True)

@@ -19,6 +19,9 @@ client (radixlm's own server, vLLM, SGLang, OpenAI).
   ``@function(num_api_spec_tokens=N)`` the message's fills and gens are answered by one
   request at the role's end (:mod:`radixlm.lang.api_speculation`), as are a completion
   model's gens that follow each other.
+* ``gen(return_logprob=True)``: the API's logprobs become meta info's
+  ``output_token_logprobs`` etc. in the native shape, per chunk when streaming
+  (:mod:`radixlm.lang.backend.openai_logprobs`, which says what the API cannot tell).
 * ``token_usage`` sums the prompt and completion tokens the server reported.
 """
 
@@ -32,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..chat_template import get_chat_template
 from ..choices import ChoicesDecision, ChoicesSamplingMethod, mean_logprob
+from ..stream_meta import INCREMENTAL_KEYS
 from .base import BaseBackend
+from .openai_logprobs import StreamLogprobs, choice_logprobs, logprob_request
 
 if TYPE_CHECKING:
     from ..interpreter import StreamExecutor
@@ -104,6 +109,7 @@ class OpenAI(BaseBackend):
                 body[theirs] = getattr(p, ours)
         if p.stop_list():
             body["stop"] = p.stop_list()
+        body.update(logprob_request(p, self.is_chat_model))
         extra = {name: getattr(p, name) for name in _EXTENSIONS
                  if getattr(p, name) not in (None, [], ())}
         if p.min_new_tokens:
@@ -159,7 +165,9 @@ class OpenAI(BaseBackend):
                  ) -> tuple[str | list[str], Any]:
         res = self._create(self._request(s, sampling_params))
         usage = res.usage.model_dump() if res.usage is not None else {}
-        metas = [{"finish_reason": c.finish_reason, **usage} for c in res.choices]
+        with_text = bool(sampling_params.return_text_in_logprobs)
+        metas = [{"finish_reason": c.finish_reason, **usage,
+                  **self._logprob_meta(sampling_params, c, with_text)} for c in res.choices]
         texts = [self._text(c) for c in res.choices]
         s.record_usage("gen", {"prompt_tokens": usage.get("prompt_tokens", 0),
                                "completion_tokens": usage.get("completion_tokens", 0),
@@ -168,16 +176,36 @@ class OpenAI(BaseBackend):
             return texts, metas
         return texts[0], metas[0]
 
+    def _logprob_meta(self, params: SglSamplingParams, choice: Any, with_text: bool
+                      ) -> dict[str, Any]:
+        if not params.return_logprob:
+            return {}
+        entries, tops = choice_logprobs(choice.logprobs, self.is_chat_model, with_text)
+        return {"output_token_logprobs": entries, "output_top_logprobs": tops,
+                "output_token_logprobs_length": len(entries)}
+
     def generate_stream(self, s: StreamExecutor, sampling_params: SglSamplingParams
                         ) -> Iterator[tuple[str, Any]]:
+        """Text pieces, each with its chunk's meta info (logprobs: see openai_logprobs); the
+        final usage chunk adds the token counts to the last meta info."""
+        logprobs = StreamLogprobs(sampling_params, self.is_chat_model)
+        meta: dict[str, Any] = {"finish_reason": None}
         for chunk in self._call(self._request(s, sampling_params), stream=True,
                                 stream_options={"include_usage": True}):
             self.token_usage.add(chunk.usage)
+            if chunk.usage is not None:
+                usage = {"prompt_tokens": chunk.usage.prompt_tokens or 0,
+                         "completion_tokens": chunk.usage.completion_tokens or 0,
+                         "cached_tokens": 0}
+                s.record_usage("gen", usage)
+                meta = {k: v for k, v in meta.items() if k not in INCREMENTAL_KEYS}
+                yield "", {**meta, **usage}
             if not chunk.choices:
                 continue
             c = chunk.choices[0]
             text = (c.delta.content or "") if self.is_chat_model else c.text
-            yield text, {"finish_reason": c.finish_reason}
+            meta = {"finish_reason": c.finish_reason, **logprobs.chunk_meta(c.logprobs)}
+            yield text, meta
 
     # -- select ---------------------------------------------------------------------------
 
