@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import time
 
 import cpu_speed_tasks as tasks
 import torch
+from bench_common import median_time
 
 from radixlm.default_model import smollm2_gguf_path
 from radixlm.runtime.memory.page_allocator import pages_of
@@ -38,15 +38,6 @@ HELD_OUT = (
     "he wrote the weather, the ships he had seen and the oil he had used in a thick logbook "
     "that the harbour office collected once a month. When electric lamps replaced the oil "
     "flame, the keeper stayed on to maintain the machinery, although the work grew quieter.")
-
-
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def prompts(batch: int, length: int, vocab: int, seed: int = 0) -> list[list[int]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from radixlm.router.dp_server import stop_processes
 from radixlm.runtime.wire.ipc import free_tcp_port
 
 START_POLLS = 2400  # x 0.3 s between /health polls while models load (a loaded machine)
@@ -57,12 +58,4 @@ def start_http(tmp_path_factory: pytest.TempPathFactory
         pytest.fail(f"{subcommand} did not start: {log.read_text()[-3000:]}")
 
     yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_processes(procs, STOP_TIMEOUT_S)

@@ -84,13 +84,14 @@ def _wait_ready(procs: list[subprocess.Popen], urls: list[str]) -> None:
     raise SystemExit(f"dp replicas {sorted(pending)} did not become healthy")
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
+def stop_processes(procs: list[subprocess.Popen], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Terminate every process still running, wait up to ``timeout_s`` each, kill the rest."""
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
     for proc in procs:
         try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -110,4 +111,4 @@ def serve_data_parallel(args: ServerArgs) -> int:
             port=args.port, max_payload_size=args.max_request_bytes,
             health_check_interval_secs=REPLICA_HEALTH_INTERVAL_S))
     finally:
-        _stop(procs)
+        stop_processes(procs)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from radixlm.router.dp_server import stop_processes
+
 START_POLLS = 1200  # x 0.3 s between /health polls while the model loads
 
 
@@ -60,10 +62,7 @@ def start_live_server(tmp_path_factory: pytest.TempPathFactory
         pytest.fail("server did not start")
 
     yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait(timeout=20)
+    stop_processes(procs, 20)
 
 
 @pytest.fixture(scope="module")
