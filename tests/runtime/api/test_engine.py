@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -184,6 +185,27 @@ def test_streaming_gives_the_same_final_text(engine):
     texts = [c["text"] for c in chunks]
     assert all(b.startswith(a) for a, b in zip(texts, texts[1:])), "stream text must only grow"
     assert texts[-1] == whole["text"]
+    assert chunks[-1]["output_ids"] == whole["output_ids"]
+    assert chunks[-1]["meta_info"]["finish_reason"] == whole["meta_info"]["finish_reason"]
+
+
+def test_a_slow_reader_still_gets_the_final_chunk(engine):
+    """The request finishes while the reader holds its first chunk: the stream must still
+    deliver the rest (CI once lost the last token's text of an SSE stream this way)."""
+    params = {**GREEDY, "max_new_tokens": 12, "ignore_eos": True}
+    whole = engine.generate(PROMPTS[0], params)
+    done = threading.Event()
+    hook = lambda summary: summary["rid"] == "slow-reader" and done.set()  # noqa: E731
+    engine.tokenizer_manager.finish_hooks.append(hook)
+    try:
+        stream = engine.generate(PROMPTS[0], params, stream=True, rid="slow-reader")
+        first = next(stream)
+        assert first["meta_info"]["finish_reason"] is None
+        assert done.wait(300), "the request never finished"
+        chunks = [first, *stream]
+    finally:
+        engine.tokenizer_manager.finish_hooks.remove(hook)
+    assert chunks[-1]["text"] == whole["text"]
     assert chunks[-1]["output_ids"] == whole["output_ids"]
     assert chunks[-1]["meta_info"]["finish_reason"] == whole["meta_info"]["finish_reason"]
 

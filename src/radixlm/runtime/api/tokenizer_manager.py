@@ -415,11 +415,14 @@ class TokenizerManager:
                 st = states[i]
                 st.updated.clear()
                 self._raise_error(st)
+                # Read before yielding: while the caller holds this chunk (an SSE write, a
+                # slow reader) the final update may land, and it must still go out as a chunk.
+                final = st.finished
                 chunk = self._result(st, stream_delta=True)
                 if is_batch:
                     chunk["index"] = st.item.index
                 yield chunk
-                if st.finished:
+                if final:
                     pending.discard(i)
 
     async def generate_once(self, body: dict[str, Any]) -> dict[str, Any] | list[dict]:
