@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from radixlm.fsm import CompileBudget, GrammarCompiler, TokenVocabulary
+from radixlm.real_vocabularies import RealVocabulary, VocabularyUnavailable, load_vocabulary
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "jsonschemabench"
 
@@ -19,6 +20,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 # Tests compile many grammars: background warm-up would only compete with them for the CPU.
 QUIET = CompileBudget(background_warmup_states=0)
+
+
+@pytest.fixture(scope="module", params=["sentencepiece", "smollm2", "tekken"])
+def real(request: pytest.FixtureRequest) -> RealVocabulary:
+    """Each real vocabulary (skipped, naming the package to install, where it is absent)."""
+    try:
+        return load_vocabulary(request.param)
+    except VocabularyUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")

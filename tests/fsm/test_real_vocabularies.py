@@ -15,14 +15,6 @@ TEXTS = ['{"name": "Zoë", "tags": ["a", "b"], "n": -12.5e3}', "  indented\n\tli
          "日本語のテキスト 😀", "x" * 40, '{"k":null,"t":true}']
 
 
-@pytest.fixture(scope="module", params=sorted(SIZES))
-def real(request: pytest.FixtureRequest) -> RealVocabulary:
-    try:
-        return load_vocabulary(request.param)
-    except VocabularyUnavailable as exc:
-        pytest.skip(str(exc))
-
-
 def _reference_bytes(real: RealVocabulary, tid: int) -> bytes | None:
     """The token's bytes as the tokenizer itself decodes them (None: not comparable)."""
     b = real.backend

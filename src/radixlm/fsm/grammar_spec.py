@@ -159,8 +159,8 @@ class CompileBudget:
     ``warmup_seconds``; after the compile returns, up to ``background_warmup_states`` more
     are computed in the compiler's worker thread in short slices (0 turns that off); the
     rest are computed on first visit. ``native_trie_walk``: walk the token trie with the
-    compiled loop (numba, when installed: :mod:`trie_walk_kernel`); off by default, see
-    there why.
+    compiled loop (numba, when installed: :mod:`trie_walk_kernel`; the numpy walk otherwise,
+    with the same masks); on by default.
     """
 
     max_seconds: float = 10.0
@@ -171,7 +171,7 @@ class CompileBudget:
     background_warmup_states: int = 256
     max_mask_seconds: float = 0.5
     max_mask_terms: int | None = None
-    native_trie_walk: bool = False
+    native_trie_walk: bool = True
 
     def __post_init__(self) -> None:
         if not self.max_seconds > 0:

@@ -83,10 +83,13 @@ class LazyDFA:
         return sid
 
     def _grow(self) -> None:
-        cap = self.trans.shape[0] * 2
-        self.trans = np.concatenate([self.trans, np.zeros_like(self.trans)])
-        self.built = np.concatenate([self.built, np.zeros(cap // 2, dtype=bool)])
-        self.accepting = np.concatenate([self.accepting, np.zeros(cap // 2, dtype=bool)])
+        # np.zeros maps fresh zero pages lazily (calloc): only the used half is copied and
+        # touched now, the rest faults in a page (4 rows) at a time as rows are written.
+        # (concatenate with zeros_like wrote both halves: ~130 ms at 32k -> 64k states.)
+        old = self.trans.shape[0]
+        self.trans = _grown(self.trans, 2 * old)
+        self.built = _grown(self.built, 2 * old)
+        self.accepting = _grown(self.accepting, 2 * old)
 
     def _byte_indices(self, mask: int) -> np.ndarray:
         idx = self._index_cache.get(mask)
@@ -156,6 +159,14 @@ class LazyDFA:
     def matches(self, data: bytes) -> bool:
         """Whether the whole of ``data`` is in the language."""
         return bool(self.accepting[self.walk(self.initial, data)])
+
+
+def _grown(array: np.ndarray, rows: int) -> np.ndarray:
+    """``array`` with zero rows appended up to ``rows`` (a new buffer; the old one stays valid
+    for readers that still hold it)."""
+    out = np.zeros((rows, *array.shape[1:]), dtype=array.dtype)
+    out[: array.shape[0]] = array
+    return out
 
 
 def shortest_completion(dfa: LazyDFA, state: int, max_states: int = 100_000) -> bytes | None:

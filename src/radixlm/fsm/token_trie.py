@@ -50,17 +50,26 @@ class TokenTrie:
         self.end_node = [np.array([n for n, _ in e], dtype=np.int64) for e in ends]
         self.end_token = [np.array([t for _, t in e], dtype=np.int64) for e in ends]
         self._flat = self._flatten()
+        self._num_tokens = int(self._flat[-1].size)
 
     def _flatten(self) -> tuple[np.ndarray, ...]:
-        """The levels as flat arrays for :func:`trie_walk_kernel.walk_levels`."""
+        """The trie as flat arrays over all nodes (flat index = level offset + index in the
+        level) for :func:`trie_walk_kernel.walk_levels`: byte per node, children as a range
+        of flat indices, the tokens ending at each node (CSR, ascending token id)."""
         level_off = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         byte = np.concatenate([np.zeros(1, dtype=np.int64), *self.byte[1:]])
-        pad = [np.zeros(self.sizes[-1], dtype=np.int64)]  # the deepest level has no children
-        child_start = np.concatenate([*self.child_start, *pad]).astype(np.int64)
-        child_count = np.concatenate([*self.child_count, *pad]).astype(np.int64)
-        end_off = np.concatenate([[0], np.cumsum([e.size for e in self.end_node])])
-        return (level_off, byte, child_start, child_count, end_off.astype(np.int64),
-                np.concatenate(self.end_node), np.concatenate(self.end_token))
+        child_start = np.zeros(level_off[-1], dtype=np.int64)
+        child_count = np.zeros(level_off[-1], dtype=np.int64)
+        for d in range(self.depth):  # level d's children live at level d + 1
+            child_start[level_off[d]:level_off[d + 1]] = self.child_start[d] + level_off[d + 1]
+            child_count[level_off[d]:level_off[d + 1]] = self.child_count[d]
+        end_flat = np.concatenate([e + level_off[d] for d, e in enumerate(self.end_node)])
+        end_token = np.concatenate(self.end_token)
+        order = np.lexsort((end_token, end_flat))
+        tok_off = np.zeros(level_off[-1] + 1, dtype=np.int64)
+        np.add.at(tok_off, end_flat + 1, 1)
+        return (byte, child_start, child_count, np.cumsum(tok_off),
+                end_token[order].astype(np.int64))
 
     @property
     def num_nodes(self) -> int:
@@ -84,15 +93,17 @@ class TokenTrie:
     def _walk_native(self, trans: Callable[[], np.ndarray], state: int,
                      ensure_rows: Callable[[np.ndarray], None],
                      built: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        out_ids = np.empty(sum(e.size for e in self.end_token), dtype=np.int64)
+        out_ids = np.empty(self._num_tokens, dtype=np.int64)
         out_states = np.empty(out_ids.size, dtype=np.int32)
-        d, cur, n = 1, np.array([state], dtype=np.int32), 0
+        d, n = 1, 0
+        nodes, states = np.zeros(1, dtype=np.int64), np.array([state], dtype=np.int32)
         while True:
-            d, cur, n, missing = trie_walk_kernel.walk_levels(
-                trans(), built(), d, cur, self.depth, *self._flat, out_ids, out_states, n)
+            d, nodes, states, n, missing = trie_walk_kernel.walk_levels(
+                trans(), built(), d, nodes, states, self.depth, *self._flat, out_ids,
+                out_states, n)
             if not missing:
                 return out_ids[:n], out_states[:n]
-            ensure_rows(cur[cur != 0])
+            ensure_rows(states)
 
     def _walk_numpy(self, trans: Callable[[], np.ndarray], state: int,
                     ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:

@@ -1,21 +1,24 @@
 """The token trie walk as one compiled loop (numba), resumable where a DFA row is missing.
 
-numpy walks a trie level with five whole-level passes (gathers, index arithmetic, compares,
-temporaries): ~40 ns a node, 4-10 ms a mask on a 49k vocabulary's ~100k nodes. This loop visits
-each live node once (a few ns) and runs without the GIL (``nogil``), so the compiler's worker
-computing a mask no longer competes with the scheduler thread for the interpreter while it
-walks. Rows of the lazy DFA are built in Python (derivatives): the loop stops at the first
-level that reaches a state without a row and returns where it stopped; the caller builds the
-rows and calls again, resuming there.
+The loop keeps only the live frontier of each trie level (node, DFA state), so a state that
+allows few tokens costs microseconds however large the vocabulary (numpy's level walk touches
+every node of a level once most of its parents are alive, and does five whole-array passes
+otherwise). Each level is stepped in two passes, the table gather first, without branches, then
+the compaction: the gathers are independent loads, so many cache misses are in flight at once
+(the transition table is megabytes on hard schemas; one loop that gathered and branched ran a
+dense 49k walk in ~10 ms, the two passes in ~1.8 ms, as fast as numpy's gather). It runs
+without the GIL (``nogil``), so the compiler's worker computing a mask does not hold the
+interpreter against the scheduler thread while it walks. Rows of the lazy DFA are built in
+Python (derivatives): the loop stops at the first level that reaches a state without a row and
+returns the frontier there; the caller builds the rows and calls again, resuming there.
 
-Off by default (``CompileBudget.native_trie_walk``), by measurement: walking alone it is ~4x
-faster (a 49k mask's walk 4-7 ms -> ~1 ms), but in the engine (benchmarks/json_e2e.py
---scheduler, loaded 2-core host) it made the scheduler's worst own mask wait worse (4.2 vs
-0.25 ms) and one compile out of 12 failed its 0.5 s mask budget, which the numpy walk never
-did; not understood yet. numba is an optional dependency (``pip install radixlm[native]``);
-where it cannot be imported, :data:`AVAILABLE` is False and
-:class:`~radixlm.fsm.token_trie.TokenTrie` walks with numpy (the same result: tests compare
-both).
+On by default where numba imports (``CompileBudget.native_trie_walk``); numba is an optional
+dependency (``pip install radixlm[native]``). Where it cannot be imported, :data:`AVAILABLE` is
+False and :class:`~radixlm.fsm.token_trie.TokenTrie` walks with numpy (the same result: tests
+compare both, on real vocabularies too). The JIT compile (~0.5 s, once per machine: numba's
+on-disk cache, then ~0.1 s to load per process) happens in :func:`warm`, which
+:class:`~radixlm.fsm.grammar_compiler.GrammarCompiler` runs in its worker at construction, off
+every mask's and every compile's path.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ _compiled: Callable | None = None
 _compile_lock = threading.Lock()
 
 
-def walk_levels(*args: object) -> tuple[int, np.ndarray, int, bool]:
+def walk_levels(*args: object) -> tuple[int, np.ndarray, np.ndarray, int, bool]:
     """:func:`_walk_levels` compiled (on first use; cached on disk by numba)."""
     global _compiled
     if _compiled is None:
@@ -54,10 +57,10 @@ def warm() -> None:
     global AVAILABLE
     if not AVAILABLE:
         return
-    i64 = np.zeros(2, dtype=np.int64)
+    i64, i32 = np.zeros(2, dtype=np.int64), np.ones(1, dtype=np.int32)
     try:
         walk_levels(np.zeros((2, 256), dtype=np.int32), np.ones(2, dtype=bool), 1,
-                    np.ones(1, dtype=np.int32), 0, i64, i64, i64, i64, i64, i64, i64, i64,
+                    np.zeros(1, dtype=np.int64), i32, 0, i64, i64, i64, i64, i64, i64,
                     np.zeros(2, dtype=np.int32), 0)
     except Exception:  # noqa: BLE001 (any failure of the optional loop: fall back)
         logging.getLogger(__name__).warning("numba's trie walk failed to load; masks are "
@@ -65,47 +68,55 @@ def warm() -> None:
         AVAILABLE = False
 
 
-def _walk_levels(table, built, d0, cur, depth, level_off, byte, child_start,  # noqa: ANN001, ANN202, PLR0913
-                 child_count, end_off, end_node, end_token, out_ids, out_states, n_out):
-    """Walk from level ``d0`` (``cur``: DFA state per node of level ``d0 - 1``, 0 dead).
+def _walk_levels(table, built, d0, nodes, states, depth, byte, child_start,  # noqa: ANN001, ANN202, PLR0913
+                 child_count, tok_off, tok_ids, out_ids, out_states, n_out):
+    """Walk from level ``d0`` the live frontier of level ``d0 - 1``: ``nodes`` (flat trie node
+    indices) in the DFA ``states`` (live, nonzero). Only live nodes are visited, so a state
+    that allows few tokens costs a few microseconds however large the vocabulary.
 
-    ``table`` [S, 256] int32 transitions, ``built`` [S] bool; trie arrays flattened over
-    levels (``level_off[d]``: first node of level d; ``child_start``/``child_count``
-    indexed by a level d-1 node's flat index, children relative to level d; ``end_*``:
-    tokens ending at level d are ``end_off[d]:end_off[d + 1]``). Tokens reaching a live
-    state are appended to ``out_ids``/``out_states`` from ``n_out``.
+    ``table`` [S, 256] int32 transitions, ``built`` [S] bool; trie arrays are flat over all
+    nodes (``child_start``/``child_count``: a node's children as a range of flat indices;
+    ``tok_off``/``tok_ids``: the tokens ending at each node, CSR). Tokens reaching a live state
+    are appended to ``out_ids``/``out_states`` from ``n_out``.
 
-    Returns (level to resume at, ``cur`` there, ``n_out``, whether rows are missing):
-    when missing, the caller builds the rows of ``cur``'s live states and calls again.
+    Returns (level to resume at, frontier nodes and states there, ``n_out``, whether rows are
+    missing): when missing, the caller builds the rows of the frontier's states and calls
+    again with what was returned.
     """
     d = d0
-    while d <= depth:
-        base = level_off[d - 1]
-        alive = False
-        for p in range(cur.shape[0]):
-            s = cur[p]
-            if s != 0:
-                alive = True
-                if not built[s]:
-                    return d, cur, n_out, True
-        if not alive:
-            break
-        size = level_off[d + 1] - level_off[d]
-        nxt = np.zeros(size, dtype=np.int32)
-        off = level_off[d]
-        for p in range(cur.shape[0]):
-            s = cur[p]
-            if s == 0:
-                continue
-            first = child_start[base + p]
-            for c in range(first, first + child_count[base + p]):
-                nxt[c] = table[s, byte[off + c]]
-        for k in range(end_off[d], end_off[d + 1]):
-            t = nxt[end_node[k]]
+    while d <= depth and nodes.shape[0] > 0:
+        total = 0
+        for p in range(nodes.shape[0]):
+            if not built[states[p]]:
+                return d, nodes, states, n_out, True
+            total += child_count[nodes[p]]
+        # two passes: the gather first, without branches (its loads independent, so many
+        # are in flight at once: the table is megabytes, most loads miss the cache), then
+        # the compaction to the live children
+        child = np.empty(total, dtype=np.int64)
+        target = np.empty(total, dtype=np.int32)
+        m = 0
+        for p in range(nodes.shape[0]):
+            s = states[p]
+            first = child_start[nodes[p]]
+            for c in range(first, first + child_count[nodes[p]]):
+                child[m] = c
+                target[m] = table[s, byte[c]]
+                m += 1
+        nxt_nodes = np.empty(total, dtype=np.int64)
+        nxt_states = np.empty(total, dtype=np.int32)
+        m = 0
+        for j in range(total):
+            t = target[j]
             if t != 0:
-                out_ids[n_out] = end_token[k]
-                out_states[n_out] = t
-                n_out += 1
-        cur = nxt
+                c = child[j]
+                nxt_nodes[m] = c
+                nxt_states[m] = t
+                m += 1
+                for k in range(tok_off[c], tok_off[c + 1]):
+                    out_ids[n_out] = tok_ids[k]
+                    out_states[n_out] = t
+                    n_out += 1
+        nodes, states = nxt_nodes[:m], nxt_states[:m]
         d += 1
-    return d, cur, n_out, False
+    return d, nodes, states, n_out, False
