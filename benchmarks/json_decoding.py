@@ -8,6 +8,14 @@ by ``jsonschema`` with a format checker, not by the labels), compile time p50/p9
 time per token p50/p99/max (random-logit walks), walks that finish / parse / validate, and for
 radixlm the share of output tokens produced by jump-forward. Prints a table, writes JSON.
 
+radixlm's mask time has two modes. By default a mask not computed yet is computed on the spot
+(the cost of a cold mask, "cold" in the table). With ``--forward-ms F --mask-bound-ms B`` it
+runs as in the engine: after each token the state is prefetched for the compiler's worker, a
+forward of F ms passes (sleeping: the GIL is free, as in a model forward), then the scheduler's
+mask gate waits at most B for the mask; a step whose mask is still not ready is held (the wait
+is that step's mask time, "held" in the table) and tried again after another forward. Python's
+garbage-collector pauses (any thread: they hold the GIL) are timed and printed at the end.
+
 An instance counts as accepted when some spelling of it is: its own serialisation (compact or
 with spaces) or, for radixlm, a key order found by :mod:`radixlm.fsm.json.witness`; competitors
 also get that schema-ordered spelling. xgrammar gets a ``TokenizerInfo`` built from the same
@@ -19,6 +27,7 @@ bytes (specials other than EOS empty, so masked); outlines-core a byte-keyed voc
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import tempfile
 import time
@@ -81,10 +90,11 @@ class RadixEngine:
     def __init__(self, tokenizer: RealVocabulary, timeout: float, limits: JsonLimits,
                  forward_ms: float, mask_bound_ms: float | None) -> None:
         self.forward_ms, self.mask_bound_ms = forward_ms, mask_bound_ms  # see --help
-        self.deferred_steps = 0
+        self.held_steps = 0  # steps the mask gate left this walk out of (its mask not ready)
         self.vocab = tokenizer.vocab
         self.tokenizer = tokenizer
         self.compiler = GrammarCompiler(self.vocab, CompileBudget(max_seconds=timeout))
+        self.compiler.wait_started()  # numba's loop loaded, as at a server's start
         self.limits = limits
         self.cold_steps = 0  # steps whose mask was computed on the spot
 
@@ -132,6 +142,20 @@ class RadixEngine:
                 return None
         return steps + 1  # EOS
 
+    def gate(self, matcher: Any, times: list[float], start: float) -> float:
+        """As the scheduler's StepMaskGate: wait (sleeping, computing nothing on this thread)
+        up to the bound for the worker to have the mask; not ready, the request is held for
+        the step (the wait is that step's mask time), asked for again, and the step the
+        others run (a forward) passes before the next try. Once it is ready, returns when the
+        step that takes the mask started (its wait and fill are its mask time)."""
+        while not matcher.wait_mask_ready(self.mask_bound_ms / 1e3):
+            times.append(time.perf_counter() - start)
+            self.held_steps += 1
+            self.compiler.prefetch(matcher)  # the gate asks again, at the front
+            time.sleep(self.forward_ms / 1e3)
+            start = time.perf_counter()
+        return start
+
     def walk(self, grammar: Any, gen: torch.Generator, max_steps: int,
              jump: bool) -> tuple[list[int], int, list[float], bool]:
         matcher, out, forced, times = grammar.new_matcher(), [], 0, []
@@ -148,15 +172,9 @@ class RadixEngine:
                 time.sleep(self.forward_ms / 1e3)  # the GIL is free, as in a model forward
             cold = not matcher.mask_ready()
             start = time.perf_counter()
-            if self.mask_bound_ms is None:
-                matcher.fill_bitmask(row)
-            else:
-                while not matcher.fill_bitmask_within(row, self.mask_bound_ms / 1e3):
-                    times.append(time.perf_counter() - start)  # the step it sat out
-                    self.deferred_steps += 1
-                    self.compiler.prefetch(matcher)
-                    time.sleep(self.forward_ms / 1e3)  # the others' forward
-                    start = time.perf_counter()
+            if self.mask_bound_ms is not None:
+                start = self.gate(matcher, times, start)
+            matcher.fill_bitmask(row)  # behind the gate: a copy (or the worker's error)
             times.append(time.perf_counter() - start)
             self.cold_steps += cold
             token = sample(masks[1], self.vocab.vocab_size, gen)
@@ -194,6 +212,20 @@ class XGrammarEngine:
                     matcher.is_terminated():
                 return True
         return False
+
+    def gate(self, matcher: Any, times: list[float], start: float) -> float:
+        """As the scheduler's StepMaskGate: wait (sleeping, computing nothing on this thread)
+        up to the bound for the worker to have the mask; not ready, the request is held for
+        the step (the wait is that step's mask time), asked for again, and the step the
+        others run (a forward) passes before the next try. Once it is ready, returns when the
+        step that takes the mask started (its wait and fill are its mask time)."""
+        while not matcher.wait_mask_ready(self.mask_bound_ms / 1e3):
+            times.append(time.perf_counter() - start)
+            self.held_steps += 1
+            self.compiler.prefetch(matcher)  # the gate asks again, at the front
+            time.sleep(self.forward_ms / 1e3)
+            start = time.perf_counter()
+        return start
 
     def walk(self, grammar: Any, gen: torch.Generator, max_steps: int,
              jump: bool) -> tuple[list[int], int, list[float], bool]:
@@ -257,7 +289,7 @@ def measure_schema(engines: list[Any], schema: Any, tests: list[dict], args: arg
                                                             if t is not None])
             key = ("valid" if truth else "invalid") + ("_accepted" if accepted else "_rejected")
             rec[key] += 1
-        before = {k: getattr(engine, k, 0) for k in ("cold_steps", "deferred_steps")}
+        before = {k: getattr(engine, k, 0) for k in ("cold_steps", "held_steps")}
         walk_engine(engine, grammar, schema, validator, args, tokenizer, seed, rec)
         for k, v in before.items():
             rec[k] += getattr(engine, k, 0) - v
@@ -320,7 +352,7 @@ def summarize(rec: dict) -> dict:
         "mask_us_p50": percentile(us, 50), "mask_us_p99": percentile(us, 99),
         "mask_us_max": max(us) if us else None,
         "mask_steps": len(us), "cold_mask_steps": rec["cold_steps"],
-        "deferred_steps": rec["deferred_steps"],
+        "held_steps": rec["held_steps"],
         "walks": rec["walks"], "walk_errors": rec["walk_errors"],
         "finished": rec["finished"], "parsed": rec["parsed"],
         "valid_outputs": rec["valid_out"],
@@ -344,7 +376,7 @@ def print_table(summary: dict) -> None:
                 f"{f(s['compile_ms_p50'])}/{f(s['compile_ms_p90'])}/{f(s['compile_ms_p99'])}",
                 f"{f(s['mask_us_p50'])}/{f(s['mask_us_p99'])}/{f(s['mask_us_max'], 0)} "
                 f"({s['cold_mask_steps']}/{s['mask_steps']}"
-                + (f", {s['deferred_steps']} deferred)" if s["deferred_steps"] else ")"),
+                + (f", {s['held_steps']} held)" if s["held_steps"] else ")"),
                 f"{s['finished']}/{s['parsed']}/{s['valid_outputs']} of {s['walks']}"
                 + (f" ({s['walk_errors']} budget errors)" if s["walk_errors"] else ""),
                 f(s["forced_share"], 3), f(s["jf_steps_saved"], 3)]))
@@ -366,18 +398,40 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--forward-ms", type=float, default=0.0, help="radixlm as the scheduler: "
                    "prefetch after each token, then a simulated forward this long")
     p.add_argument("--mask-bound-ms", type=float, default=None, help="with --forward-ms: "
-                   "fill_bitmask_within this bound, else sit out a step and retry")
+                   "radixlm behind the scheduler's mask gate (--grammar-mask-wait-ms): wait at "
+                   "most this long for the worker's mask, else the step is held (its wait "
+                   "counted as that step's mask time) and retried after another forward")
     p.add_argument("--walk-limits", action="store_true",
                    help="radixlm walks on the schema with bounded lengths (JsonLimits), so "
                         "every walk ends; by default all engines walk the same grammar")
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
     p.add_argument("--out", type=Path,
                    default=Path(__file__).resolve().parent / "results" / "json_decoding.json")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.mask_bound_ms is not None and not args.forward_ms > 0:
+        p.error("--mask-bound-ms models the scheduler's gate, which waits while a forward runs: "
+                "give --forward-ms > 0 too")
+    return args
+
+
+def time_gc() -> list[tuple[int, float]]:
+    """(generation, seconds) of every garbage collection from now on, filled in place."""
+    pauses: list[tuple[int, float]] = []
+    began = [0.0]
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            pauses.append((info["generation"], time.perf_counter() - began[0]))
+
+    gc.callbacks.append(callback)
+    return pauses
 
 
 def main() -> None:
     args = parse_args()
+    gc_pauses = time_gc()
     torch.set_num_threads(1)
     tokenizer = load_vocabulary(args.tokenizer, args.cache)
     vocab = tokenizer.vocab
@@ -401,6 +455,9 @@ def main() -> None:
         summary[subset] = {name: summarize(rec) for name, rec in results.items()}
         print(f"done {subset}", flush=True)
     print_table(summary)
+    full = [t * 1e3 for g, t in gc_pauses if g == 2]
+    print(f"gc: {len(gc_pauses)} collections, {sum(t for _, t in gc_pauses):.2f} s in all; "
+          f"{len(full)} full, longest {max(full, default=0):.0f} ms")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                     "summary": summary}, indent=1))

@@ -78,6 +78,12 @@ class GrammarCompiler:
         self._warm_kernel = self._pool.submit(
             trie_walk_kernel.warm if self.budget.native_trie_walk else lambda: None)
 
+    def wait_started(self) -> None:
+        """Block until the worker's start-up work is done (numba's trie walk loaded, when the
+        budget walks natively); compiles wait for it anyway, this lets a caller pay it at
+        start-up, as a server does before it takes requests."""
+        self._warm_kernel.result()
+
     def key(self, spec: GrammarSpec) -> str:
         """Cache key of a spec on this vocabulary."""
         text = f"{spec.cache_key()}|{self.vocab.fingerprint}"
