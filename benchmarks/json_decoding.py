@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import sys
 import tempfile
 import time
 import warnings
@@ -52,6 +53,7 @@ from radixlm.fsm import (
 )
 from radixlm.fsm.json.witness import find_accepted_text
 from radixlm.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
+from radixlm.runtime.scheduling.grammar_manager import GIL_SWITCH_SECONDS
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "jsonschemabench"
 DEFAULT_SUBSETS = ("Glaiveai2K", "Github_easy", "Github_medium", "Github_hard",
@@ -95,6 +97,8 @@ class RadixEngine:
         self.tokenizer = tokenizer
         self.compiler = GrammarCompiler(self.vocab, CompileBudget(max_seconds=timeout))
         self.compiler.wait_started()  # numba's loop loaded, as at a server's start
+        if mask_bound_ms is not None:  # the scheduler process's GIL switch interval too
+            sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_SECONDS))
         self.limits = limits
         self.cold_steps = 0  # steps whose mask was computed on the spot
 

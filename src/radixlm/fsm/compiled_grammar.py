@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from . import regex_ast as ra
+from . import work_clock
 from .compressed_fsm import CompressedFSM
 from .derivatives import TermBuilder
 from .errors import GrammarBudgetError, GrammarError
@@ -301,10 +302,10 @@ _MAX_HOT = 256  # prefetch queue length (successors of one state included)
 
 def make_deadline(seconds: float, what: str) -> Callable[[], None]:
     """A callable raising :class:`GrammarBudgetError` once ``seconds`` have passed."""
-    end = time.monotonic() + seconds
+    end = work_clock.now() + seconds  # GC pauses are not the grammar's work
 
     def check() -> None:
-        if time.monotonic() > end:
+        if work_clock.now() > end:
             raise GrammarBudgetError("time", f"{seconds} s", f"{what} took too long")
 
     return check

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import torch
 
+from . import work_clock
 from .errors import GrammarBudgetError
 from .lazy_dfa import DEAD, LazyDFA
 from .vocabulary import TokenVocabulary
@@ -77,7 +78,8 @@ class TokenIndex:
 
     def walk_all(self, state: int, deadline: float = float("inf")
                  ) -> tuple[np.ndarray, np.ndarray]:
-        """(token ids allowed from ``state``, the state each leads to).
+        """(token ids allowed from ``state``, the state each leads to); ``deadline`` on
+        :func:`work_clock.now`.
 
         Usually the vocabulary's byte trie is walked through the DFA (tokens sharing a prefix
         share its walk: :mod:`token_trie`). In states where most bytes loop (inside an
@@ -136,10 +138,9 @@ class TokenIndex:
             raise GrammarBudgetError(
                 "mask steps", f"{self.max_mask_terms} derivative terms",
                 "computing the allowed tokens of one state created too many terms")
-        now = time.perf_counter()
-        if now > self.yield_at and self.dfa.builder.num_terms > self.yield_terms:
+        if time.perf_counter() > self.yield_at and self.dfa.builder.num_terms > self.yield_terms:
             raise MaskDeferred  # only once this attempt made progress: retries converge
-        if now > deadline:
+        if work_clock.now() > deadline:  # the budget charges this mask's work, not GC pauses
             raise GrammarBudgetError("mask time", f"{self.max_mask_seconds} s",
                                      "computing the allowed tokens of one state took too long")
 
@@ -178,7 +179,7 @@ class TokenIndex:
         return tensor
 
     def _compute_mask(self, state: int) -> torch.Tensor:
-        ids, nxt = self.walk_all(state, time.perf_counter() + self.max_mask_seconds)
+        ids, nxt = self.walk_all(state, work_clock.now() + self.max_mask_seconds)
         bits = np.zeros(self.vocab.num_words * 32, dtype=bool)
         bits[ids] = True
         words = np.packbits(bits, bitorder="little").view("<i4").copy()
