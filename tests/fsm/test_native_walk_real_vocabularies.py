@@ -27,6 +27,12 @@ TEXT = '{"name": "Zoë x", "note": "日本 😀 \\"q\\"", "n": -12.5e3, "kind": 
 COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _loaded() -> None:
+    trie_walk_kernel.warm()  # walks use numpy until the loop is loaded
+    assert trie_walk_kernel.ready()
+
+
 def _pairs(ids: np.ndarray, states: np.ndarray) -> list[tuple[int, int]]:
     return sorted(zip(ids.tolist(), states.tolist(), strict=True))
 

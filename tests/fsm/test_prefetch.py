@@ -108,7 +108,10 @@ def test_a_mask_the_warm_up_cannot_compute_fails_its_fill_at_once(vocab) -> None
 def test_the_compiled_trie_walk_gives_the_same_masks(vocab) -> None:  # noqa: ANN001
     spec = GrammarSpec.json_schema(SCHEMA)
     plain = GrammarCompiler(vocab, replace(COLD, native_trie_walk=False)).compile(spec)
-    native = GrammarCompiler(vocab, replace(COLD, native_trie_walk=True)).compile(spec)
+    compiler = GrammarCompiler(vocab, replace(COLD, native_trie_walk=True))
+    compiler.wait_started()  # numba's loop loaded (walks use numpy until it is)
+    assert trie_walk_kernel.ready()
+    native = compiler.compile(spec)
     a, b = plain.new_matcher(), native.new_matcher()
     for byte in b'{"alpha":"xy","beta":"':
         assert np.array_equal(plain.mask(a.state).numpy(), native.mask(b.state).numpy())

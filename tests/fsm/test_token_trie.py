@@ -24,6 +24,9 @@ tokens = st.lists(st.one_of(st.none(), st.binary(min_size=0, max_size=5).map(
 @settings(max_examples=60, deadline=None)
 @given(tokens, st.sampled_from(PATTERNS), st.lists(st.integers(0, 255), max_size=4))
 def test_trie_walk_equals_per_token_walks(native, token_bytes, pattern, path) -> None:  # noqa: ANN001
+    if native:
+        trie_walk_kernel.warm()  # loaded (walks use numpy until it is)
+        assert trie_walk_kernel.ready()
     builder = TermBuilder()
     dfa = LazyDFA(builder, builder.lower(regex_to_node(pattern)))
     state = dfa.walk(dfa.initial, bytes(b % 4 + ord("a") for b in path))

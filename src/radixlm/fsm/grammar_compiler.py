@@ -74,15 +74,18 @@ class GrammarCompiler:
         self._compiling = 0  # compiles in progress (any thread)
         self._idle = threading.Event()  # set while none is: background warm-up waits for it
         self._idle.set()
-        # numba's loop loaded before the first compile (~0.5 s): off every mask's budget
-        self._warm_kernel = self._pool.submit(
-            trie_walk_kernel.warm if self.budget.native_trie_walk else lambda: None)
+        # numba's loop loaded off every compile's and mask's path (1-3 s): walks use numpy
+        # until it is ready (the same masks)
+        self._warm_kernel = threading.Thread(
+            target=trie_walk_kernel.warm if self.budget.native_trie_walk else lambda: None,
+            name="radixlm-numba-warm", daemon=True)
+        self._warm_kernel.start()
 
     def wait_started(self) -> None:
-        """Block until the worker's start-up work is done (numba's trie walk loaded, when the
-        budget walks natively); compiles wait for it anyway, this lets a caller pay it at
-        start-up, as a server does before it takes requests."""
-        self._warm_kernel.result()
+        """Block until the start-up work is done (numba's trie walk loaded, when the budget
+        walks natively). Nothing waits for it otherwise (walks use numpy until then); this
+        is for a caller that wants the steady state from its first mask (benchmarks, tests)."""
+        self._warm_kernel.join()
 
     def key(self, spec: GrammarSpec) -> str:
         """Cache key of a spec on this vocabulary."""
@@ -112,7 +115,6 @@ class GrammarCompiler:
         return future
 
     def _run(self, spec: GrammarSpec, key: str, future: Future) -> None:
-        self._warm_kernel.result()  # done already, except for a compile inline at start
         with self._lock:
             self._compiling += 1
             self._idle.clear()

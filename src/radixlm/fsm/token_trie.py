@@ -84,9 +84,9 @@ class TokenTrie:
         ``trans()`` returns the DFA's current ``[num_states, 256]`` table (it may grow while
         rows are built); ``ensure_rows(states)`` builds the rows of the given states. State 0
         is dead and its row is all zeros. With ``built()`` (the DFA's bool per state: row
-        built) and numba importable, the compiled loop walks (:mod:`trie_walk_kernel`).
+        built) and the compiled loop loaded (:func:`trie_walk_kernel.ready`), that loop walks.
         """
-        if built is not None and trie_walk_kernel.AVAILABLE:
+        if built is not None and trie_walk_kernel.ready():
             return self._walk_native(trans, state, ensure_rows, built)
         return self._walk_numpy(trans, state, ensure_rows)
 

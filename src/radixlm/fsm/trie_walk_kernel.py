@@ -15,10 +15,10 @@ returns the frontier there; the caller builds the rows and calls again, resuming
 On by default where numba imports (``CompileBudget.native_trie_walk``); numba is an optional
 dependency (``pip install radixlm[native]``). Where it cannot be imported, :data:`AVAILABLE` is
 False and :class:`~radixlm.fsm.token_trie.TokenTrie` walks with numpy (the same result: tests
-compare both, on real vocabularies too). The JIT compile (~0.5 s, once per machine: numba's
-on-disk cache, then ~0.1 s to load per process) happens in :func:`warm`, which
-:class:`~radixlm.fsm.grammar_compiler.GrammarCompiler` runs in its worker at construction, off
-every mask's and every compile's path.
+compare both, on real vocabularies too). Importing numba and loading the loop (1-3 s on a loaded
+2-core host; the JIT compile, about 1 s more, once per machine: numba's on-disk cache) happens
+in :func:`warm`, which :class:`~radixlm.fsm.grammar_compiler.GrammarCompiler` runs in a thread
+of its own at construction; masks computed before it is :func:`ready` use the numpy walk.
 """
 
 from __future__ import annotations
@@ -30,11 +30,18 @@ from collections.abc import Callable
 
 import numpy as np
 
-# numba's import costs ~0.35 s: paid on the first walk (in the compiler's worker), not by
-# every process that imports radixlm.fsm
+# numba's import and the loop's load cost 1-3 s (more on first use on a machine, when it is
+# compiled): paid by warm() in a thread of its own, not by every process importing radixlm.fsm
 AVAILABLE = importlib.util.find_spec("numba") is not None
 _compiled: Callable | None = None
 _compile_lock = threading.Lock()
+_ready = threading.Event()  # set by warm() once the loop is loaded
+
+
+def ready() -> bool:
+    """Whether the compiled loop is loaded (:func:`warm` done and it worked): until then
+    walks use numpy, so no mask waits for numba."""
+    return _ready.is_set()
 
 
 def walk_levels(*args: object) -> tuple[int, np.ndarray, np.ndarray, int, bool]:
@@ -51,11 +58,12 @@ def walk_levels(*args: object) -> tuple[int, np.ndarray, np.ndarray, int, bool]:
 
 def warm() -> None:
     """Import numba and load (or compile) the loop now, for the argument types the walk
-    passes: the first mask of a process then pays none of it (~0.5 s, more than a mask's
-    time budget). The compiler's worker calls this once at start. A numba that fails here
-    is logged and not used again (the numpy walk gives the same masks)."""
+    passes; :func:`ready` is True after. A :class:`GrammarCompiler` runs this in a thread
+    of its own at construction, so no compile or mask waits for it (they walk with numpy
+    meanwhile). A numba that fails here is logged and not used (the numpy walk gives the
+    same masks)."""
     global AVAILABLE
-    if not AVAILABLE:
+    if not AVAILABLE or _ready.is_set():
         return
     i64, i32 = np.zeros(2, dtype=np.int64), np.ones(1, dtype=np.int32)
     try:
@@ -66,6 +74,8 @@ def warm() -> None:
         logging.getLogger(__name__).warning("numba's trie walk failed to load; masks are "
                                             "computed with numpy", exc_info=True)
         AVAILABLE = False
+        return
+    _ready.set()
 
 
 def _walk_levels(table, built, d0, nodes, states, depth, byte, child_start,  # noqa: ANN001, ANN202, PLR0913
