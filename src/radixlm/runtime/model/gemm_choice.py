@@ -78,7 +78,7 @@ class ChosenLinear(nn.Module):
         return f"in={self.in_features}, out={self.out_features}, plan={self.plan}"
 
 
-QUANTIZED_KERNELS = ("int8", "int4")  # quant_impls' names of the weight-only kernels
+QUANTIZED_KERNELS = ("int8", "int4", "q8_0")  # quant_impls' names of the weight-only kernels
 
 
 class GemmChooser:
