@@ -101,7 +101,8 @@ def test_reference_uses_a_prebuilt_plan(plan_page_size: int, gen: torch.Generato
 def test_one_request_on_consecutive_slots_reads_the_pool_in_place(
         page_size: int, window: int, gen: torch.Generator) -> None:
     """Batch 1 on consecutive slots (or pages): the plan reads a view of the pool, and its
-    output is the gathered plan's, bit for bit; scattered slots keep the gather."""
+    output is the gathered plan's, bit for bit; scattered slots keep the gather. A plan
+    where every key is attended carries no mask."""
     case = DecodeCase(64, 2, 2, page_size, window=window)
     pages = 8 if page_size > 1 else 32
     k_cache = randn(gen, pages, page_size, 2, 64)
@@ -119,6 +120,11 @@ def test_one_request_on_consecutive_slots_reads_the_pool_in_place(
         return decode_attention_ref(q, k_cache, v_cache, indptr, indices, case.sm_scale, 0.0,
                                     window, plan=p)
     assert torch.equal(run(plan), run(replace(plan, span=-1)))
+    # no padding and no window: no mask either, and the same result as an all-True one
+    assert (plan.mask is None) == (window == 0 and page_size == 1)
+    all_true = torch.ones(1, 1, 1, plan.max_len, dtype=torch.bool)
+    if plan.mask is None:
+        assert torch.equal(run(plan), run(replace(plan, span=-1, mask=all_true)))
     scattered = slots.clone()
     scattered[0, [0, 1]] = scattered[0, [1, 0]]
     assert plan_decode_padded(scattered, lens, page_size, window).span == -1

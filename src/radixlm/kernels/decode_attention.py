@@ -36,7 +36,9 @@ class DecodePlan:
     unit: int  # tokens per gathered row: page_size when page-structured, else 1
     batch: int
     max_len: int  # L, padded to a multiple of unit
-    mask: torch.Tensor  # [B, 1, 1, L] bool, True where the key is attended
+    # [B, 1, 1, L] bool, True where the key is attended; None when every key is (no padding,
+    # no window: SDPA then skips building its additive mask, with the same result)
+    mask: torch.Tensor | None
     workspace: dict[str, torch.Tensor] | None = None  # reusable gather buffers
     groups: tuple[CascadeGroup, ...] = ()  # shared prefixes; the padded part is then suffixes
     # >= 0: ``index`` is the run span, span + 1, ... (one request on consecutive slots or
@@ -88,7 +90,8 @@ def plan_decode_padded(
         padded, valid, pos = max_len, valid[:, :max_len], pos[:max_len]
     if sliding_window > 0:
         valid = valid & (pos[None, :] >= lens[:, None] - sliding_window)
-    return DecodePlan(index, unit, batch, padded, valid[:, None, None, :], workspace,
+    mask = None if bool(valid.all()) else valid[:, None, None, :]
+    return DecodePlan(index, unit, batch, padded, mask, workspace,
                       span=_span_start(index, batch))
 
 
