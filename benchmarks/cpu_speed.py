@@ -5,12 +5,14 @@ Rows: radixlm float32 (GEMM per shape measured at load), int8 (per channel), int
 32), gguf (the file's Q4_1 bits; its Q8_0 head dequantized), and transformers float32; and
 llama.cpp on the same Q4_1 file when ``llama-cpp-python`` is importable (a benchmark
 dependency only; without it that row says it was skipped). Each speed figure is the median of
-``--repeats`` runs, ``--threads`` each. ``--tasks`` adds, per radixlm mode and for llama.cpp,
-JSON-extraction field accuracy (``extraction``) and shared-prefix RAG one request at a time
-(``rag``, for the modes in ``--rag-modes``): see ``cpu_speed_tasks.py``.
+``--repeats`` runs, ``--threads`` each. ``--breakdown`` adds, per radixlm mode, one decode
+step at batch 1 and 32 split into GEMMs and the rest (``cpu_step_breakdown.py``).
+``--tasks`` adds, per radixlm mode and for llama.cpp, JSON-extraction field accuracy
+(``extraction``) and shared-prefix RAG one request at a time (``rag``, for the modes in
+``--rag-modes``): see ``cpu_speed_tasks.py``.
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cpu_speed.py [--repeats 3] [--threads 1]
-        [--tasks extraction,rag] [--rag-questions 32]
+        [--tasks extraction,rag] [--rag-questions 32] [--breakdown]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 import cpu_speed_tasks as tasks
 import torch
 from bench_common import median_time
+from cpu_step_breakdown import step_breakdown
 
 from radixlm.default_model import smollm2_gguf_path
 from radixlm.runtime.memory.page_allocator import pages_of
@@ -170,6 +173,8 @@ def main() -> None:
     parser.add_argument("--rag-questions", type=int, default=32)
     parser.add_argument("--rag-question-tokens", type=int, default=16)
     parser.add_argument("--rag-new-tokens", type=int, default=32)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="per radixlm mode, a decode step at batch 1 and 32: GEMMs vs rest")
     parser.add_argument("--llama-cpp-extra-bufts", action="store_true",
                         help="let llama.cpp repack weights (AMX/repack buffers; these "
                              "segfault on some sandboxed machines, so off by default)")
@@ -208,6 +213,8 @@ def main() -> None:
             figs["greedy_identical_to_transformers"] = (
                 greedy_generate(runner, greedy_ids, 16)[0] == hf_tokens)
         figs["plan_gate_up"] = str(runner.model.layers[0].mlp.gate_up_proj.plan.choices)
+        if args.breakdown:
+            figs["step_breakdown"] = {f"b{b}": step_breakdown(runner, b) for b in (1, 32)}
         del runner
         if args.tasks:
             figs.update(task_figures(gguf if quant == "gguf" else folder, quant, mode, tok, args))

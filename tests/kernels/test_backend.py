@@ -11,7 +11,8 @@ import torch
 
 from radixlm.kernels import TORCH_OPS, KernelOps, get_kernel_ops, resolve_backend
 
-OP_NAMES = [f.name for f in fields(KernelOps) if f.name != "name"]
+# ops every set must offer (optional ones such as rotary_rows default to None)
+OP_NAMES = [f.name for f in fields(KernelOps) if f.name != "name" and f.default is not None]
 LAUNCHING_OPS = [name for name in OP_NAMES if name != "plan_decode"]  # planning runs no kernel
 
 

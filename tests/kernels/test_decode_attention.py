@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
@@ -23,7 +23,7 @@ from kernel_testlib import (
     random_lengths,
 )
 
-from radixlm.kernels import decode_attention_ref, plan_decode
+from radixlm.kernels import decode_attention_ref, plan_decode, plan_decode_padded
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,40 @@ def test_reference_uses_a_prebuilt_plan(plan_page_size: int, gen: torch.Generato
     out = decode_attention_ref(q, kv.k_cache, kv.v_cache, kv.kv_indptr, kv.kv_indices,
                                case.sm_scale, 0.0, case.window, plan=plan)
     assert_close(out, run_ref(q, kv, case), 1e-6)
+
+
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("window", [0, 7])
+def test_one_request_on_consecutive_slots_reads_the_pool_in_place(
+        page_size: int, window: int, gen: torch.Generator) -> None:
+    """Batch 1 on consecutive slots (or pages): the plan reads a view of the pool, and its
+    output is the gathered plan's, bit for bit; scattered slots keep the gather. A plan
+    where every key is attended carries no mask."""
+    case = DecodeCase(64, 2, 2, page_size, window=window)
+    pages = 8 if page_size > 1 else 32
+    k_cache = randn(gen, pages, page_size, 2, 64)
+    v_cache = randn(gen, pages, page_size, 2, 64)
+    q = randn(gen, 1, case.num_heads, 64)
+    length = 3 * page_size - 1 if page_size > 1 else 21
+    start = 2 * page_size  # not at the pool's beginning
+    slots = torch.arange(start, start + length)[None]
+    lens = torch.tensor([length])
+    plan = plan_decode_padded(slots, lens, page_size, window)
+    assert plan.span == (2 if page_size > 1 else start)
+    indptr, indices = torch.tensor([0, length]), slots[0]
+
+    def run(p):  # noqa: ANN001, ANN202
+        return decode_attention_ref(q, k_cache, v_cache, indptr, indices, case.sm_scale, 0.0,
+                                    window, plan=p)
+    assert torch.equal(run(plan), run(replace(plan, span=-1)))
+    # no padding and no window: no mask either, and the same result as an all-True one
+    assert (plan.mask is None) == (window == 0 and page_size == 1)
+    all_true = torch.ones(1, 1, 1, plan.max_len, dtype=torch.bool)
+    if plan.mask is None:
+        assert torch.equal(run(plan), run(replace(plan, span=-1, mask=all_true)))
+    scattered = slots.clone()
+    scattered[0, [0, 1]] = scattered[0, [1, 0]]
+    assert plan_decode_padded(scattered, lens, page_size, window).span == -1
 
 
 @pytest.mark.triton_interpret

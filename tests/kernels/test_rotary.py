@@ -1,5 +1,6 @@
 """Rotary embedding: the reference against Hugging Face's rotate_half formula, the Triton
-kernel against the reference."""
+kernel against the reference, and the per-forward rows variant bit-identical to the
+reference."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from kernel_testlib import (
     randn,
 )
 
-from radixlm.kernels import rotary_ref
+from radixlm.kernels import rotary_ref, rotary_rows, rotary_rows_ref
 
 MAX_POS = 500
 SHAPES = [  # (num_q_heads, num_kv_heads, head_dim)
@@ -115,3 +116,38 @@ def test_triton_rejects_bad_arguments_before_launch(
         q, k, positions = (torch.cat((t, t)) for t in (q, k, positions))
     args = dict(q=q, k=k, positions=positions, cos=cos, sin=sin)
     assert_rejected(rotary_triton, args, mutate, exc, match)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(("hq", "hk", "head_dim"), SHAPES)
+def test_rows_variant_is_bit_identical_to_reference(hq: int, hk: int, head_dim: int,
+                                                    dtype: torch.dtype,
+                                                    gen: torch.Generator) -> None:
+    """q and k heads rotated together (the fused QKV view), with rows gathered once."""
+    q, k, positions, cos, sin = build(gen, hq, hk, head_dim, dtype, torch.device("cpu"))
+    qk = q.as_strided((q.shape[0], hq + hk, head_dim), q.stride())  # q heads then k heads
+    rows = rotary_rows(positions, cos, sin, dtype)
+    out = rotary_rows_ref(qk, *rows)
+    q_ref, k_ref = rotary_ref(q, k, positions, cos, sin)
+    assert out.is_contiguous() and out.dtype == dtype
+    assert torch.equal(out[:, :hq], q_ref) and torch.equal(out[:, hq:], k_ref)
+
+
+ROWS_BAD_ARGS: list[BadArg] = [
+    ("qk-2d", lambda a: a.update(qk=a["qk"][:, 0]), ValueError, "qk: expected 3 dimensions"),
+    ("rows-tokens", lambda a: a.update(cos=a["cos"][1:], sin=a["sin"][1:]), ValueError,
+     "cos/sin: expected rows of shape"),
+    ("rows-dtype", lambda a: a.update(cos=a["cos"].double(), sin=a["sin"].double()),
+     TypeError, "cos/sin: expected dtype"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "exc", "match"), bad_arg_params(ROWS_BAD_ARGS))
+def test_rows_variant_rejects_bad_arguments(mutate: Callable[[dict], None], exc: type[Exception],
+                                            match: str, gen: torch.Generator) -> None:
+    q, k, positions, cos, sin = build(gen, 4, 2, 64, torch.float32, torch.device("cpu"))
+    qk = torch.cat((q, k), 1)
+    if qk.shape[0] == 1:  # "rows-tokens" needs two tokens to drop one
+        qk, positions = torch.cat((qk, qk)), torch.cat((positions, positions))
+    c, s = rotary_rows(positions, cos, sin, torch.float32)
+    assert_rejected(rotary_rows_ref, dict(qk=qk, cos=c, sin=s), mutate, exc, match)

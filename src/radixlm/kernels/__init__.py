@@ -9,7 +9,7 @@ from .extend_attention import extend_attention_ref
 from .kv_store import store_kv_ref
 from .ops import KernelOps
 from .rms_norm import fused_add_rms_norm_ref, rms_norm_ref
-from .rotary import rotary_ref
+from .rotary import rotary_ref, rotary_rows, rotary_rows_ref
 from .token_bitmask import apply_token_bitmask_ref, unpack_bitmask
 from .torch_ops import TORCH_OPS
 
@@ -28,6 +28,8 @@ __all__ = [
     "resolve_backend",
     "rms_norm_ref",
     "rotary_ref",
+    "rotary_rows",
+    "rotary_rows_ref",
     "store_kv_ref",
     "unpack_bitmask",
 ]

@@ -48,13 +48,14 @@ def attend(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    mask: torch.Tensor,
+    mask: torch.Tensor | None,
     sm_scale: float,
     logit_cap: float,
 ) -> torch.Tensor:
     """Softmax attention with grouped KV heads.
 
-    q [B, Hq, Lq, D]; k, v [B, Hkv, Lk, D]; mask [B, 1, Lq, Lk] bool (True = attend).
+    q [B, Hq, Lq, D]; k, v [B, Hkv, Lk, D]; mask [B, 1, Lq, Lk] bool (True = attend), or None
+    when every key is attended.
     Query head ``h`` reads KV head ``h // (Hq // Hkv)``, as in Hugging Face.
     """
     if logit_cap <= 0:
@@ -66,7 +67,8 @@ def attend(
     v = v.repeat_interleave(group, dim=1)
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * sm_scale
     scores = logit_cap * torch.tanh(scores / logit_cap)
-    scores = scores.masked_fill(~mask, float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     return torch.matmul(probs, v.float()).to(q.dtype)
 

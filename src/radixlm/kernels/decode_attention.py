@@ -36,9 +36,14 @@ class DecodePlan:
     unit: int  # tokens per gathered row: page_size when page-structured, else 1
     batch: int
     max_len: int  # L, padded to a multiple of unit
-    mask: torch.Tensor  # [B, 1, 1, L] bool, True where the key is attended
+    # [B, 1, 1, L] bool, True where the key is attended; None when every key is (no padding,
+    # no window: SDPA then skips building its additive mask, with the same result)
+    mask: torch.Tensor | None
     workspace: dict[str, torch.Tensor] | None = None  # reusable gather buffers
     groups: tuple[CascadeGroup, ...] = ()  # shared prefixes; the padded part is then suffixes
+    # >= 0: ``index`` is the run span, span + 1, ... (one request on consecutive slots or
+    # pages), so the keys are read as a view of the pool, no gather copy
+    span: int = -1
 
 
 def _is_page_structured(slots: torch.Tensor, valid: torch.Tensor, page_size: int) -> bool:
@@ -85,7 +90,19 @@ def plan_decode_padded(
         padded, valid, pos = max_len, valid[:, :max_len], pos[:max_len]
     if sliding_window > 0:
         valid = valid & (pos[None, :] >= lens[:, None] - sliding_window)
-    return DecodePlan(index, unit, batch, padded, valid[:, None, None, :], workspace)
+    mask = None if bool(valid.all()) else valid[:, None, None, :]
+    return DecodePlan(index, unit, batch, padded, mask, workspace,
+                      span=_span_start(index, batch))
+
+
+def _span_start(index: torch.Tensor, batch: int) -> int:
+    """The first row when one request's gather ``index`` is consecutive rows, else -1 (with
+    one request no entry is padding: its length sets the width)."""
+    if batch != 1 or index.numel() == 0:
+        return -1
+    start = int(index[0])
+    run = torch.arange(start, start + index.numel(), device=index.device)
+    return start if torch.equal(index, run) else -1
 
 
 def _suffix_plan(slots: torch.Tensor, lens: torch.Tensor, groups: list[CascadeGroup],
@@ -124,6 +141,9 @@ def _gather(cache: torch.Tensor, plan: DecodePlan, name: str) -> torch.Tensor:
     """[B, Hkv, L, D] view of the gathered rows (buffer reused across layers when given)."""
     h, d = cache.shape[2], cache.shape[3]
     rows = cache.view(-1, plan.unit * h * d)
+    if plan.span >= 0:  # a view of the pool: no copy
+        got = rows[plan.span:plan.span + plan.index.numel()]
+        return got.view(plan.batch, plan.max_len, h, d).transpose(1, 2)
     out = None
     if plan.workspace is not None:
         numel = plan.index.numel() * rows.shape[1]

@@ -26,6 +26,10 @@ class KernelOps:
     lengths ``[B]``, page size, sliding window, workspace) and returns the plan, or ``None``
     when the set's decode attention needs none. The caller builds it once per forward and
     window size and hands the same plan to every layer.
+
+    ``rotary_rows``, where a set offers it, rotates query and key heads together with cos/sin
+    rows gathered once per forward (signature of
+    :func:`~radixlm.kernels.rotary.rotary_rows_ref`); sets without it get ``rotary`` per layer.
     """
 
     name: str
@@ -37,3 +41,4 @@ class KernelOps:
     decode_attention: Callable[..., torch.Tensor]
     extend_attention: Callable[..., torch.Tensor]
     apply_token_bitmask: Callable[..., None]
+    rotary_rows: Callable[..., torch.Tensor] | None = None

@@ -29,6 +29,11 @@ def check_rms_norm_args(
 def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """``weight * x / sqrt(mean(x^2) + eps)``. x: [num_tokens, hidden]."""
     check_rms_norm_args(x, weight, None)
+    return _rms_norm(x, weight, eps)
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """:func:`rms_norm_ref` on checked arguments."""
     if x.dtype == weight.dtype == torch.float32:
         # torch's own op: the same float32 formula (no casts to make), one call instead of
         # seven (3x less time per norm at decode); bit-identical to the lines below, tested
@@ -49,4 +54,4 @@ def fused_add_rms_norm_ref(
     """Return ``(rms_norm(x + residual), x + residual)``; the sum is the next residual."""
     check_rms_norm_args(x, weight, residual)
     summed = x + residual
-    return rms_norm_ref(summed, weight, eps), summed
+    return _rms_norm(summed, weight, eps), summed  # summed is x's shape and dtype: checked

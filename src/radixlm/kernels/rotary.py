@@ -3,6 +3,10 @@
 The cos/sin tables are built by the model (they depend on the config's theta and scaling);
 this file only applies them: for a head vector split into halves ``(x1, x2)``,
 ``out = (x1*cos - x2*sin, x2*cos + x1*sin)``.
+
+:func:`rotary_rows_ref` is the same arithmetic on tables already gathered at the tokens'
+positions (once per forward, shared by every layer) and on the query and key heads in one
+tensor: a few elementwise ops per layer instead of two gathers, two casts and two rotations.
 """
 
 from __future__ import annotations
@@ -45,3 +49,30 @@ def rotary_ref(
     c = cos[positions].to(q.dtype).unsqueeze(1)  # [T, 1, D/2]
     s = sin[positions].to(q.dtype).unsqueeze(1)
     return _rotate(q, c, s), _rotate(k, c, s)
+
+
+def rotary_rows(
+    positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token ``(cos, sin)`` rows [T, 1, D/2] in ``dtype`` for :func:`rotary_rows_ref`
+    (the gather and cast :func:`rotary_ref` makes, done once for all layers)."""
+    check_tensor("positions", positions, ndim=1, dtypes=INDEX_DTYPES, device=cos.device)
+    check_tensor("cos", cos, ndim=2, dtypes=FLOAT_DTYPES)
+    check_tensor("sin", sin, ndim=2, dtypes=(cos.dtype,), device=cos.device)
+    return cos[positions].to(dtype).unsqueeze(1), sin[positions].to(dtype).unsqueeze(1)
+
+
+def rotary_rows_ref(qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate every head of ``qk`` [T, H, D] (query heads then key heads, e.g. a view of the
+    fused QKV output) by rows ``cos``/``sin`` [T, 1, D/2] from :func:`rotary_rows`; returns a
+    new contiguous [T, H, D], bit-identical to :func:`rotary_ref` on the same heads."""
+    check_tensor("qk", qk, ndim=3, dtypes=FLOAT_DTYPES)
+    if cos.shape != (qk.shape[0], 1, qk.shape[2] // 2) or sin.shape != cos.shape \
+            or qk.shape[2] % 2:
+        raise ValueError(f"cos/sin: expected rows of shape {(qk.shape[0], 1, qk.shape[2] // 2)} "
+                         f"for qk {tuple(qk.shape)} (even head_dim), got {tuple(cos.shape)}, "
+                         f"{tuple(sin.shape)}")
+    if cos.dtype != qk.dtype or sin.dtype != qk.dtype:
+        raise TypeError(f"cos/sin: expected dtype {qk.dtype} (rotary_rows casts them), got "
+                        f"{cos.dtype}, {sin.dtype}")
+    return _rotate(qk, cos, sin)

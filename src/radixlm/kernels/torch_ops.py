@@ -7,7 +7,7 @@ from .extend_attention import extend_attention_ref
 from .kv_store import store_kv_ref
 from .ops import KernelOps
 from .rms_norm import fused_add_rms_norm_ref, rms_norm_ref
-from .rotary import rotary_ref
+from .rotary import rotary_ref, rotary_rows_ref
 from .token_bitmask import apply_token_bitmask_ref
 
 # plan_decode_padded finds shared-prefix groups, so decode on this set runs cascade attention
@@ -22,4 +22,5 @@ TORCH_OPS = KernelOps(
     decode_attention=decode_attention_ref,
     extend_attention=extend_attention_ref,
     apply_token_bitmask=apply_token_bitmask_ref,
+    rotary_rows=rotary_rows_ref,
 )

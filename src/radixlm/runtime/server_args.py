@@ -59,8 +59,8 @@ class ServerArgs:
                 "numerics independent of timings)"})
     quantization: str | None = field(default=None, metadata={
         "help": "CPU weight-only quantization: int8 (per output channel), int4 (groups of "
-                "--quantization-group-size), gguf (a GGUF's Q4_0/Q4_1 weights on their own "
-                "bits; other types dequantized)"})
+                "--quantization-group-size), gguf (a GGUF's Q4_0/Q4_1 weights and a Q8_0 "
+                "LM head on their own bits; other types dequantized)"})
     quantization_group_size: int = field(default=32, metadata={
         "help": "int4 group size along the input dimension: 32, 64 or 128"})
     random_seed: int = 0

@@ -1,6 +1,7 @@
-"""A GGUF's Q4_0/Q4_1 weights kept on their own bits equal the gguf package's dequantization
-(synthetic files of every type, and the real SmolLM2 Q4_1 file), and Q8_0 is reported as
-dequantized (torch's int8 kernel takes per-channel scales only)."""
+"""A GGUF's Q4_0/Q4_1 weights and a Q8_0 LM head kept on their own bits equal the gguf
+package's dequantization (synthetic files of every type, and the real SmolLM2 Q4_1 file); other
+Q8_0 projections are reported as dequantized (torch's int8 kernel takes per-channel scales
+only)."""
 
 from __future__ import annotations
 
@@ -49,13 +50,14 @@ def write_quantized_gguf(path: Path, types: dict[str, str]) -> Path:
 
 
 def assert_int4_equals_dequantized(path: Path) -> dict[str, str]:
-    """Every kept-int4 linear dequantizes to exactly the float32 weights of the checkpoint."""
+    """Every kept linear (int4, and a Q8_0 head) dequantizes to exactly the float32 weights
+    of the checkpoint."""
     kept = load_gguf_int4(path)
     floats = dict(GGUFCheckpoint(path).iter_weights())
     parts = {"self_attn.qkv_proj": ("q_proj", "k_proj", "v_proj"), "self_attn.o_proj":
              ("o_proj",), "mlp.gate_up_proj": ("gate_proj", "up_proj"),
              "mlp.down_proj": ("down_proj",)}
-    for name, weight in kept.int4.items():
+    for name, weight in kept.kept.items():
         if name == "lm_head":
             ref = floats.get("lm_head.weight", floats["model.embed_tokens.weight"])
         else:
@@ -85,12 +87,14 @@ def test_other_types_stay_dequantized_and_a_mixed_fusion_stays_float(tmp_path):
         "blk.0.attn_k.weight": "Q8_0", "blk.0.attn_v.weight": "Q4_1",
         "blk.0.ffn_down.weight": "Q4_0"})
     dequantized = assert_int4_equals_dequantized(path)
-    assert dequantized == {"token_embd.weight": "Q8_0", "blk.0.attn_k.weight": "Q8_0"}
+    assert dequantized == {"blk.0.attn_k.weight": "Q8_0"}  # the Q8_0 head is kept
     assert set(load_gguf_int4(path).int4) == {"layers.0.mlp.down_proj"}  # qkv: k is Q8_0
+    assert set(load_gguf_int4(path).int8) == {"lm_head"}
 
 
 def test_the_real_q4_1_file_maps_exactly(real_model):
     dequantized = assert_int4_equals_dequantized(real_model.gguf)
-    assert dequantized == {"token_embd.weight": "Q8_0"}  # the tied head: see the module doc
+    assert dequantized == {}  # the tied head (Q8_0) is kept as int8 groups: see the module doc
     assert len(load_gguf_int4(real_model.gguf).int4) == 4 * 30
+    assert set(load_gguf_int4(real_model.gguf).int8) == {"lm_head"}
     assert gguf_source(real_model.folder) == real_model.gguf

@@ -30,6 +30,8 @@ def perplexity(real_model, quantization: str | None) -> float:
     gemm = "auto" if quantization is None else "quantized"
     runner = ModelRunner(source, RunnerConfig(max_total_tokens=256, quantization=quantization,
                                               cpu_gemm=gemm))
+    if quantization == "gguf":  # every projection on the file's Q4_1 bits, its Q8_0 head too
+        assert runner.linear_kinds == {"int4-g32": 4 * 30, "int8-g32": 1}
     slots, _ = runner.allocator.extend_slots([], len(ids), True)
     logits = runner.forward([SeqSpec(ids, slots, logits_start=0)])
     logp = torch.log_softmax(logits[:-1], -1).gather(1, torch.tensor(ids[1:])[:, None])

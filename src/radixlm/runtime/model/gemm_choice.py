@@ -16,7 +16,6 @@ choice (``--cpu-gemm onednn`` or ``torch``) makes float32 rows batch-independent
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -45,8 +44,11 @@ class GemmPlan:
             raise ValueError(f"buckets must be strictly increasing, got {self.buckets}")
 
     def pick(self, rows: int) -> str:
-        i = bisect.bisect_left(self.buckets, rows)
-        return self.choices[min(i, len(self.choices) - 1)]
+        # a plain scan of <= 5 buckets (traceable by torch.compile, unlike bisect)
+        for bucket, choice in zip(self.buckets, self.choices):
+            if rows <= bucket:
+                return choice
+        return self.choices[-1]
 
     @property
     def used(self) -> frozenset[str]:
@@ -76,7 +78,7 @@ class ChosenLinear(nn.Module):
         return f"in={self.in_features}, out={self.out_features}, plan={self.plan}"
 
 
-QUANTIZED_KERNELS = ("int8", "int4")  # quant_impls' names of the weight-only kernels
+QUANTIZED_KERNELS = ("int8", "int4", "q8_0")  # quant_impls' names of the weight-only kernels
 
 
 class GemmChooser:

@@ -5,11 +5,14 @@ A Q4_1 block of 32 weights stores float16 ``d`` and ``m`` and 4-bit codes ``q`` 
 ``scale = d``, ``zero = m + 8 d`` (``m + 8d`` rounded once to float32). Q4_0 stores ``d`` only:
 ``w = d * (q - 8)``, so ``zero = 0``. Both map without requantizing.
 
-Q8_0 (int8 codes with a scale per 32) does not map: torch's int8 kernel takes one scale per
-output channel, so a Q8_0 tensor stays dequantized (float32, exact); ``--quantization int8``
-requantizes every float weight per channel instead (lossy). K-quants and Q5_* are dequantized
-too. Block layout: ``d`` (f16), [``m`` (f16)], 16 bytes whose low nibbles are elements 0-15
-and high nibbles elements 16-31.
+Q8_0 (int8 codes with a scale per 32) does not fit torch's int8 kernel, which takes one scale
+per output channel. A Q8_0 LM head (llama.cpp files keep ``output.weight`` at 8 bits) is kept
+on its codes as two int4 planes (``kernels/cpu_int8_grouped.py``: exact dequantization, the
+int4 kernel's bfloat16 roundings at run time); other Q8_0 projections stay dequantized
+(float32, exact); ``--quantization int8`` requantizes every float weight per channel instead
+(lossy). K-quants and Q5_* are dequantized too. Block layout: ``d`` (f16), [``m`` (f16)], 16
+bytes whose low nibbles are elements 0-15 and high nibbles elements 16-31; Q8_0: ``d`` (f16)
+and 32 int8 codes.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
+from ...kernels.cpu_int8_grouped import Int8GroupedWeight
 from ...kernels.cpu_quant_linear import Int4Weight
 from .gguf_checkpoint import GGUFCheckpoint, hf_tensor_name, unpermute_qk
 
 EXACT_INT4_TYPES = {"Q4_0": 18, "Q4_1": 20}  # GGUF type -> bytes per block of 32
+Q8_0_BLOCK_BYTES = 34  # f16 d + 32 int8 codes
 GGUF_GROUP = 32
 # our fused linear -> the Hugging Face projections concatenated into it, in row order
 _FUSED = {
@@ -61,6 +66,14 @@ def decode_int4_blocks(raw: np.ndarray, type_name: str, rows: int, cols: int) ->
                          torch.from_numpy(zeros))
 
 
+def decode_q8_0_blocks(raw: np.ndarray, rows: int, cols: int) -> Int8GroupedWeight:
+    """Unpack Q8_0 ``raw`` bytes (``[rows, row_bytes]``) into int8 codes and their scales."""
+    b = np.ascontiguousarray(raw).reshape(rows, cols // GGUF_GROUP, Q8_0_BLOCK_BYTES)
+    d = b[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    codes = b[..., 2:].copy().view(np.int8).reshape(rows, cols)
+    return Int8GroupedWeight.build(torch.from_numpy(codes), torch.from_numpy(d), GGUF_GROUP)
+
+
 def gguf_source(model_folder: str | Path) -> Path | None:
     """The GGUF a converted folder came from (recorded in its safetensors metadata)."""
     path = Path(model_folder) / "model.safetensors"
@@ -78,22 +91,34 @@ class GGUFQuantizedWeights:
 
     int4: dict[str, Int4Weight]
     dequantized: dict[str, str]
+    int8: dict[str, Int8GroupedWeight]  # a Q8_0 ``lm_head``
+
+    @property
+    def kept(self) -> dict[str, Int4Weight | Int8GroupedWeight]:
+        """Every linear that runs on the file's own codes, by our name."""
+        return {**self.int4, **self.int8}
 
 
 def load_gguf_int4(path: str | Path) -> GGUFQuantizedWeights:
-    """Every projection whose GGUF pieces are all Q4_0/Q4_1, as an :class:`Int4Weight`."""
+    """Every projection whose GGUF pieces are all Q4_0/Q4_1, as an :class:`Int4Weight`, and a
+    Q8_0 LM head as an :class:`Int8GroupedWeight`."""
     ckpt = GGUFCheckpoint(path)
     cfg = ckpt.hf_config()
     heads = {"self_attn.q_proj": cfg["num_attention_heads"],
              "self_attn.k_proj": cfg["num_key_value_heads"]}
     pieces: dict[str, GGUFInt4Codes] = {}
     dequantized: dict[str, str] = {}
+    int8: dict[str, Int8GroupedWeight] = {}
     projections = {p for parts in _FUSED.values() for p in parts}
     for t in ckpt.raw_tensors:
         key = _linear_key(hf_tensor_name(t.name), projections, cfg["tie_word_embeddings"])
         if key is None:
             continue
         type_name = t.tensor_type.name
+        if key == "lm_head" and type_name == "Q8_0":
+            rows, cols = (int(d) for d in reversed(t.shape))
+            int8[key] = decode_q8_0_blocks(t.data, rows, cols)
+            continue
         if type_name not in EXACT_INT4_TYPES:
             if type_name not in ("F32", "F16", "BF16"):  # float types are not "dequantized"
                 dequantized[t.name] = type_name
@@ -105,7 +130,7 @@ def load_gguf_int4(path: str | Path) -> GGUFQuantizedWeights:
                 codes = GGUFInt4Codes(*(unpermute_qk(c, n_heads) for c in
                                         (codes.codes, codes.scales, codes.zeros)))
         pieces[key] = codes
-    return GGUFQuantizedWeights(_fuse(pieces, cfg["num_hidden_layers"]), dequantized)
+    return GGUFQuantizedWeights(_fuse(pieces, cfg["num_hidden_layers"]), dequantized, int8)
 
 
 def _linear_key(name: str | None, projections: set[str], tied: bool) -> str | None:

@@ -162,17 +162,17 @@ class ModelRunner:
         if cfg.cpu_gemm == "onednn" and not onednn_linear_available(self.dtype):
             raise ValueError(f"cpu_gemm=onednn: this torch build cannot run oneDNN linears "
                              f"for {self.dtype}")
-        gguf_int4 = None
+        gguf_kept = None
         if cfg.quantization == "gguf":
             if self.gguf_path is None:
                 raise ValueError("quantization='gguf' keeps a GGUF file's Q4_0/Q4_1 weights; "
                                  f"{self.model_path!r} is not a GGUF (or its conversion): pass "
                                  "the .gguf as --model-path, or use int8 / int4")
-            gguf_int4 = load_gguf_int4(self.gguf_path).int4
+            gguf_kept = load_gguf_int4(self.gguf_path).kept
         fixed = None if cfg.cpu_gemm == "auto" else cfg.cpu_gemm
         self.gemm_chooser = GemmChooser(fixed=fixed, dtype=self.dtype)
         builder = CpuLinearBuilder(self.gemm_chooser, cfg.quantization,
-                                   cfg.quantization_group_size, cfg.cpu_gemm, gguf_int4)
+                                   cfg.quantization_group_size, cfg.cpu_gemm, gguf_kept)
         with torch.inference_mode():
             model.replace_linears(builder)
         self.linear_kinds = dict(builder.kinds)

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_linear import PackedLinear, onednn_linear_available
 from ...kernels.cpu_quant_linear import (
     Int4Weight,
@@ -28,7 +29,7 @@ from ...kernels.cpu_quant_linear import (
 from .gemm_choice import GemmChooser, Impl
 
 QUANTIZATIONS = ("int8", "int4", "gguf")
-QuantWeight = Int8Weight | Int4Weight
+QuantWeight = Int8Weight | Int4Weight | Int8GroupedWeight
 
 
 def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Impl]:
@@ -49,6 +50,8 @@ def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
     for int8): the int8 kernel runs float32 activations as two bfloat16 halves with float32
     scales; the single-bfloat16 variant (+1.66% on SmolLM2-135M) is not a candidate.
     """
+    if isinstance(weight, Int8GroupedWeight):  # float32 candidates come with the float weight
+        return {"q8_0": lambda x: int8_grouped_linear(x, weight)}
     kernel: Callable[[torch.Tensor, QuantWeight], torch.Tensor]
     kernel = int8_linear if isinstance(weight, Int8Weight) else int4_linear  # type: ignore
     name = "int8" if isinstance(weight, Int8Weight) else "int4"
@@ -79,6 +82,8 @@ def kind_of(weight: QuantWeight | torch.Tensor) -> str:
         return "int8"
     if isinstance(weight, Int4Weight):
         return f"int4-g{weight.group_size}"
+    if isinstance(weight, Int8GroupedWeight):
+        return f"int8-g{weight.group_size}"
     return f"float-{weight.dtype}"
 
 
@@ -89,25 +94,27 @@ class CpuLinearBuilder:
 
     Float weights get ``torch``/``onednn`` candidates (``cpu_gemm`` may fix one); with
     ``quantization`` every weight is quantized (``int8``/``int4``) or, for ``gguf``, the
-    linears whose GGUF pieces are Q4_0/Q4_1 run on the file's own codes (``gguf_int4``) and
-    the rest stay float. Every linear's implementation per row count is then measured.
+    linears whose GGUF pieces are Q4_0/Q4_1, and a Q8_0 LM head, run on the file's own codes
+    (``gguf_kept``) and the rest stay float (the Q8_0 head also offers float32 ``F.linear``
+    on its exact dequantization, the float weight the model holds anyway). Every linear's
+    implementation per row count is then measured.
     """
 
     HEAD_MAX_ROWS = 128  # the LM head sees one row per sampled token, not a whole prefill
 
     def __init__(self, chooser: GemmChooser, quantization: str | None, group_size: int,
-                 cpu_gemm: str, gguf_int4: dict[str, Int4Weight] | None = None) -> None:
+                 cpu_gemm: str, gguf_kept: dict[str, QuantWeight] | None = None) -> None:
         self.chooser = chooser
         self.quantization = quantization
         self.group_size = group_size
         self.allow_onednn = cpu_gemm != "torch"
-        self.gguf_int4 = gguf_int4 or {}
+        self.gguf_kept = gguf_kept or {}
         self.kinds: dict[str, int] = {}  # weight kind -> linears built (start-up log)
 
     def __call__(self, name: str, weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
         qweight: QuantWeight | None = None
         if self.quantization == "gguf":
-            qweight = self.gguf_int4.get(name)
+            qweight = self.gguf_kept.get(name)
         elif self.quantization == "int8" or (self.quantization == "int4" and name == "lm_head"):
             # int4 keeps the LM head at int8 (as llama.cpp keeps output.weight at 6-8 bits):
             # an int4 head cost +9.6% perplexity on SmolLM2, int8 +0.8%
@@ -115,7 +122,9 @@ class CpuLinearBuilder:
         elif self.quantization == "int4" and weight.shape[1] % self.group_size == 0:
             qweight = quantize_weight(weight, "int4", self.group_size)
         # else: int4 with in_features not a multiple of the group stays float (counted below)
-        if qweight is not None:
+        if isinstance(qweight, Int8GroupedWeight):
+            impls, kind = {**quant_impls(qweight), **float_impls(weight, False)}, kind_of(qweight)
+        elif qweight is not None:
             impls, kind = quant_impls(qweight), kind_of(qweight)
         else:
             impls, kind = float_impls(weight, self.allow_onednn), kind_of(weight)

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ....kernels import KernelOps
+from ....kernels import KernelOps, rotary_rows
 from ...memory.kv_pool import KVPool
 from ..forward_batch import ForwardBatch
 from ..model_config import ModelConfig, UnsupportedModelError
@@ -45,15 +45,33 @@ class LlamaAttention(nn.Module):
         ops = self.ops
         t = x.shape[0]
         qkv = self.qkv_proj(x)  # [T, (Hq + 2 Hkv) * D]
-        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = q.reshape(t, self.num_heads, self.head_dim)
-        k = k.reshape(t, self.num_kv_heads, self.head_dim)
-        v = v.reshape(t, self.num_kv_heads, self.head_dim).contiguous()
-        q, k = ops.rotary(q, k, batch.positions, self.rope.cos, self.rope.sin)
+        q, k = self._rotated_qk(qkv, batch)
+        v = qkv[:, self.q_size + self.kv_size:].reshape(t, self.num_kv_heads, self.head_dim)
+        v = v.contiguous()
         k_cache, v_cache = pool.k_buffers[self.layer_id], pool.v_buffers[self.layer_id]
         ops.store_kv(k_cache, v_cache, batch.out_cache_loc, k.contiguous(), v)
         out = self._attend(q.contiguous(), k_cache, v_cache, batch)  # [T, Hq, D]
         return self.o_proj(out.reshape(t, self.q_size))
+
+    def _rotated_qk(
+        self, qkv: torch.Tensor, batch: ForwardBatch
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotated ``(q [T, Hq, D], k [T, Hkv, D])`` from the fused projection ``qkv``.
+
+        With a set's ``rotary_rows`` the cos/sin rows are gathered once per forward (cached
+        in ``batch.cache``, shared by every layer) and q and k rotate in one pass."""
+        t, d, hq = qkv.shape[0], self.head_dim, self.num_heads
+        if self.ops.rotary_rows is None:
+            q = qkv[:, :self.q_size].view(t, hq, d)
+            k = qkv[:, self.q_size:self.q_size + self.kv_size].view(t, self.num_kv_heads, d)
+            return self.ops.rotary(q, k, batch.positions, self.rope.cos, self.rope.sin)
+        cache = batch.cache
+        if "rope_cos" not in cache:
+            cache["rope_cos"], cache["rope_sin"] = rotary_rows(
+                batch.positions, self.rope.cos, self.rope.sin, qkv.dtype)
+        qk = qkv[:, :self.q_size + self.kv_size].view(t, hq + self.num_kv_heads, d)
+        out = self.ops.rotary_rows(qk, cache["rope_cos"], cache["rope_sin"])
+        return out[:, :hq], out[:, hq:]
 
     def _attend(
         self,
