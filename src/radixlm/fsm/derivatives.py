@@ -15,6 +15,7 @@ search, every other term is live unless it is ``EMPTY``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 
 from . import regex_ast as ra
@@ -22,16 +23,17 @@ from .utf8 import utf8_sequences
 
 FULL_MASK = (1 << 256) - 1
 
-EMPTY_K, EPS_K, BYTES_K, CAT_K, ALT_K, REP_K, AND_K, NOT_K, LAZY_K = range(9)
+EMPTY_K, EPS_K, BYTES_K, CAT_K, ALT_K, REP_K, AND_K, NOT_K, LAZY_K, AUTO_K = range(10)
 
 
 class Term:
     """One interned term. ``args`` by kind: BYTES mask (int), CAT (a, b), ALT/AND tuple of
     terms sorted by uid, REP (a, lo, hi) with hi -1 for unbounded, NOT (a,), LAZY a regex
-    tree node not lowered yet (expanded one level when first needed)."""
+    tree node not lowered yet (expanded one level when first needed), AUTO (machine, state)
+    of an :class:`regex_ast.AsciiMachine` (every state live)."""
 
     __slots__ = ("kind", "args", "nullable", "uid", "boolean", "classes", "deriv", "live",
-                 "clamped", "forced", "bigcount")
+                 "clamped", "forced", "bigcount", "min_len")
 
     def __init__(self, kind: int, args: object, nullable: bool, uid: int, boolean: bool,
                  bigcount: int = 0) -> None:
@@ -46,6 +48,7 @@ class Term:
         self.live: bool | None = None
         self.clamped: tuple[int, Term] | None = None
         self.forced: Term | None = None
+        self.min_len: int | None = None  # lower bound on an accepted string's length
 
     def __repr__(self) -> str:
         return f"Term#{self.uid}(kind={self.kind})"
@@ -194,6 +197,8 @@ class TermBuilder:
             return self.eps
         if isinstance(node, ra.Chars):
             return self.code_points(node.ranges)
+        if isinstance(node, ra.Automaton):
+            return self._automaton(node.machine, node.state)
         key = (LAZY_K, id(node))
         term = self._intern.get(key)
         if term is None:
@@ -220,6 +225,15 @@ class TermBuilder:
             raise TypeError(f"not a regex node: {node!r}")
         t.forced = out
         return out
+
+    def _automaton(self, machine: ra.AsciiMachine, state: object) -> Term:
+        """The term of one machine state (interned by the machine's identity and the state)."""
+        key = (AUTO_K, id(machine), state)
+        term = self._intern.get(key)
+        if term is None:
+            term = self._make(AUTO_K, (machine, state), machine.accepting(state), False, key)
+            self._lowered_keep.append(machine)  # keep ids stable while interned
+        return term
 
     def code_points(self, ranges: tuple[tuple[int, int], ...]) -> Term:
         """One character (as UTF-8 bytes) out of the code-point ranges."""
@@ -259,6 +273,10 @@ class TermBuilder:
             out = self.not_(self.derivative(t.args[0], byte))
         elif kind == LAZY_K:
             out = self.derivative(self.force(t), byte)
+        elif kind == AUTO_K:
+            machine, state = t.args
+            nxt = machine.step(state, byte)
+            out = self.empty if nxt is None else self._automaton(machine, nxt)
         else:  # EMPTY, EPS
             out = self.empty
         t.deriv[byte] = out
@@ -301,6 +319,8 @@ class TermBuilder:
             out = self.classes(t.args[0])
         elif kind == LAZY_K:
             out = self.classes(self.force(t))
+        elif kind == AUTO_K:
+            out = t.args[0].classes(t.args[1])
         else:
             out = (FULL_MASK,)
         t.classes = out
@@ -334,7 +354,7 @@ class TermBuilder:
             return t  # no counter past the reach: nothing to clamp
         if t.clamped is not None and t.clamped[0] == reach:
             return t.clamped[1]
-        if t.kind in (EMPTY_K, EPS_K, BYTES_K, AND_K, NOT_K, LAZY_K) or \
+        if t.kind in (EMPTY_K, EPS_K, BYTES_K, AND_K, NOT_K, LAZY_K, AUTO_K) or \
                 (t.boolean and t.kind == REP_K):
             # inside AND/NOT (and repeats of them) liveness is global: keep exact; a LAZY
             # part is not entered yet, so it is the same object in every state anyway
@@ -386,46 +406,82 @@ class TermBuilder:
         return live
 
     def _search_live(self, t: Term) -> bool:
-        """Depth-first search over derivatives for a nullable term.
+        """Best-first search over derivatives for a nullable term.
 
-        Byte classes are tried smallest first (closing quotes and brackets tend to be
-        singleton classes, so JSON structure is closed quickly), and every term on a path
-        that reaches a nullable term is marked live, so later queries along it are free.
+        Terms are expanded in order of :meth:`min_length` (a lower bound on the bytes each
+        still needs, AND taking its members' largest), deepest first among equals, so the
+        search heads for the shortest completion instead of wandering into free-form values
+        (a depth-first walk took 10-20 s on objects that must hold one named key). Every term
+        on the path to a nullable term is marked live, so later queries along it are free.
         A search that finds none has explored everything reachable from ``t``: every term it
-        saw is dead, and is marked so (the next search reaching one stops there at once;
-        the states of one automaton row share most of their dead ends).
+        saw is dead, and is marked so (the next search reaching one stops there at once).
         """
-        seen = {t.uid}
-        visited = [t]  # the terms in ``seen``
-        path: list[tuple[Term, list[int]]] = [(t, self._ordered_reps(t))]
-        while path:
-            u, reps = path[-1]
+        parents: dict[int, Term | None] = {t.uid: None}
+        visited = [t]  # the terms in ``parents``
+        heap = [(self.min_length(t), 0, 0, t)]
+        pushed = 0
+        while heap:
+            _, depth, _, u = heapq.heappop(heap)
             if u.nullable:
-                for w, _ in path:
-                    w.live = True
+                self._mark_path_live(u, parents)
                 return True
-            if not reps:
-                path.pop()
-                continue
-            v = self.derivative(u, reps.pop())
-            if v.uid in seen or v is self.empty:
-                continue
-            if not v.boolean or v.live is not None:
-                if self.is_live(v):
-                    for w, _ in path:
-                        w.live = True
-                    return True
-                continue
-            seen.add(v.uid)
-            visited.append(v)
-            if len(seen) > self.liveness_budget:
-                raise LivenessBudgetError(
-                    f"deciding whether a pattern intersection is satisfiable needed more "
-                    f"than {self.liveness_budget} states")
-            path.append((v, self._ordered_reps(v)))
+            for byte in self._ordered_reps(u):
+                v = self.derivative(u, byte)
+                if v.uid in parents or v is self.empty:
+                    continue
+                if not v.boolean or v.live is not None:
+                    if self.is_live(v):
+                        self._mark_path_live(u, parents)
+                        return True
+                    continue
+                parents[v.uid] = u
+                visited.append(v)
+                if len(parents) > self.liveness_budget:
+                    raise LivenessBudgetError(
+                        f"deciding whether a pattern intersection is satisfiable needed more "
+                        f"than {self.liveness_budget} states")
+                pushed += 1
+                heapq.heappush(heap, (self.min_length(v), depth - 1, pushed, v))
         for w in visited:  # the whole closure was explored: no nullable term reachable
             w.live = False
         return False
+
+    @staticmethod
+    def _mark_path_live(u: Term, parents: dict[int, Term | None]) -> None:
+        node: Term | None = u
+        while node is not None:
+            node.live = True
+            node = parents[node.uid]
+
+    def min_length(self, t: Term) -> int:
+        """A lower bound on the length of the strings ``t`` matches (exact without AND/NOT;
+        an intersection needs at least what its longest-needing member does, a complement
+        at least one byte when its operand matches the empty string)."""
+        if t.min_len is not None:
+            return t.min_len
+        kind = t.kind
+        if t.nullable or kind == EPS_K:
+            out = 0
+        elif kind == BYTES_K:
+            out = 1
+        elif kind == CAT_K:
+            out, node = 0, t
+            while node.kind == CAT_K and node.min_len is None:
+                out += self.min_length(node.args[0])
+                node = node.args[1]
+            out += self.min_length(node)
+        elif kind == ALT_K:
+            out = min(self.min_length(m) for m in t.args)
+        elif kind == AND_K:
+            out = max(self.min_length(m) for m in t.args)
+        elif kind == REP_K:
+            out = t.args[1] * self.min_length(t.args[0])
+        elif kind == LAZY_K:
+            out = self.min_length(self.force(t))
+        else:  # NOT of a nullable operand, AUTO (not nullable: one byte at least), EMPTY
+            out = 1
+        t.min_len = out
+        return out
 
     def _ordered_reps(self, t: Term) -> list[int]:
         """One byte per derivative class, the smallest class last (popped first)."""
