@@ -395,17 +395,47 @@ class TermBuilder:
                 node = node.args[1]
             live = live and self.is_live(node)
         elif kind == ALT_K:
-            live = any(self.is_live(m) for m in t.args)
+            live = any(m.live or not m.boolean for m in t.args) or self._alternation_live(t)
         elif kind == REP_K:
             live = t.args[1] == 0 or self.is_live(t.args[0])
         elif kind == LAZY_K:
             live = self.is_live(self.force(t))
         else:
-            live = self._search_live(t)
+            live = self._search_live(t, self.liveness_budget)
+            if live is None:
+                raise self._budget_error()
         t.live = live
         return live
 
-    def _search_live(self, t: Term) -> bool:
+    def _budget_error(self) -> LivenessBudgetError:
+        return LivenessBudgetError(f"deciding whether a pattern intersection is satisfiable "
+                                   f"needed more than {self.liveness_budget} states")
+
+    def _alternation_live(self, t: Term) -> bool:
+        """Whether some member of an alternation of boolean terms is live.
+
+        Members are searched in rounds of growing budgets (most promising first), so a live
+        member with a short witness is found before a dead one's whole closure is explored
+        (a distributed anyOf lists many unsatisfiable combinations); only when every member
+        is still undecided at the full budget is the budget error raised.
+        """
+        pending = sorted((m for m in t.args if m.live is None), key=self.min_length)
+        budget = _FIRST_ROUND_STATES
+        while pending:
+            budget = min(budget, self.liveness_budget)
+            undecided = []
+            for m in pending:
+                found = self._search_live(m, budget)
+                if found:
+                    return True
+                if found is None:
+                    undecided.append(m)
+            if undecided and budget >= self.liveness_budget:
+                raise self._budget_error()
+            pending, budget = undecided, budget * 8
+        return False
+
+    def _search_live(self, t: Term, budget: int) -> bool | None:
         """Best-first search over derivatives for a nullable term.
 
         Terms are expanded in order of :meth:`min_length` (a lower bound on the bytes each
@@ -415,6 +445,7 @@ class TermBuilder:
         on the path to a nullable term is marked live, so later queries along it are free.
         A search that finds none has explored everything reachable from ``t``: every term it
         saw is dead, and is marked so (the next search reaching one stops there at once).
+        None: undecided after ``budget`` states (nothing is marked).
         """
         parents: dict[int, Term | None] = {t.uid: None}
         visited = [t]  # the terms in ``parents``
@@ -436,10 +467,8 @@ class TermBuilder:
                     continue
                 parents[v.uid] = u
                 visited.append(v)
-                if len(parents) > self.liveness_budget:
-                    raise LivenessBudgetError(
-                        f"deciding whether a pattern intersection is satisfiable needed more "
-                        f"than {self.liveness_budget} states")
+                if len(parents) > budget:
+                    return None
                 pushed += 1
                 heapq.heappush(heap, (self.min_length(v), depth - 1, pushed, v))
         for w in visited:  # the whole closure was explored: no nullable term reachable
@@ -473,7 +502,7 @@ class TermBuilder:
         elif kind == ALT_K:
             out = min(self.min_length(m) for m in t.args)
         elif kind == AND_K:
-            out = max(self.min_length(m) for m in t.args)
+            out = sum(self.min_length(m) for m in t.args)
         elif kind == REP_K:
             out = t.args[1] * self.min_length(t.args[0])
         elif kind == LAZY_K:
@@ -495,6 +524,9 @@ class TermBuilder:
             if t is self.empty:
                 return False
         return t.nullable
+
+
+_FIRST_ROUND_STATES = 256  # an alternation's members are first searched this far each
 
 
 def _range_mask(lo: int, hi: int) -> int:
