@@ -38,8 +38,10 @@ def main() -> None:
     torch.set_num_threads(1)
     vocab = load_vocabulary(args.tokenizer, args.cache).vocab
     # no background warm-up: it would compete with the next schema's compile for the CPU
+    # no memory cache: every schema is new, and cached grammars would hold gigabytes
     compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=args.timeout,
-                                                    background_warmup_states=0))
+                                                    background_warmup_states=0),
+                               memory_cache_size=1)
     reasons: Counter = Counter()
     refused: list[tuple[float, str, str]] = []  # (seconds to refuse, file, reason)
     total = [0, 0]

@@ -33,7 +33,7 @@ class Term:
     of an :class:`regex_ast.AsciiMachine` (every state live)."""
 
     __slots__ = ("kind", "args", "nullable", "uid", "boolean", "classes", "deriv", "live",
-                 "clamped", "forced", "bigcount", "min_len")
+                 "clamped", "forced", "bigcount", "estimate")
 
     def __init__(self, kind: int, args: object, nullable: bool, uid: int, boolean: bool,
                  bigcount: int = 0) -> None:
@@ -48,7 +48,7 @@ class Term:
         self.live: bool | None = None
         self.clamped: tuple[int, Term] | None = None
         self.forced: Term | None = None
-        self.min_len: int | None = None  # lower bound on an accepted string's length
+        self.estimate: int | None = None  # bytes still needed, guessed (search order)
 
     def __repr__(self) -> str:
         return f"Term#{self.uid}(kind={self.kind})"
@@ -75,6 +75,7 @@ class TermBuilder:
         self._lowered_keep: list[ra.Node] = []
         self._class_cache: dict[tuple[tuple[int, int], ...], Term] = {}
         self.liveness_budget = liveness_budget
+        self._visited = 0  # states the liveness searches have visited, in all
         self.empty = self._make(EMPTY_K, None, False, False)
         self.eps = self._make(EPS_K, None, True, False)
         self.empty.live, self.eps.live = False, True
@@ -416,31 +417,32 @@ class TermBuilder:
 
         Members are searched in rounds of growing budgets (most promising first), so a live
         member with a short witness is found before a dead one's whole closure is explored
-        (a distributed anyOf lists many unsatisfiable combinations); only when every member
-        is still undecided at the full budget is the budget error raised.
+        (a distributed anyOf lists many unsatisfiable combinations). The rounds share one
+        budget: the error is raised once they have visited ``liveness_budget`` states in all.
         """
-        pending = sorted((m for m in t.args if m.live is None), key=self.min_length)
-        budget = _FIRST_ROUND_STATES
+        pending = sorted((m for m in t.args if m.live is None), key=self.search_estimate)
+        left, budget = self.liveness_budget, _FIRST_ROUND_STATES
         while pending:
-            budget = min(budget, self.liveness_budget)
             undecided = []
             for m in pending:
-                found = self._search_live(m, budget)
+                if left <= 0:
+                    raise self._budget_error()
+                before = self._visited
+                found = self._search_live(m, min(budget, left))
+                left -= self._visited - before
                 if found:
                     return True
                 if found is None:
                     undecided.append(m)
-            if undecided and budget >= self.liveness_budget:
-                raise self._budget_error()
             pending, budget = undecided, budget * 8
         return False
 
     def _search_live(self, t: Term, budget: int) -> bool | None:
         """Best-first search over derivatives for a nullable term.
 
-        Terms are expanded in order of :meth:`min_length` (a lower bound on the bytes each
-        still needs, AND taking its members' largest), deepest first among equals, so the
-        search heads for the shortest completion instead of wandering into free-form values
+        Terms are expanded in order of :meth:`search_estimate` (the bytes each still needs,
+        an intersection counting every member's), deepest first among equals, so the search
+        heads for a short completion instead of wandering into free-form values
         (a depth-first walk took 10-20 s on objects that must hold one named key). Every term
         on the path to a nullable term is marked live, so later queries along it are free.
         A search that finds none has explored everything reachable from ``t``: every term it
@@ -449,7 +451,7 @@ class TermBuilder:
         """
         parents: dict[int, Term | None] = {t.uid: None}
         visited = [t]  # the terms in ``parents``
-        heap = [(self.min_length(t), 0, 0, t)]
+        heap = [(self.search_estimate(t), 0, 0, t)]
         pushed = 0
         while heap:
             _, depth, _, u = heapq.heappop(heap)
@@ -467,10 +469,11 @@ class TermBuilder:
                     continue
                 parents[v.uid] = u
                 visited.append(v)
+                self._visited += 1
                 if len(parents) > budget:
                     return None
                 pushed += 1
-                heapq.heappush(heap, (self.min_length(v), depth - 1, pushed, v))
+                heapq.heappush(heap, (self.search_estimate(v), depth - 1, pushed, v))
         for w in visited:  # the whole closure was explored: no nullable term reachable
             w.live = False
         return False
@@ -482,12 +485,13 @@ class TermBuilder:
             node.live = True
             node = parents[node.uid]
 
-    def min_length(self, t: Term) -> int:
-        """A lower bound on the length of the strings ``t`` matches (exact without AND/NOT;
-        an intersection needs at least what its longest-needing member does, a complement
-        at least one byte when its operand matches the empty string)."""
-        if t.min_len is not None:
-            return t.min_len
+    def search_estimate(self, t: Term) -> int:
+        """How many bytes ``t`` still needs to be accepted, as the search's guess: exact (the
+        shortest match) without AND/NOT; an intersection sums its members' (each has to be
+        brought to acceptance: progress on any of them counts), a complement needs one byte
+        when its operand matches the empty string. Only orders the search, never decides."""
+        if t.estimate is not None:
+            return t.estimate
         kind = t.kind
         if t.nullable or kind == EPS_K:
             out = 0
@@ -495,21 +499,21 @@ class TermBuilder:
             out = 1
         elif kind == CAT_K:
             out, node = 0, t
-            while node.kind == CAT_K and node.min_len is None:
-                out += self.min_length(node.args[0])
+            while node.kind == CAT_K and node.estimate is None:
+                out += self.search_estimate(node.args[0])
                 node = node.args[1]
-            out += self.min_length(node)
+            out += self.search_estimate(node)
         elif kind == ALT_K:
-            out = min(self.min_length(m) for m in t.args)
+            out = min(self.search_estimate(m) for m in t.args)
         elif kind == AND_K:
-            out = sum(self.min_length(m) for m in t.args)
+            out = sum(self.search_estimate(m) for m in t.args)
         elif kind == REP_K:
-            out = t.args[1] * self.min_length(t.args[0])
+            out = t.args[1] * self.search_estimate(t.args[0])
         elif kind == LAZY_K:
-            out = self.min_length(self.force(t))
+            out = self.search_estimate(self.force(t))
         else:  # NOT of a nullable operand, AUTO (not nullable: one byte at least), EMPTY
             out = 1
-        t.min_len = out
+        t.estimate = out
         return out
 
     def _ordered_reps(self, t: Term) -> list[int]:
