@@ -175,3 +175,32 @@ def test_decimal_lcm_divides_exactly(a: int, sa: int, b: int, sb: int) -> None:
 def test_integer_divisor_exact(m: int, s: int, n: int) -> None:
     d = Decimal(m).scaleb(-s)
     assert (n % integer_divisor(d) == 0) == ((Fraction(n) / Fraction(str(d))).denominator == 1)
+
+
+@pytest.mark.parametrize("schema, text, ok", [
+    ({"type": "integer", "multipleOf": 7}, "343", True),
+    ({"type": "integer", "multipleOf": 7}, "344", False),
+    ({"type": "number", "multipleOf": 0.3, "minimum": 1}, "1.50", True),
+    ({"type": "number", "multipleOf": 0.3, "minimum": 1}, "1.51", False),
+    ({"type": "object", "properties": {"n": {"type": "number", "multipleOf": 11}},
+      "required": ["n"]}, '{"n":1331}', True),
+])
+def test_residue_divisor_decodes_with_masks(compiler, tokenizer, schema: dict, text: str,  # noqa: ANN001
+                                            ok: bool) -> None:
+    """Through the compiled grammar: every token of an accepted text is in its state's mask,
+    and a rejected text is stopped by a mask."""
+    import torch
+
+    from radixlm.fsm import GrammarSpec
+
+    matcher = compiler.compile(GrammarSpec.json_schema(schema)).new_matcher()
+    mask = torch.zeros((compiler.vocab.num_words + 31) // 32, dtype=torch.int32)
+    accepted = True
+    for char in text:  # one character at a time: the tiny vocabulary has every byte
+        token = tokenizer.convert_tokens_to_ids(char)
+        matcher.fill_bitmask(mask)
+        if not (int(mask[token // 32]) >> (token % 32)) & 1:  # bit t of the int32 row
+            accepted = False
+            break
+        assert matcher.accept_token(token)
+    assert (accepted and matcher.can_end()) == ok
