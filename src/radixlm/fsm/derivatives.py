@@ -70,10 +70,7 @@ def _refine(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
 class TermBuilder:
     """Interns terms, lowers regex trees and computes derivatives; one per grammar."""
 
-    # 16,000 terms per decision: the largest decided search on the corpus visited 15,011 (a
-    # schema refused later anyway), the largest in a schema that compiles 10,000; a budget
-    # hit costs about 0.1-0.3 ms per term, so the refusal comes 3x sooner than at 50,000
-    def __init__(self, liveness_budget: int = 16_000) -> None:
+    def __init__(self, liveness_budget: int = 50_000) -> None:
         self._intern: dict[tuple, Term] = {}
         self._lowered_keep: list[ra.Node] = []
         self._class_cache: dict[tuple[tuple[int, int], ...], Term] = {}

@@ -31,6 +31,6 @@ def test_member_existence_decided_within_a_small_budget(check_schema, name: str)
     schema, valid, invalid = CASES[name]
     check_schema(schema, valid, invalid)
     node, _ = json_schema_to_node(schema, JsonSchemaOptions())
-    builder = TermBuilder(liveness_budget=500)  # depth-first, these took > 50,000
+    builder = TermBuilder(liveness_budget=500)  # the corpus schemas took > 50,000 depth-first
     dfa = LazyDFA(builder, builder.lower(node))
     assert builder.is_live(builder.lower(node)) and dfa.initial is not None
