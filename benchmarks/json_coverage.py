@@ -1,8 +1,9 @@
 """Declared coverage of radixlm.fsm over every schema of the local JSONSchemaBench corpus:
-how many compile within the budget, per subset, the compile time p50 per subset, and the most
-common refusal reasons.
+how many compile within the budget, per subset, the compile time p50 per subset, the most
+common refusal reasons and the slowest refusals (time to refuse).
 
     python benchmarks/json_coverage.py --tokenizer smollm2 --timeout 20
+    python benchmarks/json_coverage.py --subsets Handwritten --refusals refused.tsv
 """
 
 from __future__ import annotations
@@ -26,24 +27,37 @@ from radixlm.real_vocabularies import NAMES, load_vocabulary
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", type=Path, default=jd.DEFAULT_CORPUS)
+    p.add_argument("--subsets", nargs="*", default=None, help="subset names (default: all)")
     p.add_argument("--tokenizer", choices=NAMES, default="smollm2", help="vocabulary")
     p.add_argument("--timeout", type=float, default=20.0, help="compile budget per schema (s)")
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
+    p.add_argument("--refusals", type=Path, default=None,
+                   help="write one line per refused schema: file, seconds, reason")
+    p.add_argument("--verbose", action="store_true", help="one line per schema as it ends")
     args = p.parse_args()
     torch.set_num_threads(1)
     vocab = load_vocabulary(args.tokenizer, args.cache).vocab
     # no background warm-up: it would compete with the next schema's compile for the CPU
+    # no memory cache: every schema is new, and cached grammars would hold gigabytes
     compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=args.timeout,
-                                                    background_warmup_states=0))
+                                                    background_warmup_states=0),
+                               memory_cache_size=1)
     reasons: Counter = Counter()
+    refused: list[tuple[float, str, str]] = []  # (seconds to refuse, file, reason)
     total = [0, 0]
     all_ms: list[float] = []
-    for subset in sorted(d for d in args.corpus.iterdir() if d.is_dir()):
+    subsets = sorted(d for d in args.corpus.iterdir() if d.is_dir())
+    if args.subsets is not None:
+        subsets = [d for d in subsets if d.name in args.subsets]
+    for subset in subsets:
         files = sorted(subset.glob("*.json"))
         ok, ms = 0, []
         for path in files:
             schema = json.loads(path.read_text())["schema"]
+            if args.verbose:
+                print(f"{subset.name}/{path.name} ...", end=" ", flush=True)
             start = time.perf_counter()
+            outcome = "ok"
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -51,7 +65,13 @@ def main() -> None:
                 ok += 1
                 ms.append((time.perf_counter() - start) * 1e3)
             except GrammarError as exc:
-                reasons[re.sub(r"'[^']*'", "'X'", str(exc))[:100]] += 1
+                reason = re.sub(r"'[^']*'", "'X'", str(exc))[:100]
+                reasons[reason] += 1
+                refused.append((time.perf_counter() - start, f"{subset.name}/{path.name}",
+                                str(exc).replace("\n", " ")[:300]))
+                outcome = f"refused: {str(exc)[:120]}"
+            if args.verbose:
+                print(f"{time.perf_counter() - start:.2f} s {outcome}", flush=True)
         total[0] += ok
         total[1] += len(files)
         all_ms += ms
@@ -62,6 +82,11 @@ def main() -> None:
           f"  compile p50 {jd.percentile(all_ms, 50) or 0:8.1f} ms")
     for reason, n in reasons.most_common(20):
         print(f"{n:5d}  {reason}")
+    refused.sort(reverse=True)
+    print("slowest refusals (s):", ", ".join(f"{name} {s:.2f}" for s, name, _ in refused[:5]))
+    if args.refusals is not None:
+        args.refusals.write_text("".join(f"{name}\t{s:.3f}\t{why}\n"
+                                         for s, name, why in refused))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ search, every other term is live unless it is ``EMPTY``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 
 from . import regex_ast as ra
@@ -22,16 +23,17 @@ from .utf8 import utf8_sequences
 
 FULL_MASK = (1 << 256) - 1
 
-EMPTY_K, EPS_K, BYTES_K, CAT_K, ALT_K, REP_K, AND_K, NOT_K, LAZY_K = range(9)
+EMPTY_K, EPS_K, BYTES_K, CAT_K, ALT_K, REP_K, AND_K, NOT_K, LAZY_K, AUTO_K = range(10)
 
 
 class Term:
     """One interned term. ``args`` by kind: BYTES mask (int), CAT (a, b), ALT/AND tuple of
     terms sorted by uid, REP (a, lo, hi) with hi -1 for unbounded, NOT (a,), LAZY a regex
-    tree node not lowered yet (expanded one level when first needed)."""
+    tree node not lowered yet (expanded one level when first needed), AUTO (machine, state)
+    of an :class:`regex_ast.AsciiMachine` (every state live)."""
 
     __slots__ = ("kind", "args", "nullable", "uid", "boolean", "classes", "deriv", "live",
-                 "clamped", "forced", "bigcount")
+                 "clamped", "forced", "bigcount", "estimate")
 
     def __init__(self, kind: int, args: object, nullable: bool, uid: int, boolean: bool,
                  bigcount: int = 0) -> None:
@@ -46,6 +48,7 @@ class Term:
         self.live: bool | None = None
         self.clamped: tuple[int, Term] | None = None
         self.forced: Term | None = None
+        self.estimate: int | None = None  # bytes still needed, guessed (search order)
 
     def __repr__(self) -> str:
         return f"Term#{self.uid}(kind={self.kind})"
@@ -72,6 +75,7 @@ class TermBuilder:
         self._lowered_keep: list[ra.Node] = []
         self._class_cache: dict[tuple[tuple[int, int], ...], Term] = {}
         self.liveness_budget = liveness_budget
+        self._visited = 0  # states the liveness searches have visited, in all
         self.empty = self._make(EMPTY_K, None, False, False)
         self.eps = self._make(EPS_K, None, True, False)
         self.empty.live, self.eps.live = False, True
@@ -194,6 +198,8 @@ class TermBuilder:
             return self.eps
         if isinstance(node, ra.Chars):
             return self.code_points(node.ranges)
+        if isinstance(node, ra.Automaton):
+            return self._automaton(node.machine, node.state)
         key = (LAZY_K, id(node))
         term = self._intern.get(key)
         if term is None:
@@ -220,6 +226,15 @@ class TermBuilder:
             raise TypeError(f"not a regex node: {node!r}")
         t.forced = out
         return out
+
+    def _automaton(self, machine: ra.AsciiMachine, state: object) -> Term:
+        """The term of one machine state (interned by the machine's identity and the state)."""
+        key = (AUTO_K, id(machine), state)
+        term = self._intern.get(key)
+        if term is None:
+            term = self._make(AUTO_K, (machine, state), machine.accepting(state), False, key)
+            self._lowered_keep.append(machine)  # keep ids stable while interned
+        return term
 
     def code_points(self, ranges: tuple[tuple[int, int], ...]) -> Term:
         """One character (as UTF-8 bytes) out of the code-point ranges."""
@@ -259,6 +274,10 @@ class TermBuilder:
             out = self.not_(self.derivative(t.args[0], byte))
         elif kind == LAZY_K:
             out = self.derivative(self.force(t), byte)
+        elif kind == AUTO_K:
+            machine, state = t.args
+            nxt = machine.step(state, byte)
+            out = self.empty if nxt is None else self._automaton(machine, nxt)
         else:  # EMPTY, EPS
             out = self.empty
         t.deriv[byte] = out
@@ -301,6 +320,8 @@ class TermBuilder:
             out = self.classes(t.args[0])
         elif kind == LAZY_K:
             out = self.classes(self.force(t))
+        elif kind == AUTO_K:
+            out = t.args[0].classes(t.args[1])
         else:
             out = (FULL_MASK,)
         t.classes = out
@@ -334,7 +355,7 @@ class TermBuilder:
             return t  # no counter past the reach: nothing to clamp
         if t.clamped is not None and t.clamped[0] == reach:
             return t.clamped[1]
-        if t.kind in (EMPTY_K, EPS_K, BYTES_K, AND_K, NOT_K, LAZY_K) or \
+        if t.kind in (EMPTY_K, EPS_K, BYTES_K, AND_K, NOT_K, LAZY_K, AUTO_K) or \
                 (t.boolean and t.kind == REP_K):
             # inside AND/NOT (and repeats of them) liveness is global: keep exact; a LAZY
             # part is not entered yet, so it is the same object in every state anyway
@@ -375,57 +396,125 @@ class TermBuilder:
                 node = node.args[1]
             live = live and self.is_live(node)
         elif kind == ALT_K:
-            live = any(self.is_live(m) for m in t.args)
+            live = any(m.live or not m.boolean for m in t.args) or self._alternation_live(t)
         elif kind == REP_K:
             live = t.args[1] == 0 or self.is_live(t.args[0])
         elif kind == LAZY_K:
             live = self.is_live(self.force(t))
         else:
-            live = self._search_live(t)
+            live = self._search_live(t, self.liveness_budget)
+            if live is None:
+                raise self._budget_error()
         t.live = live
         return live
 
-    def _search_live(self, t: Term) -> bool:
-        """Depth-first search over derivatives for a nullable term.
+    def _budget_error(self) -> LivenessBudgetError:
+        return LivenessBudgetError(f"deciding whether a pattern intersection is satisfiable "
+                                   f"needed more than {self.liveness_budget} states")
 
-        Byte classes are tried smallest first (closing quotes and brackets tend to be
-        singleton classes, so JSON structure is closed quickly), and every term on a path
-        that reaches a nullable term is marked live, so later queries along it are free.
-        A search that finds none has explored everything reachable from ``t``: every term it
-        saw is dead, and is marked so (the next search reaching one stops there at once;
-        the states of one automaton row share most of their dead ends).
+    def _alternation_live(self, t: Term) -> bool:
+        """Whether some member of an alternation of boolean terms is live.
+
+        Members are searched in rounds of growing budgets (most promising first), so a live
+        member with a short witness is found before a dead one's whole closure is explored
+        (a distributed anyOf lists many unsatisfiable combinations). The rounds share one
+        budget: the error is raised once they have visited ``liveness_budget`` states in all.
         """
-        seen = {t.uid}
-        visited = [t]  # the terms in ``seen``
-        path: list[tuple[Term, list[int]]] = [(t, self._ordered_reps(t))]
-        while path:
-            u, reps = path[-1]
-            if u.nullable:
-                for w, _ in path:
-                    w.live = True
-                return True
-            if not reps:
-                path.pop()
-                continue
-            v = self.derivative(u, reps.pop())
-            if v.uid in seen or v is self.empty:
-                continue
-            if not v.boolean or v.live is not None:
-                if self.is_live(v):
-                    for w, _ in path:
-                        w.live = True
+        pending = sorted((m for m in t.args if m.live is None), key=self.search_estimate)
+        left, budget = self.liveness_budget, _FIRST_ROUND_STATES
+        while pending:
+            undecided = []
+            for m in pending:
+                if left <= 0:
+                    raise self._budget_error()
+                before = self._visited
+                found = self._search_live(m, min(budget, left))
+                left -= self._visited - before
+                if found:
                     return True
-                continue
-            seen.add(v.uid)
-            visited.append(v)
-            if len(seen) > self.liveness_budget:
-                raise LivenessBudgetError(
-                    f"deciding whether a pattern intersection is satisfiable needed more "
-                    f"than {self.liveness_budget} states")
-            path.append((v, self._ordered_reps(v)))
+                if found is None:
+                    undecided.append(m)
+            pending, budget = undecided, budget * 8
+        return False
+
+    def _search_live(self, t: Term, budget: int) -> bool | None:
+        """Best-first search over derivatives for a nullable term.
+
+        Terms are expanded in order of :meth:`search_estimate` (the bytes each still needs,
+        an intersection counting every member's), deepest first among equals, so the search
+        heads for a short completion instead of wandering into free-form values
+        (a depth-first walk took 10-20 s on objects that must hold one named key). Every term
+        on the path to a nullable term is marked live, so later queries along it are free.
+        A search that finds none has explored everything reachable from ``t``: every term it
+        saw is dead, and is marked so (the next search reaching one stops there at once).
+        None: undecided after ``budget`` states (nothing is marked).
+        """
+        parents: dict[int, Term | None] = {t.uid: None}
+        visited = [t]  # the terms in ``parents``
+        heap = [(self.search_estimate(t), 0, 0, t)]
+        pushed = 0
+        while heap:
+            _, depth, _, u = heapq.heappop(heap)
+            if u.nullable:
+                self._mark_path_live(u, parents)
+                return True
+            for byte in self._ordered_reps(u):
+                v = self.derivative(u, byte)
+                if v.uid in parents or v is self.empty:
+                    continue
+                if not v.boolean or v.live is not None:
+                    if self.is_live(v):
+                        self._mark_path_live(u, parents)
+                        return True
+                    continue
+                parents[v.uid] = u
+                visited.append(v)
+                self._visited += 1
+                if len(parents) > budget:
+                    return None
+                pushed += 1
+                heapq.heappush(heap, (self.search_estimate(v), depth - 1, pushed, v))
         for w in visited:  # the whole closure was explored: no nullable term reachable
             w.live = False
         return False
+
+    @staticmethod
+    def _mark_path_live(u: Term, parents: dict[int, Term | None]) -> None:
+        node: Term | None = u
+        while node is not None:
+            node.live = True
+            node = parents[node.uid]
+
+    def search_estimate(self, t: Term) -> int:
+        """How many bytes ``t`` still needs to be accepted, as the search's guess: exact (the
+        shortest match) without AND/NOT; an intersection sums its members' (each has to be
+        brought to acceptance: progress on any of them counts), a complement needs one byte
+        when its operand matches the empty string. Only orders the search, never decides."""
+        if t.estimate is not None:
+            return t.estimate
+        kind = t.kind
+        if t.nullable or kind == EPS_K:
+            out = 0
+        elif kind == BYTES_K:
+            out = 1
+        elif kind == CAT_K:
+            out, node = 0, t
+            while node.kind == CAT_K and node.estimate is None:
+                out += self.search_estimate(node.args[0])
+                node = node.args[1]
+            out += self.search_estimate(node)
+        elif kind == ALT_K:
+            out = min(self.search_estimate(m) for m in t.args)
+        elif kind == AND_K:
+            out = sum(self.search_estimate(m) for m in t.args)
+        elif kind == REP_K:
+            out = t.args[1] * self.search_estimate(t.args[0])
+        elif kind == LAZY_K:
+            out = self.search_estimate(self.force(t))
+        else:  # NOT of a nullable operand, AUTO (not nullable: one byte at least), EMPTY
+            out = 1
+        t.estimate = out
+        return out
 
     def _ordered_reps(self, t: Term) -> list[int]:
         """One byte per derivative class, the smallest class last (popped first)."""
@@ -439,6 +528,9 @@ class TermBuilder:
             if t is self.empty:
                 return False
         return t.nullable
+
+
+_FIRST_ROUND_STATES = 256  # an alternation's members are first searched this far each
 
 
 def _range_mask(lo: int, hi: int) -> int:

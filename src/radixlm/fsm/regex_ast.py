@@ -12,8 +12,9 @@ keep trees small (flattening, dropping neutral elements) and map every unsatisfi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -93,6 +94,37 @@ class Constrained(Node):
         nullable = self.base.nullable and all(r.nullable for r in self.require) and \
             not any(f.nullable for f in self.forbid)
         object.__setattr__(self, "nullable", nullable)
+
+
+class AsciiMachine(Protocol):
+    """A deterministic automaton over ASCII characters (code point = UTF-8 byte) in which
+    every state it ever returns is live: some continuation from it is accepted. Used for
+    languages whose regex form is huge but whose automaton is small (decimal residues)."""
+
+    def step(self, state: Hashable, byte: int) -> Hashable | None:
+        """The next state, or None where the character leads to no accepted string."""
+
+    def accepting(self, state: Hashable) -> bool:
+        """Whether the text read so far is accepted."""
+
+    def classes(self, state: Hashable) -> tuple[int, ...]:
+        """A partition of the 256 bytes (bit masks) on whose parts ``step`` is constant."""
+
+    def to_node(self, state: Hashable) -> Node:
+        """An equivalent regex tree (for printing); may raise :class:`RenderTooLargeError`."""
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Automaton(Node):
+    """The strings ``machine`` accepts from ``state`` (a leaf: no regex sub-nodes)."""
+
+    machine: AsciiMachine
+    state: Hashable
+    nullable: bool = field(default=False, init=False)
+    constrained: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nullable", self.machine.accepting(self.state))
 
 
 def _set_properties(node: Node, nullable: bool, parts: tuple[Node, ...]) -> None:
@@ -327,6 +359,8 @@ class _Renderer:
             req = "".join(f"(?=(?:{self.render(r)[0]}){term})" for r in node.require)
             forb = "".join(f"(?!(?:{self.render(f)[0]}){term})" for f in node.forbid)
             return f"{req}{forb}(?:{self.render(node.base)[0]})", 2
+        if isinstance(node, Automaton):
+            return self.render(node.machine.to_node(node.state))
         raise TypeError(f"not a regex node: {node!r}")
 
 

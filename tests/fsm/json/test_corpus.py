@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from radixlm.fsm import GrammarError
+from radixlm.fsm import GrammarBudgetError, GrammarError
 from radixlm.fsm import regex_ast as ra
 from radixlm.fsm.derivatives import TermBuilder
 from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
@@ -53,7 +53,20 @@ def check_file(path: Path, stats: Counter) -> list[str]:
         rendered = re.compile(ra.render(node, max_chars=MAX_REGEX_FOR_PYTHON))
     except (ra.RenderTooLargeError, re.error, RecursionError):
         rendered = None  # too large for Python's re: the automaton alone is checked
-    problems = []
+    problems: list[str] = []
+    try:
+        _judge_instances(path, doc, dfa, judge, rendered, stats, problems)
+    except GrammarBudgetError:
+        # a later state's liveness hit the budget: the schema is refused by name while
+        # decoding (the request would end with that error), so it is not claimed; what was
+        # judged before stays judged
+        stats["compiled"] -= 1
+        stats["refused_while_decoding"] += 1
+    return problems
+
+
+def _judge_instances(path: Path, doc: dict, dfa: LazyDFA, judge, rendered,  # noqa: ANN001
+                     stats: Counter, problems: list[str]) -> None:
     for test in doc["tests"]:
         truth = judge.is_valid(test["data"])
         found = find_accepted_text(dfa, test["data"])
@@ -67,7 +80,6 @@ def check_file(path: Path, stats: Counter) -> list[str]:
                             f"{accepted}: {json.dumps(test['data'])[:200]}")
         if accepted and rendered is not None and not rendered.fullmatch(found.text):
             problems.append(f"{path.name}: printed regex rejects {found.text[:200]}")
-    return problems
 
 
 def _files(corpus: Path, per_subset: int | None) -> list[Path]:
@@ -97,3 +109,5 @@ def test_corpus_full(corpus_dir: Path) -> None:
         problems += check_file(f, medium if f.parent.name == "Github_medium" else stats)
     assert not problems, problems[:5]
     assert medium["compiled"] >= 0.9 * medium["schemas"]  # the bar for Github_medium
+    # schemas whose decoding runs into the liveness budget are refused, but rarely
+    assert stats["refused_while_decoding"] + medium["refused_while_decoding"] <= 5

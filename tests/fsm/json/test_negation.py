@@ -98,7 +98,9 @@ def test_disjointness_proofs(a, b, disjoint: bool) -> None:  # noqa: ANN001
 
 def test_overlapping_one_of_without_enforceable_negation_is_refused() -> None:
     with pytest.raises(GrammarError, match="oneOf.*not"):
-        SchemaCompiler({"oneOf": [{"type": "integer"}, {"multipleOf": 3}]},
+        SchemaCompiler({"oneOf": [{"type": "array", "items": {"type": "object",
+                                                              "required": ["a"]}},
+                                  {"type": "array", "minItems": 1}]},
                        JsonSchemaOptions()).compile()
 
 

@@ -12,9 +12,9 @@ outlines-core's builder, on purpose:
 * ``additionalProperties`` (false, true, schema) is honoured next to ``properties``, and
   additional keys can never repeat a declared name; ``patternProperties``, ``propertyNames``,
   ``min/maxProperties``, ``dependentRequired``/``dependentSchemas`` are enforced.
-* Boolean and type-less sub-schemas work; numeric bounds and ``multipleOf`` (for divisors
-  2^a·5^b, or bounded ranges) compile to digit regexes; ``not``, ``if/then/else`` are enforced
-  for the forms that reduce to the above.
+* Boolean and type-less sub-schemas work; numeric bounds compile to digit regexes and
+  ``multipleOf`` (any positive divisor) to last-digit regexes or a residue automaton over the
+  digits; ``not``, ``if/then/else`` are enforced for the forms that reduce to the above.
 * Objects keep the schema's property order (declared properties first, then additional ones).
 
 Bounds that make the language regular are explicit options: the recursion depth of ``$ref``

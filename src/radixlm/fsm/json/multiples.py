@@ -1,14 +1,15 @@
-"""``multipleOf`` with a decimal divisor, exactly on the decimal text.
+"""``multipleOf`` with any decimal divisor, exactly on the decimal text.
 
 A divisor ``d = m / 10^s`` (``m`` a positive integer, ``s`` fraction digits) divides a plain
 decimal ``x = N.F`` iff ``x * 10^s`` is an integer divisible by ``m``: the fraction has at
-most ``s`` significant digits and, when ``m = 2^a 5^b``, the last digits of the scaled
-integer decide the rest (the last-digits rule of :func:`..number_ranges.nat_multiple_of`).
-That is a regular language; other ``m`` (0.3 = 3/10) are not suffix-decidable and are
-refused by the caller. The exact decimal value is meant (the JSON Schema definition);
-``jsonschema`` divides binary floats instead, so on inputs such as ``0.07`` / ``0.01`` it
-answers differently. Numbers with an exponent are not produced (``1e-2`` is spelled
-``0.01``): "significant fraction digits minus exponent" is not a regular condition.
+most ``s`` significant digits and the scaled integer is divisible by ``m``. When
+``m = 2^a 5^b`` its last digits decide that (the last-digits rule of
+:func:`..number_ranges.nat_multiple_of`), which prints as a compact regex; every other ``m``
+(3, 0.3 = 3/10, 0.07) is a residue automaton over the digits
+(:mod:`..decimal_residues`), also exact. The exact decimal value is meant (the JSON Schema
+definition); ``jsonschema`` divides binary floats instead, so on inputs such as ``0.07`` /
+``0.01`` it answers differently. Numbers with an exponent are not produced (``1e-2`` is
+spelled ``0.01``): "significant fraction digits minus exponent" is not a regular condition.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from decimal import Decimal
 
 from .. import number_ranges as nr
 from .. import regex_ast as ra
+from ..decimal_residues import decimal_multiples
 
 MAX_SUFFIXES = 2000  # allowed last-digit strings per fraction length, at most
 
@@ -50,10 +52,18 @@ def _suffixes(k: int) -> list[str] | None:
     return [str(v).zfill(length) for v in range(0, 10 ** length, k)] if length else [""]
 
 
-def decimal_multiple_node(d: Decimal) -> ra.Node | None:
-    """Plain decimals (``-?NAT(.DIGITS)?``) that are multiples of ``d``; None when the
-    divisor's integer part ``m`` is not of the form 2^a 5^b or needs too many suffixes."""
+def decimal_multiple_node(d: Decimal) -> ra.Node:
+    """Plain decimals (``-?NAT(.DIGITS)?``) that are multiples of ``d``: by last digits when
+    ``m`` is 2^a 5^b with few suffixes, else by the residue automaton."""
     m, s = split_divisor(d)
+    node = _suffix_multiple_node(m, s)
+    return ra.seq(ra.opt(nr.MINUS), node if node is not None else
+                  decimal_multiples(m, s, fraction=True))
+
+
+def _suffix_multiple_node(m: int, s: int) -> ra.Node | None:
+    """Unsigned plain decimals that are multiples of ``m / 10^s`` by the last-digits rule;
+    None when ``m`` is not 2^a 5^b or needs too many suffixes."""
     zeros = ra.star(ra.lit("0"))
     options = []
     for j in range(s + 1):  # j significant fraction digits, then only zeros
@@ -77,7 +87,7 @@ def decimal_multiple_node(d: Decimal) -> ra.Node | None:
         for head, tails in by_head.items():
             options.append(ra.seq(_nat_ending_with(head), ra.lit("."),
                                   ra.alt(*map(ra.lit, tails)), zeros))
-    return ra.seq(ra.opt(nr.MINUS), ra.alt(*options))
+    return ra.alt(*options)
 
 
 def decimal_lcm(values: list[Decimal]) -> Decimal:

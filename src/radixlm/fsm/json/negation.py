@@ -9,11 +9,11 @@ values); only then is ``oneOf`` compiled as an alternation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import GrammarError
-from ..number_ranges import decimal_suffix_modulus
 from .context import SchemaContext
 from .facts import ALL_TYPES, Facts, Sub, expand_types, to_decimal
 from .keywords import CONSTRAINING, NUMBER_KEYS, absorb, facts_of
@@ -61,7 +61,7 @@ def apply_not(c: SchemaContext, f: Facts, sub: Sub) -> None:
         f.not_patterns.append(n["pattern"])
     elif keys <= NUMBER_KEYS - {"multipleOf"} and "type" not in n:
         _not_range(c, f, n, ctx)
-    elif keys == {"multipleOf"} and _suffix_divisor(n["multipleOf"]):
+    elif keys == {"multipleOf"} and _positive_divisor(n["multipleOf"]):
         f.restrict_types(frozenset({"number"}))
         f.not_multiples.append(to_decimal(n["multipleOf"], "multipleOf"))
     elif "$ref" in keys and c.document.legacy_ref:
@@ -178,9 +178,11 @@ _SINGLE: dict[str, Callable[..., None]] = {
 }
 
 
-def _suffix_divisor(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and \
-        decimal_suffix_modulus(value) is not None
+def _positive_divisor(value: Any) -> bool:
+    """A multipleOf value whose multiples the number builders spell exactly (any positive
+    finite decimal: last digits or a residue automaton)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value) and value > 0
 
 
 def _exclude_values(c: SchemaContext, f: Facts, n: dict) -> None:

@@ -6,6 +6,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from .. import number_ranges as nr
 from .. import regex_ast as ra
+from ..decimal_residues import decimal_multiples
 from .context import SchemaContext
 from .facts import Facts, json_type_of
 from .multiples import decimal_lcm, decimal_multiple_node, integer_divisor
@@ -51,16 +52,19 @@ def _integer_divisors(f: Facts) -> int | None:
     return nr.lcm_of([integer_divisor(k) for k in f.multiples]) if f.multiples else None
 
 
-def _multiples_node(c: SchemaContext, k: int, lo: int | None, hi: int | None) -> ra.Node | None:
+def _integer_multiples(k: int) -> ra.Node:
+    """Canonical integers divisible by ``k``: last digits for 2^a 5^b, else the residue
+    automaton."""
     mult = nr.nat_multiple_of(k)
-    if mult is not None:
-        return _signed(mult)
-    if lo is not None and hi is not None and (hi - lo) // k <= _MAX_ENUMERATED_MULTIPLES:
-        first = -(-lo // k) * k
+    return _signed(mult if mult is not None else decimal_multiples(k, 0, fraction=False))
+
+
+def _multiples_node(k: int, lo: int | None, hi: int | None) -> ra.Node:
+    if nr.nat_multiple_of(k) is None and lo is not None and hi is not None and \
+            (hi - lo) // k <= _MAX_ENUMERATED_MULTIPLES:
+        first = -(-lo // k) * k  # few multiples: listed (prints compactly)
         return ra.alt(*(ra.lit(str(v)) for v in range(first, hi + 1, k)))
-    c.unsupported("multipleOf", f"divisor {k} needs bounded minimum/maximum with at most "
-                                f"{_MAX_ENUMERATED_MULTIPLES} multiples")
-    return None
+    return _integer_multiples(k)
 
 
 def _integer_node(c: SchemaContext, f: Facts, excluded: list) -> ra.Node:
@@ -73,15 +77,15 @@ def _integer_node(c: SchemaContext, f: Facts, excluded: list) -> ra.Node:
     require = []
     k = _integer_divisors(f)
     if k is not None and k > 1:
-        mult = _multiples_node(c, k, lo, hi)
-        if mult is not None:
-            require.append(mult)
+        require.append(_multiples_node(k, lo, hi))
     if c.options.max_number_digits is not None:
         require.append(_digit_cap(c.options.max_number_digits, integer=True))
     forbid = [ra.lit(str(int(v))) for v in excluded]
-    for m in f.not_multiples:
-        forbid.append(_signed(nr.nat_multiple_of(int(m))))
-    core = ra.constrained(base, require, forbid, terminator=nr.INTEGER_END)
+    forbid += [_integer_multiples(integer_divisor(m)) for m in f.not_multiples]
+    if lo is None and hi is None and len(require) == 1 and not forbid:
+        core = require[0]  # a subset of the integers: no intersection (no liveness search)
+    else:
+        core = ra.constrained(base, require, forbid, terminator=nr.INTEGER_END)
     if c.document.integer_fraction:  # 5.0 is an integer too (draft 6+)
         zeros = ra.repeat(ra.lit("0"), 1, c.options.max_number_digits)
         return ra.seq(core, ra.opt(ra.seq(ra.lit("."), zeros)))
@@ -122,20 +126,14 @@ def number_node(c: SchemaContext, f: Facts, integer_only: bool) -> ra.Node:
     if f.hi is not None:
         require.append(nr.decimal_at_most(f.hi, f.hi_strict))
     if divisor is not None:
-        multiples = decimal_multiple_node(divisor)
-        if multiples is None:
-            c.unsupported("multipleOf", f"divisor {divisor}: only m/10^s with m = 2^a·5^b "
-                                        f"(0.01, 0.5, 2.5, ...) is decided on the decimal "
-                                        f"text")
-        else:
-            require.append(multiples)
+        require.append(decimal_multiple_node(divisor))
     if f.non_integer:
         require.append(ra.seq(ra.opt(nr.MINUS), nr.NAT, ra.lit("."), nr.DIGITS, nr.NONZERO,
                               nr.DIGITS))
     if digits is not None:
         require.append(_digit_cap(digits, integer=False))
     forbid = [_value_spellings(v) for v in excluded]
-    for m in f.not_multiples:
-        forbid.append(ra.seq(_signed(nr.nat_multiple_of(int(m))),
-                             ra.opt(ra.seq(ra.lit("."), ra.repeat(ra.lit("0"), 1, None)))))
+    forbid += [decimal_multiple_node(m) for m in f.not_multiples]
+    if len(require) == 1 and not forbid and divisor is not None:
+        return require[0]  # the multiples alone: a subset of PLAIN_NUMBER, no intersection
     return ra.constrained(nr.PLAIN_NUMBER, require, forbid, terminator=nr.NUMBER_END)
