@@ -92,6 +92,11 @@ class ServerArgs:
         default="single", metadata={"help": "compact, single or flexible"}
     )
     grammar_cache_dir: str | None = None
+    disable_gc_freeze: bool = field(default=False, metadata={
+        "help": "keep the start-up heap (model, tokenizer, vocabulary) in the garbage "
+                "collector's scans; by default the scheduler collects once after start-up and "
+                "freezes what survives, so full collections (which stop every thread) stay "
+                "short"})
     reasoning_end_marker: str | None = field(
         default=None, metadata={"help": "e.g. </think>: constraints start after this marker"}
     )
