@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from radixlm.runtime.gc_policy import GcPauseStats, freeze_startup_heap
+from radixlm.runtime.gc_policy import YOUNG_THRESHOLD, GcPauseStats, freeze_startup_heap
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
                                            "n": {"type": "integer"}},
@@ -41,8 +41,10 @@ def test_pause_stats_count_each_collection_by_generation():
 
 def test_frozen_heap_is_left_alone_and_new_cycles_are_still_reclaimed():
     old = _Cycle()
+    thresholds = gc.get_threshold()
     try:
         assert freeze_startup_heap() > 0
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *thresholds[1:])
         assert gc.isenabled(), "the collector stays on for cycles made while serving"
         new = weakref.ref(_Cycle())  # made after the freeze, like an evicted grammar
         old_ref = weakref.ref(old)
@@ -52,6 +54,7 @@ def test_frozen_heap_is_left_alone_and_new_cycles_are_still_reclaimed():
         assert old_ref() is not None, "a frozen object is never scanned, so never freed"
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
     gc.collect()
     assert old_ref() is None, "unfrozen, it is reclaimed again"
 
@@ -67,6 +70,7 @@ def test_server_info_reports_gc_pauses_and_the_freeze(engine):
     info = engine.get_server_info()
     frozen = not engine.server_args.disable_gc_freeze
     assert (info["gc_frozen_objects"] > 0) == frozen
+    assert info["gc_threshold"][0] == (YOUNG_THRESHOLD if frozen else gc.get_threshold()[0])
     assert info["gc_enabled"] is True
     # compiling a grammar allocates far more than one generation-0 threshold of containers
     assert info["gc_pauses"] >= 1

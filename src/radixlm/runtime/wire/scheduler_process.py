@@ -9,6 +9,7 @@ and ends the process with exit code :data:`CRASH_EXIT_CODE`, so its parent sees 
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -68,7 +69,8 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
         sys.exit(CRASH_EXIT_CODE)
     if not args.disable_gc_freeze:  # start-up objects out of every later scan
-        logger.info("gc: %d start-up objects frozen", freeze_startup_heap())
+        logger.info("gc: %d start-up objects frozen, thresholds %s", freeze_startup_heap(),
+                    gc.get_threshold())
     gc_pauses = GcPauseStats()
     gc_pauses.install()
     ctx = zmq.Context()
@@ -94,6 +96,8 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
         outbox.close(linger=2000)  # let the errors out before the process ends
         inbox.close()
         ctx.term()
+        gc_pauses.uninstall()
+        gc.unfreeze()  # frozen objects are never finalized: native bindings report leaks
     if crashed:  # (a clean return would read as exit code 0)
         sys.exit(CRASH_EXIT_CODE)
 
