@@ -30,6 +30,8 @@ WAIT_KEYS = ("mask_wait_steps", "mask_wait_cold_fills", "mask_wait_ms_p50", "mas
              "mask_wait_ms_max", "mask_wait_ms_p99_not_preempted",
              "mask_wait_ms_max_not_preempted", "mask_held_steps", "mask_holds",
              "mask_max_hold_steps", "mask_idle_wait_ms", "steps")
+GC_KEYS = ("gc_pauses", "gc_full_pauses", "gc_pause_ms_p99", "gc_pause_ms_max",
+           "gc_full_pause_ms_max", "gc_pause_ms_total", "gc_frozen_objects")
 
 
 def pick(args: argparse.Namespace, tokenizer: Any) -> list[tuple[str, Any]]:
@@ -53,12 +55,13 @@ def pick(args: argparse.Namespace, tokenizer: Any) -> list[tuple[str, Any]]:
     return picked
 
 
-def one_run(model_path: str, bound_ms: float, schemas: list[Any], args: argparse.Namespace
-            ) -> dict[str, Any]:
+def one_run(model_path: str, bound_ms: float, gc_freeze: str, schemas: list[Any],
+            args: argparse.Namespace) -> dict[str, Any]:
     from radixlm import Engine
 
     engine = Engine(model_path, grammar_mask_wait_ms=bound_ms, num_threads=args.threads,
-                    grammar_compile_timeout=args.timeout)
+                    grammar_compile_timeout=args.timeout,
+                    disable_gc_freeze=gc_freeze == "off")
     try:
         prompts = [f"Answer with one JSON value for this schema: {json.dumps(s)[:300]}\n"
                    for s in schemas]
@@ -79,10 +82,10 @@ def one_run(model_path: str, bound_ms: float, schemas: list[Any], args: argparse
         except Exception:  # noqa: BLE001 (unfinished, failed or invalid: not valid)
             pass
     errors = [f"request {i}: {o['error']}" for i, o in enumerate(outs) if "error" in o]
-    return {"mask_wait_ms_bound": bound_ms, "wall_s": wall, "valid": valid,
+    return {"mask_wait_ms_bound": bound_ms, "gc_freeze": gc_freeze, "wall_s": wall, "valid": valid,
             "requests": len(schemas), "errors": errors,
             "output_tokens": sum(len(o.get("output_ids", ())) for o in outs),
-            **{k: info[k] for k in WAIT_KEYS}}
+            **{k: info[k] for k in WAIT_KEYS + GC_KEYS}}
 
 
 def _generate(engine: Any, prompt: str, params: dict) -> dict:
@@ -103,18 +106,22 @@ def run(args: argparse.Namespace) -> None:
     tokenizer = AutoTokenizer.from_pretrained(model.hf_path)
     picked = pick(args, tokenizer)
     print(f"{len(picked)} schemas on {model.describe()}: {[n for n, _ in picked]}", flush=True)
-    rows = [one_run(str(model.path), b, [s for _, s in picked], args) for b in args.mask_wait_ms]
-    print(f"\n{'bound ms':>8} {'steps':>6} {'wait p50':>9} {'p99':>7} {'max':>7} "
+    rows = [one_run(str(model.path), b, f, [s for _, s in picked], args)
+            for f in args.gc_freeze for b in args.mask_wait_ms]
+    print(f"\n{'gc':>3} {'bound ms':>8} {'steps':>6} {'wait p50':>9} {'p99':>7} {'max':>7} "
           f"{'p99 own':>8} {'max own':>8} {'cold':>5} "
-          f"{'held':>5} {'holds':>6} {'longest':>7} {'idle ms':>8} {'valid':>6} {'wall s':>7}")
+          f"{'held':>5} {'holds':>6} {'longest':>7} {'idle ms':>8} {'valid':>6} {'wall s':>7} "
+          f"{'gcs':>5} {'full':>4} {'gc p99':>7} {'gc max':>7} {'gc tot':>7} {'frozen':>8}")
     for r in rows:
-        print(f"{r['mask_wait_ms_bound']:8.2f} {r['mask_wait_steps']:6d} "
+        print(f"{r['gc_freeze']:>3} {r['mask_wait_ms_bound']:8.2f} {r['mask_wait_steps']:6d} "
               f"{r['mask_wait_ms_p50']:9.3f} {r['mask_wait_ms_p99']:7.3f} "
               f"{r['mask_wait_ms_max']:7.3f} {r['mask_wait_ms_p99_not_preempted']:8.3f} "
               f"{r['mask_wait_ms_max_not_preempted']:8.3f} {r['mask_wait_cold_fills']:5d} "
               f"{r['mask_held_steps']:5d} {r['mask_holds']:6d} {r['mask_max_hold_steps']:7d} "
               f"{r['mask_idle_wait_ms']:8.1f} {r['valid']:>3}/{r['requests']:<2} "
-              f"{r['wall_s']:7.2f}")
+              f"{r['wall_s']:7.2f} {r['gc_pauses']:5d} {r['gc_full_pauses']:4d} "
+              f"{r['gc_pause_ms_p99']:7.1f} {r['gc_pause_ms_max']:7.1f} "
+              f"{r['gc_pause_ms_total']:7.0f} {r['gc_frozen_objects']:8d}")
         for e in r["errors"]:
             print(f"  error: {e}")
     write_results(args.out, {"machine": machine(), "model": model.describe(),
@@ -128,6 +135,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "(smollm2, tiny, small or a path) instead of the tiny-model table")
     p.add_argument("--mask-wait-ms", type=float, nargs="+", default=[1.0, 0.0],
                    help="with --scheduler: the --grammar-mask-wait-ms bounds to run")
+    p.add_argument("--gc-freeze", nargs="+", choices=["on", "off"], default=["on"],
+                   help="with --scheduler: run with the start-up heap frozen (the default), "
+                        "not (--disable-gc-freeze), or both")
     p.add_argument("--threads", type=int, default=1, help="with --scheduler: torch threads")
 
 

@@ -9,6 +9,7 @@ and ends the process with exit code :data:`CRASH_EXIT_CODE`, so its parent sees 
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -16,9 +17,11 @@ import threading
 import traceback
 from multiprocessing.connection import Connection
 
+import msgspec
 import zmq
 
 from ... import env
+from ..gc_policy import GcPauseStats, freeze_startup_heap
 from ..scheduling.request import RequestError
 from ..server_args import ServerArgs
 from . import ipc
@@ -65,13 +68,18 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
     except Exception as exc:  # report the load failure to the launcher, then exit
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
         sys.exit(CRASH_EXIT_CODE)
+    if not args.disable_gc_freeze:  # start-up objects out of every later scan
+        logger.info("gc: %d start-up objects frozen, thresholds %s", freeze_startup_heap(),
+                    gc.get_threshold())
+    gc_pauses = GcPauseStats()
+    gc_pauses.install()
     ctx = zmq.Context()
     inbox = ipc.bind_pull(ctx, endpoints.scheduler)
     outbox = ipc.connect_push(ctx, endpoints.detokenizer)
     ready.send({"status": "ready", **info})
     crashed = False
     try:
-        _loop(scheduler, inbox, outbox)
+        _loop(scheduler, inbox, outbox, gc_pauses)
         tp_group = scheduler.runner.tp_group
         if tp_group is not None:  # stopped cleanly: release the TP workers too
             from ..model.parallel.batch_broadcast import send_stop
@@ -88,6 +96,8 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
         outbox.close(linger=2000)  # let the errors out before the process ends
         inbox.close()
         ctx.term()
+        gc_pauses.uninstall()
+        gc.unfreeze()  # frozen objects are never finalized: native bindings report leaks
     if crashed:  # (a clean return would read as exit code 0)
         sys.exit(CRASH_EXIT_CODE)
 
@@ -99,14 +109,15 @@ def _stop_on_sigterm() -> threading.Event:
     return stop
 
 
-def _loop(scheduler, inbox: zmq.Socket, outbox: zmq.Socket) -> None:  # noqa: ANN001
+def _loop(scheduler, inbox: zmq.Socket, outbox: zmq.Socket,  # noqa: ANN001
+          gc_pauses: GcPauseStats) -> None:
     idle_polls = 0
     stop = _stop_on_sigterm()
     while not stop.is_set():
         # Block when idle; poll briefly while only grammar compiles are pending.
         timeout = 0 if scheduler.can_step() else (5 if scheduler.has_work() else IDLE_POLL_MS)
         for msg in ipc.recv_all(inbox, timeout):
-            reply = _handle(scheduler, msg)
+            reply = _with_gc_info(_handle(scheduler, msg), msg, gc_pauses)
             if reply is not None:
                 ipc.send(outbox, reply)
         if scheduler.has_work():
@@ -146,6 +157,15 @@ def _handle(scheduler, msg: Message) -> Message | None:  # noqa: ANN001
             return ControlOut(msg.cid, False, error=f"{type(exc).__name__}: {exc}")
     logger.warning("scheduler: unexpected message %s dropped", type(msg).__name__)
     return None
+
+
+def _with_gc_info(reply: Message | None, msg: Message,
+                  gc_pauses: GcPauseStats) -> Message | None:
+    """A ``server_info`` answer gains this process's garbage collector figures."""
+    if (isinstance(msg, ControlReq) and msg.kind == "server_info"
+            and isinstance(reply, ControlOut) and reply.ok):
+        return msgspec.structs.replace(reply, data={**reply.data, **gc_pauses.summary()})
+    return reply
 
 
 def _request_fault(scheduler, rid: str, stage: str, exc: Exception) -> ErrorOut:  # noqa: ANN001
