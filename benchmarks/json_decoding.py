@@ -211,25 +211,11 @@ class XGrammarEngine:
     def accepts(self, grammar: Any, texts: list[str]) -> bool:
         for text in texts:
             matcher = self.xgr.GrammarMatcher(grammar)
-            if matcher.accept_string(text) and matcher.accept_token(self.vocab.eos_token_ids[0]) \
-                    and \
-                    matcher.is_terminated():
+            eos = self.vocab.eos_token_ids[0]
+            if matcher.accept_string(text) and matcher.accept_token(eos) \
+                    and matcher.is_terminated():
                 return True
         return False
-
-    def gate(self, matcher: Any, times: list[float], start: float) -> float:
-        """As the scheduler's StepMaskGate: wait (sleeping, computing nothing on this thread)
-        up to the bound for the worker to have the mask; not ready, the request is held for
-        the step (the wait is that step's mask time), asked for again, and the step the
-        others run (a forward) passes before the next try. Once it is ready, returns when the
-        step that takes the mask started (its wait and fill are its mask time)."""
-        while not matcher.wait_mask_ready(self.mask_bound_ms / 1e3):
-            times.append(time.perf_counter() - start)
-            self.held_steps += 1
-            self.compiler.prefetch(matcher)  # the gate asks again, at the front
-            time.sleep(self.forward_ms / 1e3)
-            start = time.perf_counter()
-        return start
 
     def walk(self, grammar: Any, gen: torch.Generator, max_steps: int,
              jump: bool) -> tuple[list[int], int, list[float], bool]:

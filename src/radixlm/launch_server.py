@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from . import env
+from .dataclass_cli import build_or_exit
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -19,10 +20,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ServerArgs.add_cli_args(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=env.log_level(), format="%(asctime)s %(name)s %(message)s")
-    try:
-        server_args = ServerArgs.from_cli_args(args)
-    except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
+    server_args = build_or_exit(parser, ServerArgs.from_cli_args, args)
     if server_args.dp_size > 1:  # N replicas behind the HTTP router (router/dp_server.py)
         from .router.dp_server import serve_data_parallel
 

@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from .. import env
+from ..dataclass_cli import build_or_exit
 from ..runtime.api.http_common import ClientDisconnected, disconnected_response
 from ..version import __version__
 from .metrics_merge import merge_metrics
@@ -192,11 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     RouterArgs.add_cli_args(parser)
     ns = parser.parse_args(argv)
     logging.basicConfig(level=env.log_level(), format="%(asctime)s %(name)s %(message)s")
-    try:
-        args = RouterArgs.from_cli_args(ns)
-    except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
-    return launch_router(args)
+    return launch_router(build_or_exit(parser, RouterArgs.from_cli_args, ns))
 
 
 if __name__ == "__main__":

@@ -6,10 +6,10 @@ construction. Flag names follow sgl-router's (``--worker-urls``, ``--policy``,
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
+
+from ..dataclass_cli import add_field_flags, given_values
 
 POLICIES = ("cache_aware", "round_robin", "shortest_queue")
 
@@ -72,21 +72,13 @@ class RouterArgs:
     @classmethod
     def add_cli_args(cls, parser: argparse.ArgumentParser) -> None:
         """One ``--flag-name`` per field (sgl-router spelling)."""
-        for f in dataclasses.fields(cls):
-            flag = "--" + f.name.replace("_", "-")
-            help_text = f.metadata.get("help")
-            if f.name == "worker_urls":
-                parser.add_argument(flag, nargs="+", required=True, metavar="URL",
-                                    help="the `radixlm serve` instances to route over")
-            elif f.name == "policy":
-                parser.add_argument(flag, choices=POLICIES, default=None, help=help_text)
-            else:
-                kind = int if f.type == "int" else float if f.type == "float" else str
-                parser.add_argument(flag, type=kind, default=None, help=help_text)
+        add_field_flags(parser, cls, {
+            "worker_urls": {"nargs": "+", "required": True, "metavar": "URL",
+                            "help": "the `radixlm serve` instances to route over"},
+            "policy": {"choices": POLICIES}})
 
     @classmethod
     def from_cli_args(cls, ns: argparse.Namespace) -> RouterArgs:
-        values: dict[str, Any] = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)
-                                  if getattr(ns, f.name, None) is not None}
+        values = given_values(cls, ns)
         values["worker_urls"] = tuple(values.get("worker_urls", ()))
         return cls(**values)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import env
+from ..dataclass_cli import add_field_flags, given_values
 
 SCHEDULE_POLICIES = ("fcfs", "lpm")
 WHITESPACE_POLICIES = ("compact", "single", "flexible")
@@ -197,31 +198,13 @@ class ServerArgs:
 
     @classmethod
     def add_cli_args(cls, parser: argparse.ArgumentParser) -> None:
-        """Add one ``--flag-name`` per field (SGLang spelling), typed from the defaults."""
-        for f in dataclasses.fields(cls):
-            flag = "--" + f.name.replace("_", "-")
-            help_text = f.metadata.get("help")
-            if f.name == "model_path":
-                parser.add_argument(flag, required=True,
-                                    help="Hugging Face model folder, or a .gguf file")
-            elif f.type in ("bool",):
-                parser.add_argument(flag, action="store_true", help=help_text)
-            else:
-                parser.add_argument(flag, type=_cli_type(f.type), default=None, help=help_text)
+        """Add one ``--flag-name`` per field (SGLang spelling), typed from the annotations."""
+        add_field_flags(parser, cls, {"model_path": {
+            "required": True, "help": "Hugging Face model folder, or a .gguf file"}})
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:
-        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-                  if getattr(args, f.name, None) is not None}
-        return cls(**values)
-
-
-def _cli_type(annotation: str) -> type:
-    if "int" in annotation:
-        return int
-    if "float" in annotation:
-        return float
-    return str
+        return cls(**given_values(cls, args))
 
 
 def _validate_scale_out(args: ServerArgs) -> None:
