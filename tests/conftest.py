@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import requests
 import torch
 
 from radixlm.fsm import TokenVocabulary
+from radixlm.router.dp_server import stop_processes
+from radixlm.runtime.wire.ipc import free_tcp_port
 
 # One thread per process: with two, OpenMP spin-waits on this 2-core machine.
 torch.set_num_threads(1)
@@ -104,41 +111,70 @@ def vocab(tokenizer) -> TokenVocabulary:  # noqa: ANN001
     return TokenVocabulary.from_tokenizer(tokenizer, MODEL_VOCAB, EOS_IDS)
 
 
-@pytest.fixture(scope="session")
-def tiny_server_url(tiny_llama_path, tmp_path_factory):
-    """``radixlm serve`` on the tiny Llama, on a free loopback port, for the whole session
-    (shared by the SGLang-frontend, OpenAI-backend and API-parity tests)."""
-    import socket
-    import subprocess
-    import sys
-    import time
+START_POLLS = 2400  # x 0.3 s between readiness polls while a model loads (a loaded machine)
+STOP_TIMEOUT_S = 30
 
-    import requests
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = tmp_path_factory.mktemp("tiny-server") / "server.log"
-    cmd = [sys.executable, "-m", "radixlm.cli", "serve", "--model-path", str(tiny_llama_path),
-           "--host", "127.0.0.1", "--port", str(port)]
+@dataclass(frozen=True)
+class LiveProcess:
+    """A started ``radixlm`` HTTP command: its base URL, process and log file."""
+
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+
+def _launch_http(subcommand: str, flags: tuple[str, ...], log: Path, env: dict[str, str],
+                 wait: bool, ready_path: str, procs: list[subprocess.Popen]) -> LiveProcess:
+    """``python -m radixlm.cli SUBCOMMAND FLAGS --port P`` on a free loopback port, returned
+    once ``ready_path`` answers 200 (``wait=False``: once it answers at all); the process is
+    appended to ``procs`` before waiting, so the caller stops it whatever happens."""
+    port = free_tcp_port()
+    cmd = [sys.executable, "-m", "radixlm.cli", subcommand, *flags, "--port", str(port)]
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **env})
+    procs.append(proc)
     url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):  # bounded by attempts; each waits at most 0.2 s
-            if proc.poll() is not None:
-                pytest.fail(f"radixlm serve exited: {log.read_text()[-3000:]}")
-            try:
-                if requests.get(url + "/health_generate", timeout=30).ok:
-                    break
-            except requests.ConnectionError:
-                time.sleep(0.2)
-        else:
-            pytest.fail(f"radixlm serve did not become ready: {log.read_text()[-3000:]}")
-        yield url
-    finally:
-        proc.terminate()
+    for _ in range(START_POLLS):
+        if proc.poll() is not None:
+            pytest.fail(f"radixlm {subcommand} exited: {log.read_text()[-3000:]}")
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            if requests.get(url + ready_path, timeout=30).ok or not wait:
+                return LiveProcess(url, proc, log)
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"radixlm {subcommand} did not start: {log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def start_http(tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[Callable[..., LiveProcess]]:
+    """``start_http(subcommand, *flags, env=None, wait=True)`` -> :class:`LiveProcess` once
+    ``/health`` answers 200 (``wait=False``: as soon as it listens); every process it started
+    stops with the module."""
+    procs: list[subprocess.Popen] = []
+
+    def start(subcommand: str, *flags: str, env: dict[str, str] | None = None,
+              wait: bool = True) -> LiveProcess:
+        log = tmp_path_factory.mktemp(subcommand) / "out.log"
+        return _launch_http(subcommand, flags, log, env or {}, wait, "/health", procs)
+
+    yield start
+    stop_processes(procs, STOP_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def tiny_server_url(tiny_llama_path: Path, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[str]:
+    """``radixlm serve`` on the tiny Llama, on a free loopback port, for the whole session
+    (shared by the SGLang-frontend, OpenAI-backend and API-parity tests); ready once a
+    generation answers (``/health_generate``)."""
+    procs: list[subprocess.Popen] = []
+    log = tmp_path_factory.mktemp("tiny-server") / "server.log"
+    try:
+        yield _launch_http("serve", ("--model-path", str(tiny_llama_path), "--host",
+                                     "127.0.0.1"), log, {}, True, "/health_generate", procs).url
+    finally:
+        stop_processes(procs, STOP_TIMEOUT_S)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -16,6 +15,7 @@ import radixlm as sgl
 from radixlm.lang.backend import select_scoring
 from radixlm.lang.backend.runtime_endpoint import RuntimeEndpoint, RuntimeEndpointError
 from radixlm.lang.errors import ProgramError
+from radixlm.runtime.wire.ipc import free_tcp_port
 
 API_KEY = "test-key"
 
@@ -150,14 +150,8 @@ def test_a_wrong_api_key_is_reported(runtime):
         RuntimeEndpoint(runtime.url, api_key="wrong")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_an_unreachable_server_gives_a_clear_connection_error():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_tcp_port()}"
     with pytest.raises(ConnectionError, match=f"cannot reach the server at {url}.*running"):
         RuntimeEndpoint(url)
     with pytest.raises(ValueError, match="base_url must be an http"):
