@@ -162,12 +162,11 @@ def llama_cpp_batched_figures(gguf: str, args: argparse.Namespace, tok, llm) -> 
     if "rag_batch" in args.tasks:
         reqs = rag_batch_requests(args, tok)
         doc = reqs[0][:args.rag_doc_tokens]
-        rag = batched.rag_figures(base, doc, [r[len(doc):] for r in reqs], args.rag_new_tokens)
-        rag.pop("tokens")
-        out["rag_batch"] = rag
+        out["rag_batch"] = batched.rag_figures(base, doc, [r[len(doc):] for r in reqs],
+                                               args.rag_new_tokens, args.repeats)
     if "streams32" in args.tasks:
         out["streams32"] = batched.streams_figures(base, stream_prompts(args, tok),
-                                                   args.stream_new_tokens)
+                                                   args.stream_new_tokens, args.repeats)
     return out
 
 
@@ -201,10 +200,10 @@ def task_figures(model, quant: str | None, mode: str, tok, args: argparse.Namesp
                 engine, rag_requests(args, tok.vocab_size), args.rag_new_tokens)
         if "rag_batch" in args.tasks and mode in args.rag_modes.split(","):
             out["rag_batch"] = tasks.radixlm_rag_batch(
-                engine, rag_batch_requests(args, tok), args.rag_new_tokens)
+                engine, rag_batch_requests(args, tok), args.rag_new_tokens, args.repeats)
         if "streams32" in args.tasks and mode in args.rag_modes.split(","):
             out["streams32"] = tasks.radixlm_streams(
-                engine, stream_prompts(args, tok), args.stream_new_tokens)
+                engine, stream_prompts(args, tok), args.stream_new_tokens, args.repeats)
     return out
 
 
