@@ -97,6 +97,7 @@ def hf_figures(model, args: argparse.Namespace, vocab: int, ppl_ids: list[int]) 
 
 
 TASKS = ("extraction", "rag", "rag_batch", "streams32")
+FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # llama.cpp's LLAMA_FLASH_ATTN_TYPE_*
 LLAMA_CPP_MISSING = ("skipped: llama-cpp-python is not installed (a benchmark dependency "
                      "only: pip install llama-cpp-python==0.3.36, built from its sdist)")
 
@@ -155,7 +156,8 @@ def llama_cpp_batched_figures(gguf: str, args: argparse.Namespace, tok, llm) -> 
     """The many-sequence rows, after checking the batch code's one-sequence path against the
     ``Llama`` class's own greedy loop on an English prompt."""
     base = batched.BatchedConfig(gguf, 1, 1, threads=args.threads,
-                                 extra_bufts=args.llama_cpp_extra_bufts)
+                                 extra_bufts=args.llama_cpp_extra_bufts,
+                                 flash_attn=FLASH_ATTN[args.llama_cpp_flash_attn])
     english = tasks.english_prompts(tok, HELD_OUT, 1, 16)[0]
     out: dict = {"batched_path_matches_llama_class": batched.load_check(
         gguf, english, 16, llm, args.llama_cpp_extra_bufts)}
@@ -229,6 +231,9 @@ def main() -> None:
     parser.add_argument("--llama-cpp-extra-bufts", action="store_true",
                         help="let llama.cpp repack weights (AMX/repack buffers; these "
                              "segfault on some sandboxed machines, so off by default)")
+    parser.add_argument("--llama-cpp-flash-attn", choices=sorted(FLASH_ATTN), default="off",
+                        help="llama.cpp's flash attention in the rag_batch / streams32 rows "
+                             "(off: the Llama class's default, and faster here)")
     args = parser.parse_args()
     args.tasks = [t for t in args.tasks.split(",") if t]
     unknown = set(args.tasks) - set(TASKS)
@@ -275,6 +280,7 @@ def main() -> None:
         print(json.dumps({mode: figs}), flush=True)
     results["llama_cpp_q4_1"] = llama_cpp_figures(str(gguf), args, tok)
     results["llama_cpp_extra_bufts"] = args.llama_cpp_extra_bufts
+    results["llama_cpp_flash_attn"] = args.llama_cpp_flash_attn
     print(json.dumps({"llama_cpp_q4_1": results["llama_cpp_q4_1"]}), flush=True)
     print(json.dumps(results, indent=1))
 
