@@ -13,7 +13,14 @@ one ``llama_batch`` (one seq id per token) and takes each sequence's greedy argm
 * **Streams**: ``n`` independent prompts, one sequence each, prefilled in one batch, then one
   token per sequence per step; prefill and decode are timed apart.
 * **Check**: the greedy tokens a sequence gets inside the batch against the tokens it gets
-  decoded alone in the same context (``batched_matches_alone``), so the comparison is honest.
+  decoded alone in the same context (``batched_matches_alone``), so the comparison is honest;
+  where they part, the logit gap and difference there tell a near-tie from a bug. Seen
+  here: with a KV per sequence the tokens matched in all runs but one (parted at a near-tie,
+  top-2 gap 0.05); with the unified KV llama.cpp's logits move by up to ~0.9 (logit scale
+  ~25) against the same prompt alone, flipping near-ties.
+
+Both KV layouts are run and the faster one is the row (``best_layout``); the other is kept
+in ``layouts``.
 """
 
 from __future__ import annotations
