@@ -8,11 +8,14 @@ dependency only; without it that row says it was skipped). Each speed figure is 
 ``--repeats`` runs, ``--threads`` each. ``--breakdown`` adds, per radixlm mode, one decode
 step at batch 1 and 32 split into GEMMs and the rest (``cpu_step_breakdown.py``).
 ``--tasks`` adds, per radixlm mode and for llama.cpp, JSON-extraction field accuracy
-(``extraction``) and shared-prefix RAG one request at a time (``rag``, for the modes in
-``--rag-modes``): see ``cpu_speed_tasks.py``.
+(``extraction``), and for the modes in ``--rag-modes``: shared-prefix RAG one request at a
+time (``rag``) and all at once (``rag_batch``), and ``--streams`` concurrent streams' total
+throughput (``streams32``); see ``cpu_speed_tasks.py`` (llama.cpp's many-sequence side:
+``llama_cpp_batched.py``). ``--threads`` applies to every row: torch (transformers, radixlm's
+runners and engines) and llama.cpp (its decode and prompt-batch threads alike).
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cpu_speed.py [--repeats 3] [--threads 1]
-        [--tasks extraction,rag] [--rag-questions 32] [--breakdown]
+        [--tasks extraction,rag,rag_batch,streams32] [--rag-questions 32] [--breakdown]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import math
 import time
 
 import cpu_speed_tasks as tasks
+import llama_cpp_batched as batched
 import torch
 from bench_common import median_time
 from cpu_step_breakdown import step_breakdown
@@ -92,12 +96,15 @@ def hf_figures(model, args: argparse.Namespace, vocab: int, ppl_ids: list[int]) 
     return out
 
 
+TASKS = ("extraction", "rag", "rag_batch", "streams32")
+FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # llama.cpp's LLAMA_FLASH_ATTN_TYPE_*
 LLAMA_CPP_MISSING = ("skipped: llama-cpp-python is not installed (a benchmark dependency "
                      "only: pip install llama-cpp-python==0.3.36, built from its sdist)")
 
 
-def llama_cpp_figures(gguf: str, args: argparse.Namespace, vocab: int) -> dict | str:
+def llama_cpp_figures(gguf: str, args: argparse.Namespace, tok) -> dict | str:
     """Prefill and batch-1 decode on the GGUF (plus the ``--tasks`` rows), or why skipped."""
+    vocab = tok.vocab_size
     try:
         import llama_cpp.llama_cpp as lib
         from llama_cpp import Llama
@@ -114,8 +121,9 @@ def llama_cpp_figures(gguf: str, args: argparse.Namespace, vocab: int) -> dict |
             p.use_extra_bufts = False
             return p
         lib.llama_model_default_params = params
-    llm = Llama(model_path=gguf, n_ctx=2048, n_threads=args.threads, n_batch=512,
-                verbose=False, logits_all=False)
+    # n_threads_batch too: Llama's default for prompt batches is every core of the machine
+    llm = Llama(model_path=gguf, n_ctx=2048, n_threads=args.threads,
+                n_threads_batch=args.threads, n_batch=512, verbose=False, logits_all=False)
     pre = prompts(1, args.prefill_len, vocab)[0]
 
     def prefill() -> None:
@@ -139,12 +147,48 @@ def llama_cpp_figures(gguf: str, args: argparse.Namespace, vocab: int) -> dict |
         llm.reset()
         out["rag_one_by_one_s"] = tasks.llama_cpp_rag_one_by_one(
             llm, rag_requests(args, vocab), args.rag_new_tokens)
+    if {"rag_batch", "streams32"} & set(args.tasks):
+        out.update(llama_cpp_batched_figures(gguf, args, tok, llm))
+    return out
+
+
+def llama_cpp_batched_figures(gguf: str, args: argparse.Namespace, tok, llm) -> dict:
+    """The many-sequence rows, after checking the batch code's one-sequence path against the
+    ``Llama`` class's own greedy loop on an English prompt."""
+    base = batched.BatchedConfig(gguf, 1, 1, threads=args.threads,
+                                 extra_bufts=args.llama_cpp_extra_bufts,
+                                 flash_attn=FLASH_ATTN[args.llama_cpp_flash_attn])
+    english = tasks.english_prompts(tok, HELD_OUT, 1, 16)[0]
+    out: dict = {"batched_path_matches_llama_class": batched.load_check(
+        gguf, english, 16, llm, args.llama_cpp_extra_bufts)}
+    if "rag_batch" in args.tasks:
+        reqs = rag_batch_requests(args, tok)
+        doc = reqs[0][:args.rag_doc_tokens]
+        out["rag_batch"] = batched.rag_figures(base, doc, [r[len(doc):] for r in reqs],
+                                               args.rag_new_tokens, args.repeats)
+    if "streams32" in args.tasks:
+        out["streams32"] = batched.streams_figures(base, stream_prompts(args, tok),
+                                                   args.stream_new_tokens, args.repeats)
     return out
 
 
 def rag_requests(args: argparse.Namespace, vocab: int) -> list[list[int]]:
     return tasks.rag_requests(vocab, args.rag_doc_tokens, args.rag_questions,
                               args.rag_question_tokens)
+
+
+def rag_batch_requests(args: argparse.Namespace, tok) -> list[list[int]]:
+    """The RAG requests with the first two questions English (see cpu_speed_tasks)."""
+    reqs = rag_requests(args, tok.vocab_size)
+    english = tasks.english_prompts(tok, HELD_OUT, 2, args.rag_question_tokens)
+    doc = reqs[0][:args.rag_doc_tokens]
+    return [doc + q for q in tasks.with_english([r[len(doc):] for r in reqs], english)]
+
+
+def stream_prompts(args: argparse.Namespace, tok) -> list[list[int]]:
+    """``--streams`` distinct 16-token prompts, the first two English."""
+    return tasks.with_english(prompts(args.streams, 16, tok.vocab_size, seed=99),
+                              tasks.english_prompts(tok, HELD_OUT, 2, 16))
 
 
 def task_figures(model, quant: str | None, mode: str, tok, args: argparse.Namespace) -> dict:
@@ -156,6 +200,12 @@ def task_figures(model, quant: str | None, mode: str, tok, args: argparse.Namesp
         if "rag" in args.tasks and mode in args.rag_modes.split(","):
             out["rag_one_by_one_s"] = tasks.radixlm_rag_one_by_one(
                 engine, rag_requests(args, tok.vocab_size), args.rag_new_tokens)
+        if "rag_batch" in args.tasks and mode in args.rag_modes.split(","):
+            out["rag_batch"] = tasks.radixlm_rag_batch(
+                engine, rag_batch_requests(args, tok), args.rag_new_tokens, args.repeats)
+        if "streams32" in args.tasks and mode in args.rag_modes.split(","):
+            out["streams32"] = tasks.radixlm_streams(
+                engine, stream_prompts(args, tok), args.stream_new_tokens, args.repeats)
     return out
 
 
@@ -167,22 +217,30 @@ def main() -> None:
     parser.add_argument("--decode-steps", type=int, default=8)
     parser.add_argument("--modes", default="float32,int8,int4,gguf")
     parser.add_argument("--tasks", default="extraction",
-                        help="comma list of extraction, rag; empty for speed rows only")
-    parser.add_argument("--rag-modes", default="float32,gguf")
+                        help=f"comma list of {', '.join(TASKS)}; empty for speed rows only")
+    parser.add_argument("--rag-modes", default="float32,gguf",
+                        help="radixlm modes that run the rag, rag_batch and streams32 tasks")
     parser.add_argument("--rag-doc-tokens", type=int, default=1552)
     parser.add_argument("--rag-questions", type=int, default=32)
     parser.add_argument("--rag-question-tokens", type=int, default=16)
     parser.add_argument("--rag-new-tokens", type=int, default=32)
+    parser.add_argument("--streams", type=int, default=32, help="streams32: how many")
+    parser.add_argument("--stream-new-tokens", type=int, default=32)
     parser.add_argument("--breakdown", action="store_true",
                         help="per radixlm mode, a decode step at batch 1 and 32: GEMMs vs rest")
     parser.add_argument("--llama-cpp-extra-bufts", action="store_true",
                         help="let llama.cpp repack weights (AMX/repack buffers; these "
                              "segfault on some sandboxed machines, so off by default)")
+    parser.add_argument("--llama-cpp-flash-attn", choices=sorted(FLASH_ATTN), default="off",
+                        help="llama.cpp's flash attention in the rag_batch / streams32 rows "
+                             "(off: the Llama class's default, and faster here)")
     args = parser.parse_args()
     args.tasks = [t for t in args.tasks.split(",") if t]
-    unknown = set(args.tasks) - {"extraction", "rag"}
+    unknown = set(args.tasks) - set(TASKS)
     if unknown:
-        parser.error(f"--tasks: unknown {sorted(unknown)}; choose from extraction, rag")
+        parser.error(f"--tasks: unknown {sorted(unknown)}; choose from {', '.join(TASKS)}")
+    if args.streams < 2 or args.rag_questions < 2:
+        parser.error("--streams and --rag-questions must be >= 2 (two English prompts lead)")
     torch.set_num_threads(args.threads)
     gguf = smollm2_gguf_path()
     if gguf is None:
@@ -220,8 +278,9 @@ def main() -> None:
             figs.update(task_figures(gguf if quant == "gguf" else folder, quant, mode, tok, args))
         results[f"radixlm_{mode}"] = figs
         print(json.dumps({mode: figs}), flush=True)
-    results["llama_cpp_q4_1"] = llama_cpp_figures(str(gguf), args, tok.vocab_size)
+    results["llama_cpp_q4_1"] = llama_cpp_figures(str(gguf), args, tok)
     results["llama_cpp_extra_bufts"] = args.llama_cpp_extra_bufts
+    results["llama_cpp_flash_attn"] = args.llama_cpp_flash_attn
     print(json.dumps({"llama_cpp_q4_1": results["llama_cpp_q4_1"]}), flush=True)
     print(json.dumps(results, indent=1))
 

@@ -10,11 +10,23 @@ request at a time, through radixlm's Engine (per quantization mode) and through 
   requests (document + a distinct ``question_tokens`` question) sent one after another, each
   ``new_tokens`` greedy tokens with EOS ignored. radixlm reuses the document through its
   radix cache; llama.cpp through its own longest-common-prefix reuse of the last prompt.
+* **RAG all at once** (``rag_batch``): the same document and questions sent together. radixlm:
+  one ``Engine.generate`` call with every request (cold radix cache; the cache shares the
+  document); llama.cpp at its best (``llama_cpp_batched.py``): the document decoded once and
+  its KV copied to every sequence, then all questions in one batch per step.
+* **Concurrent streams** (``streams32``): ``streams`` distinct 16-token prompts, ``new_tokens``
+  greedy tokens each (EOS ignored), all at once: radixlm one ``Engine.generate`` call,
+  llama.cpp as many sequences in one batch per step. Total throughput = streams x new tokens /
+  wall seconds, prefill included.
+
+The first two questions / streams are English (the held-out text's sentences) rather than
+random ids: there the batched-vs-alone token check of llama.cpp is not lost to near-ties.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -89,6 +101,53 @@ def llama_cpp_rag_one_by_one(llm: Any, requests: list[list[int]], new_tokens: in
             if n == new_tokens:  # generate() itself never stops: EOS is ignored here too
                 break
     return time.perf_counter() - start
+
+
+def english_prompts(tokenizer: Any, text: str, count: int, length: int) -> list[list[int]]:
+    """``count`` prompts of ``length`` token ids, each the start of one sentence of ``text``."""
+    sentences = [s.strip() + "." for s in text.split(".") if s.strip()]
+    ids = [tokenizer(s)["input_ids"][:length] for s in sentences[:count]]
+    if len(ids) < count or min(map(len, ids)) < length:
+        raise ValueError(f"{text[:40]!r}... has fewer than {count} sentences of {length} tokens")
+    return ids
+
+
+def with_english(randoms: list[list[int]], english: list[list[int]]) -> list[list[int]]:
+    """``randoms`` with its first prompts replaced by ``english`` (same lengths assumed)."""
+    return english + randoms[len(english):]
+
+
+def radixlm_all_at_once(engine: Any, requests: list[list[int]], new_tokens: int
+                        ) -> tuple[float, list[list[int]]]:
+    """Seconds for every request sent in one call (prefix cache emptied first), and the
+    greedy tokens of each."""
+    if not engine.flush_cache():
+        raise RuntimeError("the engine's prefix cache could not be flushed (requests in flight)")
+    params = {"temperature": 0, "max_new_tokens": new_tokens, "ignore_eos": True}
+    start = time.perf_counter()
+    outs = engine.generate(input_ids=requests, sampling_params=params)
+    return time.perf_counter() - start, [o["output_ids"] for o in outs]
+
+
+def _median_all_at_once(engine: Any, requests: list[list[int]], new_tokens: int,
+                        repeats: int) -> float:
+    return statistics.median(radixlm_all_at_once(engine, requests, new_tokens)[0]
+                             for _ in range(repeats))
+
+
+def radixlm_rag_batch(engine: Any, requests: list[list[int]], new_tokens: int,
+                      repeats: int) -> dict:
+    """RAG all at once, median wall seconds of ``repeats`` cold-cache runs."""
+    return {"questions": len(requests),
+            "total_s": _median_all_at_once(engine, requests, new_tokens, repeats)}
+
+
+def radixlm_streams(engine: Any, prompts: list[list[int]], new_tokens: int,
+                    repeats: int) -> dict:
+    """Concurrent streams' total throughput (median of ``repeats``, prefill included)."""
+    seconds = _median_all_at_once(engine, prompts, new_tokens, repeats)
+    return {"streams": len(prompts), "new_tokens": new_tokens, "total_s": seconds,
+            "total_tok_s": len(prompts) * new_tokens / seconds}
 
 
 def start_engine(model: Path, quantization: str | None, threads: int) -> Any:
