@@ -203,7 +203,7 @@ def int4_linear(x: torch.Tensor, weight: Int4Weight) -> torch.Tensor:
     check_dim("x", x, 1, k)
     y = torch.ops.aten._weight_int4pack_mm_for_cpu(
         x.to(_KERNEL_DTYPE).contiguous(), weight.packed, weight.group_size, weight.scale_zeros)
-    return y[:, :n].to(x.dtype)
+    return (y if y.shape[1] == n else y[:, :n]).to(x.dtype)  # N padded to 16: drop the pad
 
 
 def quant_linear_reference(x: torch.Tensor, weight: Int8Weight | Int4Weight) -> torch.Tensor:
