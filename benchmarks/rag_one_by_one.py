@@ -10,11 +10,13 @@ and ``new_tokens - 1`` decode steps with greedy picks, which is exactly what the
 compute (its radix cache holds the document after the first request). The difference is what
 is not compute: the client round trip, tokenizer manager, scheduler, detokenizer hops,
 sampling and output processing. A third run drives the engine's Scheduler in this process (no
-IPC) to split that overhead. Rows, per request: ``engine_s``, ``engine_ttft_s``, ``scheduler_s``,
-``forward_s`` (prefill-or-extend plus decodes), ``forward_first_s`` (the forward that yields
-the first token); the totals and the per-token overhead ``(engine - forward) / tokens``.
-Both sides run in the same process tree with the same thread count; the engine's scheduler
-is a child process, so the two sides never run at the same time.
+IPC) to split that overhead. Rows, per request: ``engine_s``, ``engine_ttft_s``,
+``scheduler_s``, ``forward_s`` (prefill-or-extend plus decodes), ``forward_first_s`` (the
+forward that yields the first token); the totals and the per-token overheads ``(engine -
+scheduler) / tokens`` (IPC, tokenizer manager, detokenizer) and ``(scheduler - forward) /
+tokens`` (scheduling, sampling, output processing). ``--parts`` picks the runs.
+The runs take turns (the engine's scheduler is a child process, shut down before the next
+run) with the same thread count.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/rag_one_by_one.py [--mode gguf] [--questions 8]
 """
@@ -72,13 +74,10 @@ def scheduler_rows(model: str, quant: str | None, requests: list[list[int]], new
     for i, ids in enumerate(requests):
         start = time.perf_counter()
         scheduler.add_request(GenerateReq(rid=f"r{i}", input_ids=ids, sampling=sampling))
-        first = None
         done = False
-        while not done:
-            for out in scheduler.step():
-                first = first or time.perf_counter() - start
-                done = done or out.finish_reason is not None
-        rows.append({"scheduler_s": time.perf_counter() - start, "scheduler_first_s": first})
+        while not done:  # a request that does not stream gets one output, when it finishes
+            done = any(out.finish_reason is not None for out in scheduler.step())
+        rows.append({"scheduler_s": time.perf_counter() - start})
     return rows
 
 
@@ -120,6 +119,8 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=8)
     parser.add_argument("--question-tokens", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--parts", default="engine,scheduler,forward",
+                        help="comma list of engine, scheduler, forward (the runs to make)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     gguf = smollm2_gguf_path()
@@ -132,23 +133,30 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(gguf))
     requests = tasks.rag_requests(tokenizer.vocab_size, args.doc_tokens, args.questions,
                                   args.question_tokens)
-    eng = engine_rows(model, quant, requests, args.new_tokens, args.threads)
+    parts = set(args.parts.split(","))
     pool = args.doc_tokens + 4 * (args.question_tokens + args.new_tokens)
-    sched = scheduler_rows(model, quant, requests, args.new_tokens, args.threads, tokenizer,
-                           pool)
-    runner = ModelRunner(model, RunnerConfig(max_total_tokens=pool, quantization=quant,
-                                             num_threads=args.threads))
-    fwd = forward_rows(runner, requests, args.doc_tokens, args.new_tokens)
-    rows = [{**e, **c, **f} for e, c, f in zip(eng, sched, fwd)]
+    columns: list[list[dict[str, Any]]] = []
+    if "engine" in parts:
+        columns.append(engine_rows(model, quant, requests, args.new_tokens, args.threads))
+    if "scheduler" in parts:
+        columns.append(scheduler_rows(model, quant, requests, args.new_tokens, args.threads,
+                                      tokenizer, pool))
+    if "forward" in parts:
+        runner = ModelRunner(model, RunnerConfig(max_total_tokens=pool, quantization=quant,
+                                                 num_threads=args.threads))
+        columns.append(forward_rows(runner, requests, args.doc_tokens, args.new_tokens))
+    rows = [{k: v for part in row for k, v in part.items()} for row in zip(*columns)]
     tokens = args.questions * args.new_tokens
-    total = {k: sum(r[k] for r in rows) for k in ("engine_s", "scheduler_s", "forward_s")}
-    print(json.dumps({"mode": args.mode, "threads": args.threads,
-                      "load_avg_1min": os.getloadavg()[0], "rows": rows, "total_s": total,
-                      "ipc_overhead_per_token_ms":
-                          1000 * (total["engine_s"] - total["scheduler_s"]) / tokens,
-                      "scheduler_overhead_per_token_ms":
-                          1000 * (total["scheduler_s"] - total["forward_s"]) / tokens},
-                     indent=1))
+    total = {k: sum(r[k] for r in rows) for k in ("engine_s", "scheduler_s", "forward_s")
+             if rows and k in rows[0]}
+    out: dict[str, Any] = {"mode": args.mode, "threads": args.threads,
+                           "load_avg_1min": os.getloadavg()[0], "rows": rows,
+                           "total_s": total}
+    for name, (a, b) in {"ipc": ("engine_s", "scheduler_s"),
+                         "scheduler": ("scheduler_s", "forward_s")}.items():
+        if a in total and b in total:
+            out[f"{name}_overhead_per_token_ms"] = 1000 * (total[a] - total[b]) / tokens
+    print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
