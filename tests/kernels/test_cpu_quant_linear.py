@@ -80,6 +80,20 @@ def test_int4_matches_reference(rows, k, n, group):
     assert bool(((weight.dequantize() - w).abs() <= step / 2 + 1e-6).all())
 
 
+@pytest.mark.parametrize(("k", "n", "group"), [(64, 48, 32), (96, 37, 32), (256, 17, 128),
+                                                (576, 131, 64)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_int4_dequantize_is_bit_identical_to_the_out_of_place_formula(k, n, group, dtype):
+    """The in-place dequantization rounds exactly as ``(q - 8) * s + z`` on temporaries."""
+    gen = torch.Generator().manual_seed(k + n)
+    weight = quantize_int4(torch.randn(n, k, generator=gen) * 0.1, group)
+    codes = weight.codes.clone()
+    q = (weight.codes.to(torch.float32) - 8.0).reshape(n, k // group, group)
+    expected = (q * weight.scales[:, :, None] + weight.zeros[:, :, None]).reshape(n, k)
+    assert torch.equal(weight.dequantize(dtype), expected.to(dtype))
+    assert torch.equal(weight.codes, codes)  # the codes themselves are not touched in place
+
+
 def test_int4_convention_is_code_minus_8_times_scale_plus_zero():
     """Torch's int4pack convention, pinned: a unit input column reads back (c - 8) * s + z."""
     k, n = 32, 16

@@ -55,12 +55,15 @@ def test_reference_matches_textbook(hidden: int, gen: torch.Generator) -> None:
 
 
 @pytest.mark.parametrize("hidden", HIDDEN)
-@pytest.mark.parametrize("rows", [1, 5, 32])
+@pytest.mark.parametrize("rows", [1, 5, 32, 513])
 def test_float32_reference_is_bit_identical_to_the_hugging_face_lines(hidden, rows, gen):
-    """The float32 path runs torch.rms_norm; it must equal HF's formula exactly."""
+    """The float32 path (four calls, two in place) must equal HF's formula exactly, and
+    torch.rms_norm, which it replaced, too."""
     x = randn(gen, rows, hidden, dtype=torch.float32, device="cpu") * 3
     weight = 1.0 + 0.1 * randn(gen, hidden)
-    assert torch.equal(rms_norm_ref(x, weight, EPS), hf_rms_norm(x, weight, EPS))
+    out = rms_norm_ref(x, weight, EPS)
+    assert torch.equal(out, hf_rms_norm(x, weight, EPS))
+    assert torch.equal(out, torch.rms_norm(x, (hidden,), weight, EPS))
 
 
 @pytest.mark.triton_interpret

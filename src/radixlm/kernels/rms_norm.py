@@ -35,9 +35,12 @@ def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Ten
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """:func:`rms_norm_ref` on checked arguments."""
     if x.dtype == weight.dtype == torch.float32:
-        # torch's own op: the same float32 formula (no casts to make), one call instead of
-        # seven (3x less time per norm at decode); bit-identical to the lines below, tested
-        return torch.rms_norm(x, (x.shape[-1],), weight, eps)
+        # hf_rms_norm's float32 arithmetic (no casts to make) in four calls, two of them in
+        # place: x*x is pow(x, 2)'s one rounding and the weight multiply commutes, so it is
+        # bit-identical (tested). torch.rms_norm computes the same numbers but measured 1.1x
+        # slower at one row and 5x slower at 512 rows (torch 2.13, one thread).
+        inv = torch.mean(x * x, -1, keepdim=True).add_(eps).rsqrt_()  # [T, 1]
+        return (x * inv).mul_(weight)
     return hf_rms_norm(x, weight, eps)
 
 

@@ -32,6 +32,20 @@ def test_chosen_linear_dispatches_by_rows_and_adds_the_bias():
         ChosenLinear(impls, GemmPlan((1,), ("other",)), None, 3, 3)
 
 
+@pytest.mark.parametrize("plan", [GemmPlan((1, 8, 32), ("a", "b", "a")),
+                                  GemmPlan((1, 8, 32, 128), ("b", "b", "b", "b")),
+                                  GemmPlan((4,), ("a",))], ids=str)
+def test_chosen_linear_runs_what_the_plan_picks_for_every_row_count(plan):
+    """The dispatch resolved to callables at construction agrees with GemmPlan.pick,
+    bucket edges and row counts past the last bucket included."""
+    calls: list[str] = []
+    impls = {name: (lambda x, name=name: calls.append(name) or x) for name in ("a", "b")}
+    lin = ChosenLinear(impls, plan, None, 3, 3)
+    for rows in (1, 2, 4, 5, 8, 9, 32, 33, 128, 129, 600):
+        lin(torch.zeros(rows, 3))
+        assert calls.pop() == plan.pick(rows)
+
+
 @pytest.mark.parametrize("kind", ["float", "int8", "int4"])
 def test_measured_plans_compute_the_product(kind):
     gen = torch.Generator().manual_seed(3)
@@ -47,6 +61,17 @@ def test_measured_plans_compute_the_product(kind):
     for rows in (1, 5, 40):
         x = torch.randn(rows, 64, generator=gen)
         torch.testing.assert_close(lin(x), F.linear(x, ref_w), atol=tol * 8, rtol=tol)
+
+
+def test_candidates_take_turns_while_measured():
+    """Each bucket: one warm-up call per candidate, then the candidates alternate rep by rep
+    (a burst of load on a shared machine then hits every candidate's round alike)."""
+    calls: list[tuple[str, int]] = []
+    impls = {name: (lambda x, name=name: calls.append((name, x.shape[0])) or x)
+             for name in ("a", "b", "c")}
+    GemmChooser(reps=2, buckets=(1, 8)).build("turns", impls, None, 4, 4)
+    per_bucket = ["a", "b", "c"] * 3  # warm-ups, then two rounds
+    assert calls == [(n, 1) for n in per_bucket] + [(n, 8) for n in per_bucket]
 
 
 def test_a_fixed_choice_skips_measuring():

@@ -66,12 +66,25 @@ class ChosenLinear(nn.Module):
             raise ValueError(f"plan uses implementations {sorted(missing)} that are not given")
         # keep only what the plan runs (drops e.g. an unused packed copy of the weight)
         self._impls = {name: impls[name] for name in plan.used}
+        # the plan resolved to callables once: a step calls ~120 linears, and a decode step
+        # is bound by per-call overhead outside the GEMMs (one lookup, no scan, when the
+        # plan runs one implementation everywhere)
+        self._only = self._impls[plan.choices[0]] if len(plan.used) == 1 else None
+        self._by_bucket = tuple(zip(plan.buckets, (self._impls[c] for c in plan.choices)))
         self.plan = plan
         self.bias = None if bias is None else bias.detach().contiguous()
         self.in_features, self.out_features = in_features, out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self._impls[self.plan.pick(x.shape[0])](x)
+        impl = self._only
+        if impl is None:
+            rows = x.shape[0]
+            impl = self._by_bucket[-1][1]
+            for bucket, candidate in self._by_bucket:  # GemmPlan.pick, on callables
+                if rows <= bucket:
+                    impl = candidate
+                    break
+        y = impl(x)
         return y if self.bias is None else y + self.bias
 
     def extra_repr(self) -> str:
@@ -137,19 +150,22 @@ class GemmChooser:
         choices = []
         for rows in buckets:
             x = torch.randn(rows, in_features, generator=gen).to(self.dtype)
-            best = min(impls, key=lambda name: _time(impls[name], x, self.reps))
-            choices.append(best)
+            best = _best_times(impls, x, self.reps)
+            choices.append(min(best, key=best.__getitem__))
         return GemmPlan(buckets, tuple(choices))
 
 
 @torch.inference_mode()
-def _time(fn: Impl, x: torch.Tensor, reps: int) -> float:
-    """Best-of-``reps`` seconds for ``fn(x)`` after one warm-up call (min: robust to a busy
-    machine, whose interruptions only ever add time)."""
-    fn(x)
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
+def _best_times(impls: Mapping[str, Impl], x: torch.Tensor, reps: int) -> dict[str, float]:
+    """Best-of-``reps`` seconds of each ``impl(x)`` after one warm-up call each, the
+    candidates taking turns rep by rep: on a shared machine a burst of load then slows every
+    candidate's round alike instead of all reps of one (min: interruptions only add time)."""
+    for fn in impls.values():
         fn(x)
-        best = min(best, time.perf_counter() - start)
+    best = dict.fromkeys(impls, float("inf"))
+    for _ in range(reps):
+        for name, fn in impls.items():
+            start = time.perf_counter()
+            fn(x)
+            best[name] = min(best[name], time.perf_counter() - start)
     return best
