@@ -180,7 +180,7 @@ class GrammarManager:
             return
         self.mask_waits.held(len(gate.held))
         if gate.checked and not gate.recorded:  # no mask applied this step: the wait alone
-            self.mask_waits.record(gate.waited, 0, gate.preempted)
+            self.mask_waits.record(gate.waited, 0, gate.preempted, gate.waited)
         if not ran and gate.held:
             start = time.perf_counter()
             gate.held[0].grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
@@ -216,10 +216,11 @@ class GrammarManager:
                 faults.append((reqs[i], exc))
                 rows_np[k] = -1
         seconds, off_cpu = time.perf_counter() - start, self.run_queue.seconds() - off_cpu
-        gate = self._gate
+        gate, waited = self._gate, 0.0
         if gate is not None and not gate.recorded:  # this step's wait before the forward
-            seconds, off_cpu, gate.recorded = seconds + gate.waited, off_cpu + gate.preempted, True
-        self.mask_waits.record(seconds, cold, off_cpu)
+            waited, gate.recorded = gate.waited, True
+            seconds, off_cpu = seconds + waited, off_cpu + gate.preempted
+        self.mask_waits.record(seconds, cold, off_cpu, waited)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
         return faults
