@@ -90,3 +90,20 @@ def test_the_sleeping_ends_early_enough_for_the_wake_up_to_fit_in_the_bound(boun
     reserve = wake_reserve(bound)
     assert reserve == min(WAKE_RESERVE_SECONDS, bound / 2) and reserve > 0
     assert len(slow.offered) == 1 and slow.offered[0] <= bound - reserve + 1e-9
+
+
+class CollectingMatcher(FakeMatcher):
+    """Its wait runs a garbage collection, as the compiler's worker may trigger one."""
+
+    def wait_mask_ready(self, seconds: float) -> bool:
+        import gc
+
+        gc.collect()
+        return super().wait_mask_ready(seconds)
+
+
+def test_a_collection_during_the_wait_is_counted_by_the_gate():
+    stats, prefetched = MaskWaitStats(), []
+    g = gate(1e-3, stats, prefetched)
+    assert not g.ready(req("slow", CollectingMatcher(ready_after=5)))
+    assert 0 < g.gc_paused <= g.waited

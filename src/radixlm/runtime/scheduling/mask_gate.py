@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ...fsm import work_clock
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req
 
@@ -58,6 +59,7 @@ class StepMaskGate:
         self.deadline: float | None = None  # set at the first mask not ready (for sleeping)
         self.waited = 0.0  # seconds this step slept waiting for masks
         self.preempted = 0.0  # of them, runnable but kept off the CPU by the OS
+        self.gc_paused = 0.0  # of them, the garbage collector running (any thread's)
         self.checked = 0  # constrained requests checked
         self.held: list[Req] = []
 
@@ -85,9 +87,10 @@ class StepMaskGate:
         left = self.deadline - now
         if left <= 0:
             return False
-        off_cpu = self.run_queue.seconds()
+        off_cpu, gc_before = self.run_queue.seconds(), work_clock.gc_seconds()
         try:
             return bool(req.grammar.wait_mask_ready(left))
         finally:
             self.waited += time.perf_counter() - now
             self.preempted += self.run_queue.seconds() - off_cpu
+            self.gc_paused += work_clock.gc_seconds() - gc_before
