@@ -13,7 +13,10 @@ and take the GIL back from the compiler's worker, which holds it while it builds
 rows in Python (up to the switch interval, then the worker's next bytecode boundary): measured
 0.1-0.4 ms past the timeout on a 49k vocabulary (``benchmarks/json_e2e.py --scheduler``), so a
 1 ms bound slept to the end blocked 1.1-1.6 ms. The deadline of the sleeping is therefore
-:func:`wake_reserve` before the bound: the wake-up is paid inside it.
+:func:`wake_reserve` before the bound: the wake-up is paid inside it. What no reserve covers
+is a loaded host: the OS may keep the scheduler thread off the CPU (counted apart, see
+:mod:`mask_wait_stats`) or the worker while it holds the GIL (the scheduler then waits for
+it, counted in neither: seen as 0.4-5 ms stalls with load 4-5 on 2 cores).
 
 Holding changes no token: a held request's grammar state, KV and output are untouched, and the
 step it rejoins computes the logits it would have computed in the step it missed. The cost is
