@@ -54,6 +54,7 @@ from radixlm.fsm import (
 from radixlm.fsm.json.witness import find_accepted_text
 from radixlm.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
 from radixlm.runtime.scheduling.grammar_manager import GIL_SWITCH_SECONDS
+from radixlm.runtime.scheduling.mask_gate import wake_reserve
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "jsonschemabench"
 DEFAULT_SUBSETS = ("Glaiveai2K", "Github_easy", "Github_medium", "Github_hard",
@@ -151,8 +152,10 @@ class RadixEngine:
         up to the bound for the worker to have the mask; not ready, the request is held for
         the step (the wait is that step's mask time), asked for again, and the step the
         others run (a forward) passes before the next try. Once it is ready, returns when the
-        step that takes the mask started (its wait and fill are its mask time)."""
-        while not matcher.wait_mask_ready(self.mask_bound_ms / 1e3):
+        step that takes the mask started (its wait and fill are its mask time). As the gate,
+        the sleeping ends :func:`wake_reserve` before the bound (the wake-up fits in it)."""
+        bound = self.mask_bound_ms / 1e3
+        while not matcher.wait_mask_ready(bound - wake_reserve(bound)):
             times.append(time.perf_counter() - start)
             self.held_steps += 1
             self.compiler.prefetch(matcher)  # the gate asks again, at the front

@@ -8,7 +8,9 @@ server's own, since start). Reported from ``/get_server_info``: per step, the ti
 scheduler waited for masks (the gate's wait plus the fill loop; p50 / p99 / max), the same
 less the time the OS kept the scheduler off the CPU ("own": a loaded host preempts a
 CPU-bound process for milliseconds), fills that computed a mask in the step, and holds
-(request-steps held out, holds, the longest), with the outputs' validity and the wall time.
+(request-steps held out, holds, the longest), steps a garbage collection ran in ("gc st")
+and the longest collection time inside one ("gc in", ms), with the outputs' validity and the
+wall time.
 The masks are cold (no disk cache, fresh process): the worst case for the critical path.
 """
 
@@ -28,7 +30,9 @@ from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, GrammarSpe
 
 WAIT_KEYS = ("mask_wait_steps", "mask_wait_cold_fills", "mask_wait_ms_p50", "mask_wait_ms_p99",
              "mask_wait_ms_max", "mask_wait_ms_p99_not_preempted",
-             "mask_wait_ms_max_not_preempted", "mask_held_steps", "mask_holds",
+             "mask_wait_ms_max_not_preempted", "mask_gate_ms_p99", "mask_gate_ms_max",
+             "mask_fill_ms_p50", "mask_fill_ms_p99", "mask_wait_steps_with_gc",
+             "mask_wait_gc_ms_max", "mask_held_steps", "mask_holds",
              "mask_max_hold_steps", "mask_idle_wait_ms", "steps")
 GC_KEYS = ("gc_pauses", "gc_full_pauses", "gc_pause_ms_p99", "gc_pause_ms_max",
            "gc_full_pause_ms_max", "gc_pause_ms_total", "gc_frozen_objects")
@@ -109,14 +113,18 @@ def run(args: argparse.Namespace) -> None:
     rows = [one_run(str(model.path), b, f, [s for _, s in picked], args)
             for f in args.gc_freeze for b in args.mask_wait_ms]
     print(f"\n{'gc':>3} {'bound ms':>8} {'steps':>6} {'wait p50':>9} {'p99':>7} {'max':>7} "
-          f"{'p99 own':>8} {'max own':>8} {'cold':>5} "
+          f"{'p99 own':>8} {'max own':>8} {'gate p99':>8} {'gate max':>8} {'fill p50':>8} "
+          f"{'fill p99':>8} {'gc st':>5} {'gc in':>6} {'cold':>5} "
           f"{'held':>5} {'holds':>6} {'longest':>7} {'idle ms':>8} {'valid':>6} {'wall s':>7} "
           f"{'gcs':>5} {'full':>4} {'gc p99':>7} {'gc max':>7} {'gc tot':>7} {'frozen':>8}")
     for r in rows:
         print(f"{r['gc_freeze']:>3} {r['mask_wait_ms_bound']:8.2f} {r['mask_wait_steps']:6d} "
               f"{r['mask_wait_ms_p50']:9.3f} {r['mask_wait_ms_p99']:7.3f} "
               f"{r['mask_wait_ms_max']:7.3f} {r['mask_wait_ms_p99_not_preempted']:8.3f} "
-              f"{r['mask_wait_ms_max_not_preempted']:8.3f} {r['mask_wait_cold_fills']:5d} "
+              f"{r['mask_wait_ms_max_not_preempted']:8.3f} {r['mask_gate_ms_p99']:8.3f} "
+              f"{r['mask_gate_ms_max']:8.3f} {r['mask_fill_ms_p50']:8.3f} "
+              f"{r['mask_fill_ms_p99']:8.3f} {r['mask_wait_steps_with_gc']:5d} "
+              f"{r['mask_wait_gc_ms_max']:6.1f} {r['mask_wait_cold_fills']:5d} "
               f"{r['mask_held_steps']:5d} {r['mask_holds']:6d} {r['mask_max_hold_steps']:7d} "
               f"{r['mask_idle_wait_ms']:8.1f} {r['valid']:>3}/{r['requests']:<2} "
               f"{r['wall_s']:7.2f} {r['gc_pauses']:5d} {r['gc_full_pauses']:4d} "

@@ -40,3 +40,31 @@ def test_trie_walk_equals_per_token_walks(native, token_bytes, pattern, path) ->
     assert got == {t: s for t, s in expected.items() if s != DEAD}
     assert len(ids) == len(got)  # each token once
     assert trie.num_nodes == len({b[:i] for b in token_bytes if b for i in range(1, len(b) + 1)})
+
+
+@pytest.mark.skipif(not trie_walk_kernel.AVAILABLE, reason="numba is not installed")
+@settings(max_examples=40, deadline=None)
+@given(tokens, st.sampled_from(PATTERNS))
+def test_the_compiled_loop_asks_for_exactly_the_rowless_states_of_its_frontier(
+        token_bytes, pattern) -> None:  # noqa: ANN001
+    """Each stop of the loop names the states it needs rows for: distinct, ascending, every
+    one without a row, and every rowless state of the frontier among them."""
+    trie_walk_kernel.warm()
+    builder = TermBuilder()
+    dfa = LazyDFA(builder, builder.lower(regex_to_node(pattern)))
+    trie = TokenTrie(token_bytes)
+    asked: list[list[int]] = []
+
+    def ensure_rows(missing) -> None:  # noqa: ANN001
+        states = missing.tolist()
+        assert states == sorted(set(states)), "distinct and ascending"
+        assert not dfa.built[missing].any(), "only states without a row"
+        asked.append(states)
+        dfa.ensure_rows(missing)
+
+    ids, states = trie.walk(lambda: dfa.trans, dfa.initial, ensure_rows, lambda: dfa.built)
+    expected = {t: dfa.walk(dfa.initial, b) for t, b in enumerate(token_bytes) if b}
+    assert dict(zip(ids.tolist(), states.tolist(), strict=True)) == \
+        {t: s for t, s in expected.items() if s != DEAD}
+    if any(token_bytes):
+        assert asked[0] == [dfa.initial], "the first stop: the start state's row"

@@ -101,9 +101,9 @@ class TokenTrie:
             d, nodes, states, n, missing = trie_walk_kernel.walk_levels(
                 trans(), built(), d, nodes, states, self.depth, *self._flat, out_ids,
                 out_states, n)
-            if not missing:
+            if not missing.size:
                 return out_ids[:n], out_states[:n]
-            ensure_rows(states)
+            ensure_rows(missing)  # distinct, ascending, rowless: the kernel filtered them
 
     def _walk_numpy(self, trans: Callable[[], np.ndarray], state: int,
                     ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:

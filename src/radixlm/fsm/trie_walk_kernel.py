@@ -10,7 +10,8 @@ dense 49k walk in ~10 ms, the two passes in ~1.8 ms, as fast as numpy's gather).
 without the GIL (``nogil``), so the compiler's worker computing a mask does not hold the
 interpreter against the scheduler thread while it walks. Rows of the lazy DFA are built in
 Python (derivatives): the loop stops at the first level that reaches a state without a row and
-returns the frontier there; the caller builds the rows and calls again, resuming there.
+returns the frontier there with its states that lack one; the caller builds those rows and
+calls again, resuming there.
 
 On by default where numba imports (``CompileBudget.native_trie_walk``); numba is an optional
 dependency (``pip install radixlm[native]``). Where it cannot be imported, :data:`AVAILABLE` is
@@ -44,7 +45,7 @@ def ready() -> bool:
     return _ready.is_set()
 
 
-def walk_levels(*args: object) -> tuple[int, np.ndarray, np.ndarray, int, bool]:
+def walk_levels(*args: object) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray]:
     """:func:`_walk_levels` compiled (on first use; cached on disk by numba)."""
     global _compiled
     if _compiled is None:
@@ -89,17 +90,28 @@ def _walk_levels(table, built, d0, nodes, states, depth, byte, child_start,  # n
     ``tok_off``/``tok_ids``: the tokens ending at each node, CSR). Tokens reaching a live state
     are appended to ``out_ids``/``out_states`` from ``n_out``.
 
-    Returns (level to resume at, frontier nodes and states there, ``n_out``, whether rows are
-    missing): when missing, the caller builds the rows of the frontier's states and calls
-    again with what was returned.
+    Returns (level to resume at, frontier nodes and states there, ``n_out``, the frontier's
+    states without a row, distinct and ascending): when some are, the caller builds their
+    rows and calls again with what was returned (the filtering done here, not in numpy
+    calls in the caller: a dense walk stops at most levels, ~20 us of numpy each).
     """
     d = d0
+    none = np.empty(0, dtype=np.int32)
     while d <= depth and nodes.shape[0] > 0:
         total = 0
+        n_missing = 0
         for p in range(nodes.shape[0]):
             if not built[states[p]]:
-                return d, nodes, states, n_out, True
+                n_missing += 1
             total += child_count[nodes[p]]
+        if n_missing:
+            missing = np.empty(n_missing, dtype=np.int32)
+            m = 0
+            for p in range(nodes.shape[0]):
+                if not built[states[p]]:
+                    missing[m] = states[p]
+                    m += 1
+            return d, nodes, states, n_out, np.unique(missing)
         # two passes: the gather first, without branches (its loads independent, so many
         # are in flight at once: the table is megabytes, most loads miss the cache), then
         # the compaction to the live children
@@ -129,4 +141,4 @@ def _walk_levels(table, built, d0, nodes, states, depth, byte, child_start,  # n
                     n_out += 1
         nodes, states = nxt_nodes[:m], nxt_states[:m]
         d += 1
-    return d, nodes, states, n_out, False
+    return d, nodes, states, n_out, none

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from radixlm.runtime.scheduling.mask_gate import StepMaskGate
+from radixlm.runtime.scheduling.mask_gate import WAKE_RESERVE_SECONDS, StepMaskGate, wake_reserve
 from radixlm.runtime.scheduling.mask_wait_stats import MaskWaitStats
 from radixlm.runtime.scheduling.request import Req
 from radixlm.runtime.wire.sampling_params import SamplingParams
@@ -79,3 +79,31 @@ def test_a_request_rejoining_records_one_hold_of_its_length(held_for):
     assert gate(0.0, stats, prefetched).ready(r)
     assert r.mask_held_steps == 0
     assert (stats.holds, stats.max_hold_steps) == (1, held_for)
+
+
+@pytest.mark.parametrize("bound", [0.4e-3, 1e-3, 5e-3])
+def test_the_sleeping_ends_early_enough_for_the_wake_up_to_fit_in_the_bound(bound):
+    stats, prefetched = MaskWaitStats(), []
+    g = gate(bound, stats, prefetched)
+    slow = FakeMatcher(ready_after=5)
+    assert not g.ready(req("slow", slow))
+    reserve = wake_reserve(bound)
+    assert reserve == min(WAKE_RESERVE_SECONDS, bound / 2) and reserve > 0
+    assert len(slow.offered) == 1 and slow.offered[0] <= bound - reserve + 1e-9
+
+
+class CollectingMatcher(FakeMatcher):
+    """Its wait runs a garbage collection, as the compiler's worker may trigger one."""
+
+    def wait_mask_ready(self, seconds: float) -> bool:
+        import gc
+
+        gc.collect()
+        return super().wait_mask_ready(seconds)
+
+
+def test_a_collection_during_the_wait_is_counted_by_the_gate():
+    stats, prefetched = MaskWaitStats(), []
+    g = gate(1e-3, stats, prefetched)
+    assert not g.ready(req("slow", CollectingMatcher(ready_after=5)))
+    assert 0 < g.gc_paused <= g.waited

@@ -12,6 +12,9 @@ def test_empty_summary_is_zero() -> None:
                        "mask_wait_ms_p99": 0.0, "mask_wait_ms_max": 0.0,
                        "mask_wait_ms_p99_not_preempted": 0.0,
                        "mask_wait_ms_max_not_preempted": 0.0,
+                       "mask_gate_ms_p99": 0.0, "mask_gate_ms_max": 0.0,
+                       "mask_fill_ms_p50": 0.0, "mask_fill_ms_p99": 0.0,
+                       "mask_wait_steps_with_gc": 0, "mask_wait_gc_ms_max": 0.0,
                        "mask_held_steps": 0, "mask_holds": 0, "mask_max_hold_steps": 0,
                        "mask_idle_wait_ms": 0.0}
 
@@ -63,3 +66,21 @@ def test_the_run_queue_clock_never_goes_back() -> None:
     clock = RunQueueClock()
     first = clock.seconds()
     assert 0.0 <= first <= clock.seconds()
+
+
+def test_the_gates_wait_and_the_fill_loop_are_reported_apart() -> None:
+    stats = MaskWaitStats()
+    stats.record(1.2e-3, cold=0, gate=0.9e-3)  # 0.9 ms in the gate, 0.3 ms filling
+    stats.record(0.1e-3, cold=0)  # all masks ready: the fill loop alone
+    s = stats.summary()
+    assert abs(s["mask_gate_ms_max"] - 0.9) < 1e-9 and abs(s["mask_wait_ms_max"] - 1.2) < 1e-9
+    assert abs(s["mask_fill_ms_p99"] - 0.3) < 1e-9 and abs(s["mask_fill_ms_p50"] - 0.3) < 1e-9
+
+
+def test_garbage_collections_inside_a_step_are_kept_in_it_and_counted_apart() -> None:
+    stats = MaskWaitStats()
+    stats.record(12e-3, cold=0, gc_paused=11e-3)  # a collection stopped the step
+    stats.record(0.1e-3, cold=0)
+    s = stats.summary()
+    assert abs(s["mask_wait_ms_max"] - 12.0) < 1e-9, "the collection stays in the step's time"
+    assert s["mask_wait_steps_with_gc"] == 1 and abs(s["mask_wait_gc_ms_max"] - 11.0) < 1e-9

@@ -36,6 +36,7 @@ from ...fsm import (
     TokenVocabulary,
     WhitespacePolicy,
     jump_forward,
+    work_clock,
 )
 from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
 from .mask_gate import StepMaskGate
@@ -180,7 +181,7 @@ class GrammarManager:
             return
         self.mask_waits.held(len(gate.held))
         if gate.checked and not gate.recorded:  # no mask applied this step: the wait alone
-            self.mask_waits.record(gate.waited, 0, gate.preempted)
+            self.mask_waits.record(gate.waited, 0, gate.preempted, gate.waited, gate.gc_paused)
         if not ran and gate.held:
             start = time.perf_counter()
             gate.held[0].grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
@@ -203,6 +204,7 @@ class GrammarManager:
         masks = self._masks[: len(rows)]
         rows_np = masks.numpy()  # numpy rows: the matchers' fastest fill path
         start, cold, off_cpu = time.perf_counter(), 0, self.run_queue.seconds()
+        gc_before = work_clock.gc_seconds()
         for k, i in enumerate(rows):
             grammar = reqs[i].grammar
             try:
@@ -216,10 +218,13 @@ class GrammarManager:
                 faults.append((reqs[i], exc))
                 rows_np[k] = -1
         seconds, off_cpu = time.perf_counter() - start, self.run_queue.seconds() - off_cpu
-        gate = self._gate
+        gc_paused = work_clock.gc_seconds() - gc_before
+        gate, waited = self._gate, 0.0
         if gate is not None and not gate.recorded:  # this step's wait before the forward
-            seconds, off_cpu, gate.recorded = seconds + gate.waited, off_cpu + gate.preempted, True
-        self.mask_waits.record(seconds, cold, off_cpu)
+            waited, gate.recorded = gate.waited, True
+            seconds, off_cpu = seconds + waited, off_cpu + gate.preempted
+            gc_paused += gate.gc_paused
+        self.mask_waits.record(seconds, cold, off_cpu, waited, gc_paused)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
         return faults

@@ -7,7 +7,11 @@ records, per step that checked or applied masks, the wall time spent waiting plu
 loop, and how many fills found no mask ready (computed in the step: the gate makes that rare),
 over a bounded window of recent steps; and the holds: request-steps held, holds ended by the
 request rejoining, the longest, and the time the scheduler slept with nothing but held
-requests to run. ``/get_server_info`` reports them.
+requests to run. ``/get_server_info`` reports them, with the two parts of a step's time apart:
+the gate's wait alone (``mask_gate_ms_*``) and the rest, the fill loop (``mask_fill_ms_*``).
+A garbage collection stops every thread, so one running while a step waits or fills (started
+by the scheduler or by the compiler's worker allocating automaton terms) is in that step's
+time: kept there, and counted apart too (steps with one, the longest inside one step).
 
 On a loaded host the OS may take the CPU from the scheduler in the middle of a fill loop (a
 CPU-bound process waits its turn on the run queue for milliseconds): that is no mask's
@@ -61,17 +65,27 @@ class MaskWaitStats:
     # the same steps less the time the OS kept the scheduler thread off the CPU
     step_seconds_not_preempted: deque[float] = field(
         default_factory=lambda: deque(maxlen=WINDOW))
+    # of each step's time, the gate's wait before the forward (the rest is the fill loop)
+    gate_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     steps: int = 0  # steps that checked or applied at least one mask, since start
     cold_fills: int = 0  # fills that found no mask ready, since start
     held_steps: int = 0  # (request, step) pairs held out for a mask not ready
     holds: int = 0  # holds that ended with the request rejoining a step
     max_hold_steps: int = 0  # the longest of those, in steps
     idle_wait_seconds: float = 0.0  # slept with only held requests to run (no step ran)
+    gc_steps: int = 0  # steps whose recorded time a garbage collection ran in, since start
+    gc_max_seconds: float = 0.0  # the longest collection time inside one step's, since start
 
-    def record(self, seconds: float, cold: int, preempted: float = 0.0) -> None:
+    def record(self, seconds: float, cold: int, preempted: float = 0.0,
+               gate: float = 0.0, gc_paused: float = 0.0) -> None:
         """One step waited ``seconds`` for masks (filling included), ``preempted`` of them
-        off the CPU (the OS's doing); ``cold`` of its fills computed a mask."""
+        off the CPU (the OS's doing), ``gate`` of them in the gate's wait before the forward,
+        ``gc_paused`` of them in garbage collections; ``cold`` of its fills computed a mask."""
+        if gc_paused > 0:
+            self.gc_steps += 1
+            self.gc_max_seconds = max(self.gc_max_seconds, gc_paused)
         self.step_seconds.append(seconds)
+        self.gate_seconds.append(gate)
         self.step_seconds_not_preempted.append(max(0.0, seconds - preempted))
         self.steps += 1
         self.cold_fills += cold
@@ -89,6 +103,8 @@ class MaskWaitStats:
         """Counts since start; p50 / p99 / max in milliseconds over the recent window."""
         values = sorted(self.step_seconds)
         own = sorted(self.step_seconds_not_preempted)
+        gate = sorted(self.gate_seconds)
+        fill = sorted(t - g for t, g in zip(self.step_seconds, self.gate_seconds, strict=True))
         return {
             "mask_wait_steps": self.steps,
             "mask_wait_cold_fills": self.cold_fills,
@@ -97,6 +113,12 @@ class MaskWaitStats:
             "mask_wait_ms_max": 1e3 * (values[-1] if values else 0.0),
             "mask_wait_ms_p99_not_preempted": 1e3 * _percentile(own, 0.99),
             "mask_wait_ms_max_not_preempted": 1e3 * (own[-1] if own else 0.0),
+            "mask_gate_ms_p99": 1e3 * _percentile(gate, 0.99),
+            "mask_gate_ms_max": 1e3 * (gate[-1] if gate else 0.0),
+            "mask_fill_ms_p50": 1e3 * _percentile(fill, 0.50),
+            "mask_fill_ms_p99": 1e3 * _percentile(fill, 0.99),
+            "mask_wait_steps_with_gc": self.gc_steps,
+            "mask_wait_gc_ms_max": 1e3 * self.gc_max_seconds,
             "mask_held_steps": self.held_steps,
             "mask_holds": self.holds,
             "mask_max_hold_steps": self.max_hold_steps,
