@@ -223,7 +223,7 @@ def _cascade(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: DecodePlan
         members = slice(None) if n == b and _run_start(g.members) == 0 else g.members
         # all members' query heads of one KV head in one matmul: [Hkv, g*G, D]
         qm = qg[members].permute(1, 0, 2, 3).reshape(hkv, -1, d)
-        o_p, l_p = prefix_attention(qm[None], kp[None], vp[None], sm_scale, logit_cap)
+        o_p, l_p = partial_attention(qm[None], kp[None], vp[None], None, sm_scale, logit_cap)
         o_p = o_p[0].view(hkv, n, -1, d).permute(1, 0, 2, 3)
         l_p = l_p[0].view(hkv, n, -1, 1).permute(1, 0, 2, 3)
         out[members] = merge_partial(out[members], lse[members], o_p, l_p)
@@ -237,19 +237,3 @@ def _prefix_rows(cache: torch.Tensor, group: CascadeGroup, span: int) -> torch.T
     if span >= 0:
         return flat[span:span + group.prefix.numel()]
     return flat.index_select(0, group.prefix)
-
-
-def prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float,
-                     logit_cap: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`partial_attention` with no mask (every prefix key is visible to every query).
-
-    q [1, Hkv, M, D]; k, v [1, Hkv, Lp, D]. On CPU in float32 without a logit cap, torch's
-    fused flash kernel (blocked: the [M, Lp] scores never materialize) gives the same
-    normalized output and log-sum-exp within float32 rounding, faster.
-    """
-    if (logit_cap > 0 or q.device.type != "cpu" or q.dtype != torch.float32
-            or k.dtype != torch.float32):
-        return partial_attention(q, k, v, None, sm_scale, logit_cap)
-    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        q, k, v, scale=sm_scale)
-    return out, lse.unsqueeze(-1)
