@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.kernels import attention_common
+from radixlm.kernels import attention_common, extend_attention
 from radixlm.kernels.attention_common import partial_attention, partial_attention_matmul
 from radixlm.kernels.decode_attention import decode_attention_ref, plan_decode_padded
+from radixlm.kernels.extend_attention import extend_attention_ref
 
 ATOL, RTOL = 2e-6, 1e-5  # float32 rounding of a differently ordered sum
 
@@ -92,3 +93,29 @@ def test_shared_prefix_decode_equals_references(page_size, shared, consecutive, 
     matmul = decode_attention_ref(q, k_cache, v_cache, indptr, indices, 0.125, plan=plan)
     torch.testing.assert_close(got, matmul, atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(got, plain, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_batched_question_extend_equals_per_request(page_size, seed, monkeypatch):
+    """Many short questions after one cached document (RAG): their own keys in one padded
+    attention equal the per-request loop."""
+    gen = torch.Generator().manual_seed(seed)
+    hkv, group, d, batch, prefix = 3, 3, 64, 9, 16 * 7 + 3
+    k_cache = torch.randn(num_pages(page_size), page_size, hkv, d, generator=gen)
+    v_cache = torch.randn_like(k_cache)
+    slots, lens = _requests(gen, page_size, batch, prefix, True, True)
+    new = torch.minimum(torch.randint(1, 12, (batch,), generator=gen), lens - prefix)
+    qo = torch.cat([torch.zeros(1, dtype=torch.long), new.cumsum(0)])
+    kv = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)])
+    indices = torch.cat([slots[b, :lens[b]] for b in range(batch)])
+    q = torch.randn(int(qo[-1]), hkv * group, d, generator=gen)
+    calls = []
+    batched = extend_attention._own_keys_batched
+    monkeypatch.setattr(extend_attention, "_own_keys_batched",
+                        lambda *a: calls.append(batched(*a)) or calls[-1])
+    got = extend_attention_ref(q, k_cache, v_cache, qo, kv, indices, 0.125)
+    assert calls and len(calls[0]) == batch, "every question must take the batched path"
+    monkeypatch.setattr(extend_attention, "_own_keys_batched", lambda *_: set())
+    loop = extend_attention_ref(q, k_cache, v_cache, qo, kv, indices, 0.125)
+    torch.testing.assert_close(got, loop, atol=ATOL, rtol=RTOL)
