@@ -130,8 +130,41 @@ def partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
     """Unnormalized attention with its log-sum-exp.
 
     q [N, Hkv, G, D]; k, v [N, Hkv, L, D] (N = 1 broadcasts); mask [N, 1, 1, L] or None.
-    Returns (out [N, Hkv, G, D] normalized over this part, lse [N, Hkv, G, 1]).
+    Returns (out [N, Hkv, G, D] normalized over this part, lse [N, Hkv, G, 1]); a row with no
+    visible key has out 0 and lse -inf (zero weight in :func:`merge_partial`).
+
+    On CPU in float32 without a logit cap this is torch's fused flash kernel (blocked: the
+    [G, L] scores never materialize, no separate softmax passes), equal to
+    :func:`partial_attention_matmul` within float32 rounding; otherwise that reference.
     """
+    if not fused_applies(q, k, logit_cap):
+        return partial_attention_matmul(q, k, v, mask, sm_scale, logit_cap)
+    n = q.shape[0]
+    if k.shape[0] != n:  # the kernel takes no broadcast batch: stride-0 views, no copy
+        k, v = k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)
+    bias = None
+    if mask is not None:
+        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device)
+        bias.masked_fill_(~mask, float("-inf"))
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, attn_mask=bias, scale=sm_scale)
+    lse = lse.unsqueeze(-1)
+    if mask is not None:  # the kernel leaves lse 0 on a row that sees no key
+        lse.masked_fill_(~mask.any(dim=-1, keepdim=True), float("-inf"))
+    return out, lse
+
+
+def fused_applies(q: torch.Tensor, k: torch.Tensor, logit_cap: float) -> bool:
+    """Whether :func:`partial_attention` runs torch's fused CPU kernel for these inputs."""
+    return (logit_cap <= 0 and q.device.type == "cpu" and q.dtype == torch.float32
+            and k.dtype == torch.float32)
+
+
+def partial_attention_matmul(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                             mask: torch.Tensor | None, sm_scale: float, logit_cap: float
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`partial_attention` by explicit scores and softmax (the reference; any dtype,
+    device and logit cap)."""
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)).mul_(sm_scale)
     if logit_cap > 0:
         scores = logit_cap * torch.tanh(scores / logit_cap)

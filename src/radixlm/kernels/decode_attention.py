@@ -44,6 +44,9 @@ class DecodePlan:
     # >= 0: ``index`` is the run span, span + 1, ... (one request on consecutive slots or
     # pages), so the keys are read as a view of the pool, no gather copy
     span: int = -1
+    # one per group: the first slot when its prefix is consecutive slots (read as a view of
+    # the pool), else -1 (gathered once per group and layer)
+    prefix_spans: tuple[int, ...] = ()
 
 
 def _is_page_structured(slots: torch.Tensor, valid: torch.Tensor, page_size: int) -> bool:
@@ -100,6 +103,11 @@ def _span_start(index: torch.Tensor, batch: int) -> int:
     one request no entry is padding: its length sets the width)."""
     if batch != 1 or index.numel() == 0:
         return -1
+    return _run_start(index)
+
+
+def _run_start(index: torch.Tensor) -> int:
+    """``index[0]`` when ``index`` is ``index[0], index[0] + 1, ...``, else -1."""
     start = int(index[0])
     run = torch.arange(start, start + index.numel(), device=index.device)
     return start if torch.equal(index, run) else -1
@@ -118,7 +126,7 @@ def _suffix_plan(slots: torch.Tensor, lens: torch.Tensor, groups: list[CascadeGr
     cols = (start[:, None] + pos[None, :]).clamp(max=slots.shape[1] - 1)
     index = slots.gather(1, cols).masked_fill(~valid, 0).reshape(-1)
     return DecodePlan(index, 1, slots.shape[0], width, valid[:, None, None, :], workspace,
-                      tuple(groups))
+                      tuple(groups), prefix_spans=tuple(_run_start(g.prefix) for g in groups))
 
 
 def plan_decode(
@@ -206,14 +214,26 @@ def _cascade(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: DecodePlan
     hkv = k.shape[1]
     qg = q.view(b, hkv, hq // hkv, d)
     out, lse = partial_attention(qg, k, v, plan.mask, sm_scale, logit_cap)  # suffixes
-    h, dd = k_cache.shape[2], k_cache.shape[3]
-    for g in plan.groups:
-        kp = k_cache.view(-1, h, dd).index_select(0, g.prefix).transpose(0, 1)  # [Hkv, Lp, D]
-        vp = v_cache.view(-1, h, dd).index_select(0, g.prefix).transpose(0, 1)
+    spans = plan.prefix_spans or (-1,) * len(plan.groups)
+    for g, span in zip(plan.groups, spans, strict=True):
+        kp = _prefix_rows(k_cache, g, span).transpose(0, 1)  # [Hkv, Lp, D]
+        vp = _prefix_rows(v_cache, g, span).transpose(0, 1)
+        n = g.members.numel()
+        # every member in order (one document, all questions): slices, no index copies
+        members = slice(None) if n == b and _run_start(g.members) == 0 else g.members
         # all members' query heads of one KV head in one matmul: [Hkv, g*G, D]
-        qm = qg[g.members].permute(1, 0, 2, 3).reshape(hkv, -1, d)
+        qm = qg[members].permute(1, 0, 2, 3).reshape(hkv, -1, d)
         o_p, l_p = partial_attention(qm[None], kp[None], vp[None], None, sm_scale, logit_cap)
-        o_p = o_p[0].view(hkv, g.members.numel(), -1, d).permute(1, 0, 2, 3)
-        l_p = l_p[0].view(hkv, g.members.numel(), -1, 1).permute(1, 0, 2, 3)
-        out[g.members] = merge_partial(out[g.members], lse[g.members], o_p, l_p)
+        o_p = o_p[0].view(hkv, n, -1, d).permute(1, 0, 2, 3)
+        l_p = l_p[0].view(hkv, n, -1, 1).permute(1, 0, 2, 3)
+        out[members] = merge_partial(out[members], lse[members], o_p, l_p)
     return out.reshape(b, hq, d).to(q.dtype)
+
+
+def _prefix_rows(cache: torch.Tensor, group: CascadeGroup, span: int) -> torch.Tensor:
+    """[Lp, Hkv, D] keys or values of a group's shared prefix: a view of the pool when its
+    slots are consecutive (``span`` the first), else one gather for the whole group."""
+    flat = cache.view(-1, cache.shape[2], cache.shape[3])
+    if span >= 0:
+        return flat[span:span + group.prefix.numel()]
+    return flat.index_select(0, group.prefix)

@@ -84,8 +84,10 @@ def extend_attention_ref(
     out = torch.empty_like(q)
     lse = torch.empty(q.shape[0], k_cache.shape[2], q.shape[1] // k_cache.shape[2], 1,
                       device=q.device) if groups else None
+    batched = _own_keys_batched(q, k_cache, v_cache, kv_indices, qo, kv, skip, sm_scale,
+                                logit_cap, out, lse) if skip else set()
     for i in range(len(qo) - 1):
-        if qo[i + 1] > qo[i]:
+        if qo[i + 1] > qo[i] and i not in batched:
             _own_keys(q, k_cache, v_cache, kv_indices, (qo[i], qo[i + 1]), (kv[i], kv[i + 1]),
                       skip.get(i, 0), sm_scale, logit_cap, sliding_window, out, lse)
     for g in groups:
@@ -126,6 +128,49 @@ def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     o, o_lse = partial_attention(qg, k, v, mask[0, 0][:, None, None, :], sm_scale, logit_cap)
     out[q_span[0] : q_span[1]] = o.reshape(n, -1, d).to(q.dtype)
     lse[q_span[0] : q_span[1]] = o_lse
+
+
+def _own_keys_batched(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                      kv_indices: torch.Tensor, qo: list[int], kv: list[int],
+                      skip: dict[int, int], sm_scale: float, logit_cap: float,
+                      out: torch.Tensor, lse: torch.Tensor) -> set[int]:
+    """:func:`_own_keys` of every group member at once (one padded attention instead of one
+    per request: many short questions after one document); returns the requests done, none
+    when padding would more than double the work (then each goes through ``_own_keys``)."""
+    reqs = [i for i in sorted(skip) if qo[i + 1] > qo[i]]
+    dev = q.device
+    n = torch.tensor([qo[i + 1] - qo[i] for i in reqs], device=dev)  # [R] new tokens
+    first = torch.tensor([kv[i] + skip[i] for i in reqs], device=dev)  # first own key
+    own = torch.tensor([kv[i + 1] - kv[i] - skip[i] for i in reqs], device=dev)  # [R]
+    if not reqs:
+        return set()
+    r, n_max, w = len(reqs), int(n.max()), int(own.max())
+    if r * n_max * w > max(2 * int((n * own).sum()), 1 << 16):
+        return set()
+    h, d = k_cache.shape[2], k_cache.shape[3]
+    cols = torch.arange(w, device=dev)
+    key_ok = cols[None, :] < own[:, None]  # [R, W]
+    slots = kv_indices.long()[(first[:, None] + cols).clamp(max=kv_indices.numel() - 1)]
+    slots = slots.masked_fill(~key_ok, 0).reshape(-1)
+    k = k_cache.view(-1, h, d).index_select(0, slots).view(r, w, h, d).transpose(1, 2)
+    v = v_cache.view(-1, h, d).index_select(0, slots).view(r, w, h, d).transpose(1, 2)
+    j = torch.arange(n_max, device=dev)
+    q_ok = j[None, :] < n[:, None]  # [R, n_max]
+    rows = (torch.tensor([qo[i] for i in reqs], device=dev)[:, None] + j).clamp(
+        max=q.shape[0] - 1)
+    # query j of request r sits at own-key column own - n + j and sees columns up to it
+    mask = (cols[None, None, :] <= (own - n)[:, None, None] + j[None, :, None]) \
+        & key_ok[:, None, :] & q_ok[:, :, None]  # [R, n_max, W]
+    group = q.shape[1] // h
+    mask = mask.repeat_interleave(group, dim=1)[:, None]  # [R, 1, n_max * G, W]
+    qg = q[rows].view(r, n_max, h, group, d).permute(0, 2, 1, 3, 4).reshape(r, h, -1, d)
+    o, o_lse = partial_attention(qg, k, v, mask, sm_scale, logit_cap)  # [R, Hkv, n_max*G, *]
+    o = o.view(r, h, n_max, group, d).permute(0, 2, 1, 3, 4)[q_ok]  # [T_own, Hkv, G, D]
+    o_lse = o_lse.view(r, h, n_max, group, 1).permute(0, 2, 1, 3, 4)[q_ok]
+    done = rows[q_ok]
+    out[done] = o.reshape(-1, q.shape[1], d).to(q.dtype)
+    lse[done] = o_lse
+    return set(reqs)
 
 
 def _shared_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
