@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import GrammarError
 from .context import SchemaContext
-from .facts import ALL_TYPES, Facts, Sub, expand_types, to_decimal
+from .facts import ALL_TYPES, ArrayPart, Facts, Sub, expand_types, to_decimal
 from .keywords import CONSTRAINING, NUMBER_KEYS, absorb, facts_of
 from .property_schemas import value_sub
 
@@ -121,19 +121,25 @@ def _independent_groups(c: SchemaContext, n: dict, keys: frozenset[str]) -> list
 
 
 def _not_items(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
-    """not {items: S} = an array with some item outside S (``contains: {not: S}``)."""
+    """not {items: S} = an array with some item outside S (``contains: {not: S}``).
+
+    The item that is not an S is merged with the array's own item schema at the schema
+    level (:func:`arrays._with_contains`), so even container items give one item grammar,
+    not a product of two.
+    """
     items = n["items"]
     if isinstance(items, list):
         c.unsupported("not", "negating the array form of items")
         return
-    if not isinstance(items, bool) and \
-            facts_of(c, (items, ctx)).effective_types() & {"object", "array"}:
-        # "some item is not an S" over containers intersects two container grammars inside
-        # one array; deciding such products blew past the liveness budget on real schemas
-        c.unsupported("not", "negating items that may be objects or arrays")
-        return
     f.restrict_types(frozenset({"array"}))
     f.contains.append(c.keep({"not": items}, ctx))
+
+
+def _not_contains(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
+    """not {contains: S} = an array none of whose items is an S (every non-array satisfies
+    N; so does the empty array, which has no item that is an S)."""
+    f.restrict_types(frozenset({"array"}))
+    f.arrays.append(ArrayPart([], c.keep({"not": n["contains"]}, ctx)))
 
 
 def _not_count(kind: str, low: str, high: str) -> Callable[..., None]:
@@ -168,6 +174,7 @@ def _not_format(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
 
 _SINGLE: dict[str, Callable[..., None]] = {
     "items": _not_items,
+    "contains": _not_contains,
     "minItems": _not_count("array", "minItems", "maxItems"),
     "maxItems": _not_count("array", "minItems", "maxItems"),
     "minLength": _not_count("string", "minLength", "maxLength"),
