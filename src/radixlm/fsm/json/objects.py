@@ -19,7 +19,7 @@ from .negation import apply_not
 from .property_schemas import value_sub
 from .strings import ANY_CHAR, quoted, string_content
 
-MAX_PATTERN_PROPERTIES = 4
+MAX_PATTERN_PROPERTIES = 6
 _ANY_TEXT = ra.star(ANY_CHAR)
 
 
