@@ -38,10 +38,7 @@ def _states(machine: DecimalMultiples | IntegerResidues) -> list:
     return order
 
 
-@settings(max_examples=60, deadline=None)
-@given(machine=_machines())
-def test_every_reachable_state_is_live(machine: DecimalMultiples) -> None:
-    states = _states(machine)
+def _live(machine: DecimalMultiples | IntegerResidues, states: list) -> set:
     live = {s for s in states if machine.accepting(s)}
     changed = True
     while changed:  # backwards closure: a state with a live successor is live
@@ -50,7 +47,14 @@ def test_every_reachable_state_is_live(machine: DecimalMultiples) -> None:
             if s not in live and any(machine.step(s, b) in live for b in _ALPHABET):
                 live.add(s)
                 changed = True
-    assert live == set(states)
+    return live
+
+
+@settings(max_examples=60, deadline=None)
+@given(machine=_machines())
+def test_every_reachable_state_is_live(machine: DecimalMultiples) -> None:
+    states = _states(machine)
+    assert _live(machine, states) == set(states)
     assert len(states) <= machine.m * (machine.s + 3) + 2  # S, Z, I(r), D(r), F(r, 0..s)
 
 
@@ -87,15 +91,7 @@ def _residue_machines() -> st.SearchStrategy[IntegerResidues]:
 @given(machine=_residue_machines())
 def test_every_reachable_residue_state_is_live(machine: IntegerResidues) -> None:
     states = _states(machine)
-    live = {s for s in states if machine.accepting(s)}
-    changed = True
-    while changed:
-        changed = False
-        for s in states:
-            if s not in live and any(machine.step(s, b) in live for b in _ALPHABET):
-                live.add(s)
-                changed = True
-    assert live == set(states)
+    assert _live(machine, states) == set(states)
     assert len(states) <= machine.modulus + 2  # S, Z, I(r)
 
 

@@ -19,7 +19,7 @@ the dot; ``("F", r, j)`` after ``j`` fraction digits (``j == s``: only zeros may
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -93,15 +93,7 @@ class DecimalMultiples:
 
     def classes(self, state: Hashable) -> tuple[int, ...]:
         """Bytes grouped by their successor (every byte outside digits and dot: none)."""
-        groups: dict[State | None, int] = {}
-        for byte in _ALPHABET:
-            nxt = self.step(state, byte)
-            groups[nxt] = groups.get(nxt, 0) | (1 << byte)
-        rest = _FULL
-        for byte in _ALPHABET:
-            rest ^= 1 << byte
-        groups[None] = groups.get(None, 0) | rest
-        return tuple(groups.values())
+        return _classes(self, state, _ALPHABET)
 
     def to_node(self, state: Hashable) -> ra.Node:
         """The language from ``state`` as a regex tree, by state elimination; refused past
@@ -152,15 +144,7 @@ class IntegerResidues:
 
     def classes(self, state: Hashable) -> tuple[int, ...]:
         """Bytes grouped by their successor (every byte but a digit: none)."""
-        groups: dict[State | None, int] = {}
-        for byte in _DIGITS:
-            nxt = self.step(state, byte)
-            groups[nxt] = groups.get(nxt, 0) | (1 << byte)
-        rest = _FULL
-        for byte in _DIGITS:
-            rest ^= 1 << byte
-        groups[None] = groups.get(None, 0) | rest
-        return tuple(groups.values())
+        return _classes(self, state, _DIGITS)
 
     def to_node(self, state: Hashable) -> ra.Node:
         """The language from ``state`` as a regex tree (refused past
@@ -180,6 +164,19 @@ def integer_residues(k: int, not_k: tuple[int, ...], modulus: int) -> ra.Node:
     if not any(machine.accepts_residue(r) for r in range(0, modulus, k)):
         return ra.EMPTY
     return ra.Automaton(machine, machine.start)
+
+
+def _classes(machine: DecimalMultiples | IntegerResidues, state: State,
+             alphabet: Iterable[int]) -> tuple[int, ...]:
+    """The bytes grouped by ``machine``'s successor of ``state`` (outside ``alphabet``: none)."""
+    groups: dict[State | None, int] = {}
+    rest = _FULL
+    for byte in alphabet:
+        nxt = machine.step(state, byte)
+        groups[nxt] = groups.get(nxt, 0) | (1 << byte)
+        rest ^= 1 << byte
+    groups[None] = groups.get(None, 0) | rest
+    return tuple(groups.values())
 
 
 def _reachable(machine: DecimalMultiples | IntegerResidues, state: State) -> list[State]:
