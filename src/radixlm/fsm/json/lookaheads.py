@@ -3,7 +3,9 @@
 At the start of the string, ``(?=Y)`` holds iff the string starts with a match of ``Y`` and
 ``(?!X)`` iff it does not, so ``^(?!X)(?=Y)R`` (search semantics) is ``search(^R)`` ∩
 ``Y…`` ∖ ``X…``: regexes over the decoded string that the string builders intersect and
-subtract. Lookarounds anywhere else stay refused by the regex parser, by name.
+subtract. The "tempered" ``^((?!X)c)*$`` (no match of ``X`` starts anywhere, every
+character a ``c``) is a subtraction too. Lookarounds anywhere else stay refused by the regex
+parser, by name.
 """
 
 from __future__ import annotations
@@ -68,8 +70,35 @@ def _leading_lookaheads(pattern: str) -> tuple[list[tuple[bool, str]], str] | No
     return looks, "^" + pattern[i:]
 
 
+def _tempered(pattern: str) -> PatternParts | None:
+    """``^((?!A)(?!B)X)*$`` with ``X`` one character: before every character the rest of
+    the string starts with no match of ``A`` or ``B``, i.e. the string is ``X*`` and no
+    match of ``A`` or ``B`` starts anywhere in it (``A``, ``B`` must not match the empty
+    string: a match starting at the very end would not be looked for). None otherwise."""
+    opening = "^(?:" if pattern.startswith("^(?:") else "^("
+    if not pattern.startswith(opening) or not pattern.endswith(")*$"):
+        return None
+    if _group_end(pattern, 1) != len(pattern) - 2:
+        return None  # the group must close just before ")*$"
+    inner = pattern[len(opening):-3]
+    split = _leading_lookaheads("^" + inner)
+    if split is None or any(positive for positive, _ in split[0]):
+        return None
+    looks, rest = split
+    item = parse_branches(rest, "ecma")
+    if len(item) != 1 or not isinstance(item[0].body, ra.Chars) or item[0].anchored_end:
+        return None  # not a single character
+    forbid = [search_node(f"(?:{body})", ANY_CHAR) for _, body in looks]
+    if any(node.nullable for node in forbid):
+        return None
+    return PatternParts((search_node(f"^(?:{rest[1:]})*$", ANY_CHAR),), tuple(forbid))
+
+
 def pattern_parts(pattern: str) -> PatternParts:
     """The pattern's regexes (GrammarError, naming the construct, when unsupported)."""
+    tempered = _tempered(pattern)
+    if tempered is not None:
+        return tempered
     split = _leading_lookaheads(pattern)
     if split is None or len(parse_branches(split[1], "ecma")) != 1:
         # no leading lookahead, or a top-level "|" that the lookaheads do not cover
