@@ -94,11 +94,57 @@ def _tempered(pattern: str) -> PatternParts | None:
     return PatternParts((search_node(f"^(?:{rest[1:]})*$", ANY_CHAR),), tuple(forbid))
 
 
+def _trailing_lookahead(pattern: str) -> str | None:
+    """``R(?=L)`` (the lookahead last, at the top level, unanchored after it) as ``R(?:L)``:
+    a search finds a match of R followed by one of L exactly where it finds R L (what L
+    reads is free in a search anyway; under a top-level ``|`` both bind to the last
+    alternative). None for any other pattern."""
+    start, i = None, 0
+    while i < len(pattern):  # the last top-level group's opening
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "[":
+            end = _class_end(pattern, i)
+            if end is None:
+                return None
+            i = end
+            continue
+        if pattern[i] == "(":
+            end = _group_end(pattern, i)
+            if end is None:
+                return None
+            start, i = i, end
+            continue
+        start = None if pattern[i] != ")" else start
+        i += 1
+    if start is None or not pattern.startswith("(?=", start) or \
+            _group_end(pattern, start) != len(pattern):
+        return None
+    return pattern[:start] + "(?:" + pattern[start + 3:]
+
+
+def _class_end(pattern: str, start: int) -> int | None:
+    """Index just past the character class opening at ``start``."""
+    i = start + 1
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "]" and i > start + 1:
+            return i + 1
+        i += 1
+    return None
+
+
 def pattern_parts(pattern: str) -> PatternParts:
     """The pattern's regexes (GrammarError, naming the construct, when unsupported)."""
     tempered = _tempered(pattern)
     if tempered is not None:
         return tempered
+    trailing = _trailing_lookahead(pattern)
+    if trailing is not None and not pattern.startswith(("^(?=", "^(?!")):
+        return PatternParts((search_node(trailing, ANY_CHAR),), ())
     split = _leading_lookaheads(pattern)
     if split is None or len(parse_branches(split[1], "ecma")) != 1:
         # no leading lookahead, or a top-level "|" that the lookaheads do not cover
