@@ -314,13 +314,22 @@ def _not_range(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
 # -- disjointness ----------------------------------------------------------------------------
 
 
-def provably_disjoint(c: SchemaContext, a: Facts, b: Facts) -> bool:
-    """True only when no instance satisfies both ``a`` and ``b``."""
+def provably_disjoint(c: SchemaContext, a: Facts, b: Facts,
+                      branches: tuple[Any, Any] | None = None) -> bool:
+    """True only when no instance satisfies both ``a`` and ``b``.
+
+    ``branches``: the two ``oneOf`` branch schemas ``a`` and ``b`` were built from (each with
+    the facts around the ``oneOf``). Enum values are then checked against the branches
+    alone: the facts' sources include the schema holding the ``oneOf`` itself, which no
+    value in both branches satisfies, so checking them would "prove" every overlap empty.
+    """
     if a.unsat or b.unsat:
         return True
     valid_in = c.document.valid_in
     for x, y in ((a, b), (b, a)):
         if x.enum is not None:
+            if branches is not None:
+                return not any(valid_in(v, list(branches)) for v in x.enum)
             return not any(valid_in(v, x.sources) and valid_in(v, y.sources) for v in x.enum)
     shared = expand_types(a.types) & expand_types(b.types)
     if "number" in shared:
