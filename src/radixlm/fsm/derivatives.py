@@ -79,6 +79,7 @@ class TermBuilder:
         # called every _DEADLINE_EVERY search states: raises (GrammarBudgetError) once the
         # work this search is part of (a compile, one mask) is out of time; None: no limit
         self.deadline: Callable[[], None] | None = None
+        self._expanded = 0  # terms the liveness searches have expanded, in all
         self.empty = self._make(EMPTY_K, None, False, False)
         self.eps = self._make(EPS_K, None, True, False)
         self.empty.live, self.eps.live = False, True
@@ -456,11 +457,10 @@ class TermBuilder:
         visited = [t]  # the terms in ``parents``
         heap = [(self.search_estimate(t), 0, 0, t)]
         pushed = 0
-        popped = 0
         while heap:
             _, depth, _, u = heapq.heappop(heap)
-            popped += 1
-            if self.deadline is not None and not popped % _DEADLINE_EVERY:
+            self._expanded += 1  # counted across searches: an alternation runs many small ones
+            if self.deadline is not None and not self._expanded % _DEADLINE_EVERY:
                 self.deadline()  # out of time: refused now, not after the whole budget
             if u.nullable:
                 self._mark_path_live(u, parents)
