@@ -69,6 +69,8 @@ def apply_not(c: SchemaContext, f: Facts, sub: Sub) -> None:
         apply_not(c, f, c.keep({"$ref": n["$ref"]}, ctx))
     elif keys == {"oneOf"}:
         _not_one_of(c, f, n, ctx)
+    elif "if" in keys and keys <= {"if", "then", "else"}:
+        _not_if(c, f, n, keys, ctx)
     elif keys in ({"dependencies"}, {"dependentRequired"}, {"dependentSchemas"}):
         _not_dependencies(c, f, n, ctx)
     elif keys == {"propertyNames"}:
@@ -225,6 +227,21 @@ def _not_one_of(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
     options += [c.keep({"allOf": [a, b]}, ctx)
                 for i, a in enumerate(branches) for b in branches[i + 1:]]
     f.any_of.append(options)
+
+
+def _not_if(c: SchemaContext, f: Facts, n: dict, keys: frozenset[str], ctx: Any) -> None:
+    """not (if A then B else C) = (A and not B) or (not A and not C); a missing then or
+    else holds for every instance, so its side drops out."""
+    options = []
+    keys = keys | (frozenset(n) & {"then", "else"})  # read with if (the draft has if)
+    if "then" in keys:
+        options.append(c.keep({"allOf": [n["if"], {"not": n["then"]}]}, ctx))
+    if "else" in keys:
+        options.append(c.keep({"allOf": [{"not": n["if"]}, {"not": n["else"]}]}, ctx))
+    if not options:
+        f.unsat = True  # if alone constrains nothing: N accepts everything
+    else:
+        f.any_of.append(options)
 
 
 def _not_dependencies(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
