@@ -83,3 +83,36 @@ def check_schema():  # noqa: ANN201
         return rendered
 
     return check
+
+
+@pytest.fixture(scope="session")
+def judged_automaton():  # noqa: ANN201
+    """``agrees(schema, value)``: whether the schema's automaton accepts some spelling of
+    ``value`` exactly when ``jsonschema`` calls it valid (True too when the spelling search
+    ran out of budget: undecided, not judged). Automata are built once per schema; the
+    printed regex is not checked (see ``check_schema`` for that)."""
+    import json
+
+    import jsonschema
+
+    from radixlm.fsm.derivatives import TermBuilder
+    from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
+    from radixlm.fsm.json.witness import find_accepted_text
+    from radixlm.fsm.lazy_dfa import LazyDFA
+
+    built: dict[str, tuple] = {}
+
+    def agrees(schema, value) -> bool:  # noqa: ANN001
+        key = json.dumps(schema, sort_keys=True)
+        if key not in built:
+            node, _ = json_schema_to_node(schema, JsonSchemaOptions())
+            builder = TermBuilder()
+            built[key] = (LazyDFA(builder, builder.lower(node)),
+                          jsonschema.validators.validator_for(schema)(schema))
+        dfa, validator = built[key]
+        found = find_accepted_text(dfa, value)
+        if found.text is None and found.truncated:
+            return True
+        return (found.text is not None) == validator.is_valid(value)
+
+    return agrees

@@ -4,12 +4,18 @@ byte classes consistent with its steps."""
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radixlm.fsm.decimal_residues import DecimalMultiples, decimal_multiples
+from radixlm.fsm.decimal_residues import (
+    DecimalMultiples,
+    IntegerResidues,
+    decimal_multiples,
+    integer_residues,
+)
 from radixlm.fsm.derivatives import TermBuilder
 
 _ALPHABET = b"0123456789."
@@ -21,7 +27,7 @@ def _machines() -> st.SearchStrategy[DecimalMultiples]:
     return st.one_of(integer, decimal)
 
 
-def _states(machine: DecimalMultiples) -> list:
+def _states(machine: DecimalMultiples | IntegerResidues) -> list:
     seen, order = {machine.start}, [machine.start]
     for u in order:
         for byte in _ALPHABET:
@@ -32,10 +38,7 @@ def _states(machine: DecimalMultiples) -> list:
     return order
 
 
-@settings(max_examples=60, deadline=None)
-@given(machine=_machines())
-def test_every_reachable_state_is_live(machine: DecimalMultiples) -> None:
-    states = _states(machine)
+def _live(machine: DecimalMultiples | IntegerResidues, states: list) -> set:
     live = {s for s in states if machine.accepting(s)}
     changed = True
     while changed:  # backwards closure: a state with a live successor is live
@@ -44,7 +47,14 @@ def test_every_reachable_state_is_live(machine: DecimalMultiples) -> None:
             if s not in live and any(machine.step(s, b) in live for b in _ALPHABET):
                 live.add(s)
                 changed = True
-    assert live == set(states)
+    return live
+
+
+@settings(max_examples=60, deadline=None)
+@given(machine=_machines())
+def test_every_reachable_state_is_live(machine: DecimalMultiples) -> None:
+    states = _states(machine)
+    assert _live(machine, states) == set(states)
     assert len(states) <= machine.m * (machine.s + 3) + 2  # S, Z, I(r), D(r), F(r, 0..s)
 
 
@@ -68,3 +78,28 @@ def test_terms_match_exact_multiples(m: int, s: int, text: str) -> None:
     term = builder.lower(decimal_multiples(m, s, fraction=True))
     exact = (Fraction(text) / Fraction(m, 10 ** s)).denominator == 1
     assert builder.matches(term, text.encode()) == exact
+
+
+def _residue_machines() -> st.SearchStrategy[IntegerResidues]:
+    def build(k: int, not_k: list[int]) -> IntegerResidues:
+        return IntegerResidues(math.lcm(k, *not_k), k, tuple(not_k))
+    machines = st.builds(build, st.integers(1, 60), st.lists(st.integers(2, 60), max_size=3))
+    return machines.filter(lambda m: any(m.accepts_residue(r) for r in range(m.modulus)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(machine=_residue_machines())
+def test_every_reachable_residue_state_is_live(machine: IntegerResidues) -> None:
+    states = _states(machine)
+    assert _live(machine, states) == set(states)
+    assert len(states) <= machine.modulus + 2  # S, Z, I(r)
+
+
+@settings(max_examples=200, deadline=None)
+@given(k=st.integers(1, 60), not_k=st.lists(st.integers(1, 60), max_size=3),
+       n=st.integers(0, 10**7))
+def test_integer_residues_match_exactly(k: int, not_k: list[int], n: int) -> None:
+    node = integer_residues(k, tuple(not_k), math.lcm(k, *not_k))
+    builder = TermBuilder()
+    want = n % k == 0 and all(n % m for m in not_k)
+    assert builder.matches(builder.lower(node), str(n).encode()) == want

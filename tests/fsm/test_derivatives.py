@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from radixlm.fsm import GrammarBudgetError
 from radixlm.fsm import regex_ast as ra
 from radixlm.fsm.derivatives import LivenessBudgetError, TermBuilder
 
@@ -133,3 +134,29 @@ def test_liveness_and_the_dead_ends_it_caches_are_exact(a, b, c, negate) -> None
     dead = [t for t in list(builder._intern.values()) if t.live is False]
     for t in dead:
         assert not _reaches_nullable(builder, t), t
+
+
+def _dead_window_term(builder: TermBuilder):  # noqa: ANN202
+    """[ab]* whose 11th character from the end is both an a and a b: dead, but proving it
+    walks every window of the last 11 characters (a few thousand terms)."""
+    ab = ra.char_set("ab")
+    return builder.lower(ra.constrained(ra.star(ab), [
+        ra.seq(ra.star(ab), ra.lit(c), ra.repeat(ab, 10, 10)) for c in "ab"], terminator=""))
+
+
+def test_liveness_search_stops_at_its_deadline() -> None:
+    # the owner's deadline (a compile's, one mask's) is checked while searching: a search
+    # that would run to its whole state budget is refused when the work runs out of time
+    calls: list[int] = []
+
+    def deadline() -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise GrammarBudgetError("time", "1 s", "the owner's deadline")
+
+    builder = TermBuilder()
+    builder.deadline = deadline
+    with pytest.raises(GrammarBudgetError, match="owner's deadline"):
+        builder.is_live(_dead_window_term(builder))
+    undisturbed = TermBuilder()
+    assert undisturbed.is_live(_dead_window_term(undisturbed)) is False

@@ -60,7 +60,8 @@ class CompiledGrammar:
     """The automaton of one :class:`GrammarSpec` over one vocabulary."""
 
     def __init__(self, spec: GrammarSpec, node: ra.Node, vocab: TokenVocabulary,
-                 budget: CompileBudget, stats: GrammarStats) -> None:
+                 budget: CompileBudget, stats: GrammarStats,
+                 deadline: Callable[[], None] | None = None) -> None:
         self.spec = spec
         self.node = node
         self.vocab = vocab
@@ -69,6 +70,7 @@ class CompiledGrammar:
         self.eos_ids = frozenset(vocab.eos_token_ids)
         self.eos_mask = torch.from_numpy(vocab.eos_words.copy())
         builder = TermBuilder()
+        builder.deadline = deadline  # the compile's, for liveness searches until it returns
         self.dfa = LazyDFA(builder, builder.lower(node), max_states=budget.max_states)
         check_satisfiable(self.dfa)
         self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes,
@@ -124,7 +126,16 @@ class CompiledGrammar:
         if failed is not None:
             raise failed
         with self._lock:
-            mask = self.index.mask(state)
+            builder = self.dfa.builder
+            outer = builder.deadline
+            # a liveness search inside this mask stops at the mask budget, not after its
+            # whole state budget (seconds); the compile's own deadline resumes afterwards
+            builder.deadline = make_deadline(self.budget.max_mask_seconds,
+                                             "computing the allowed tokens of one state")
+            try:
+                mask = self.index.mask(state)
+            finally:
+                builder.deadline = outer
         return self._checked(state, mask)
 
     def mask_within(self, state: int, seconds: float) -> torch.Tensor | None:

@@ -19,7 +19,7 @@ the dot; ``("F", r, j)`` after ``j`` fraction digits (``j == s``: only zeros may
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -93,15 +93,7 @@ class DecimalMultiples:
 
     def classes(self, state: Hashable) -> tuple[int, ...]:
         """Bytes grouped by their successor (every byte outside digits and dot: none)."""
-        groups: dict[State | None, int] = {}
-        for byte in _ALPHABET:
-            nxt = self.step(state, byte)
-            groups[nxt] = groups.get(nxt, 0) | (1 << byte)
-        rest = _FULL
-        for byte in _ALPHABET:
-            rest ^= 1 << byte
-        groups[None] = groups.get(None, 0) | rest
-        return tuple(groups.values())
+        return _classes(self, state, _ALPHABET)
 
     def to_node(self, state: Hashable) -> ra.Node:
         """The language from ``state`` as a regex tree, by state elimination; refused past
@@ -114,19 +106,95 @@ class DecimalMultiples:
         return _eliminate(self, state, states)
 
     def _reachable(self, state: State) -> list[State]:
-        seen, order = {state}, [state]
-        for u in order:
-            for byte in _ALPHABET:
-                v = self.step(u, byte)
-                if v is not None and v not in seen:
-                    if len(order) > MAX_PRINTED_STATES:
-                        return order + [v]
-                    seen.add(v)
-                    order.append(v)
-        return order
+        return _reachable(self, state)
 
 
-def _eliminate(machine: DecimalMultiples, start: State, states: list[State]) -> ra.Node:
+@dataclass(frozen=True, eq=False)
+class IntegerResidues:
+    """The automaton of canonical unsigned integers (``0|[1-9][0-9]*``) that are multiples
+    of ``k`` and of none of ``not_k``, all dividing ``modulus``: the value mod ``modulus``
+    decides, read left to right (``r -> (10 r + d) mod modulus``). Some residue must be
+    accepted (:func:`integer_residues` checks): then every state is live, since ``j`` more
+    digits with ``10^j >= modulus`` reach every residue. States: ``("S",)`` before the first
+    digit, ``("Z",)`` after a lone ``0``, ``("I", r)`` inside a non-zero integer."""
+
+    modulus: int
+    k: int
+    not_k: tuple[int, ...]
+    start: ClassVar[State] = ("S",)
+
+    def accepts_residue(self, r: int) -> bool:
+        """Whether an integer with residue ``r`` is a multiple of k and of no ``not_k``."""
+        return r % self.k == 0 and all(r % m for m in self.not_k)
+
+    def accepting(self, state: Hashable) -> bool:
+        """A lone 0 or a non-zero integer whose residue is accepted."""
+        return state[0] == "Z" or (state[0] == "I" and self.accepts_residue(state[1]))
+
+    def step(self, state: Hashable, byte: int) -> State | None:
+        """The next state (None: no accepted integer is spelled this way)."""
+        if not 0x30 <= byte <= 0x39 or state[0] == "Z":
+            return None
+        digit = byte - 0x30
+        if state[0] == "S":
+            if digit == 0:
+                return ("Z",) if self.accepts_residue(0) else None
+            return ("I", digit % self.modulus)
+        return ("I", (10 * state[1] + digit) % self.modulus)
+
+    def classes(self, state: Hashable) -> tuple[int, ...]:
+        """Bytes grouped by their successor (every byte but a digit: none)."""
+        return _classes(self, state, _DIGITS)
+
+    def to_node(self, state: Hashable) -> ra.Node:
+        """The language from ``state`` as a regex tree (refused past
+        :data:`MAX_PRINTED_STATES` reachable states)."""
+        states = _reachable(self, state)
+        if len(states) > MAX_PRINTED_STATES:
+            raise ra.RenderTooLargeError(
+                f"integers mod {self.modulus} have a {len(states)}-state residue automaton; "
+                f"its regex text is too large to print (the automaton itself is exact)")
+        return _eliminate(self, state, states)
+
+
+def integer_residues(k: int, not_k: tuple[int, ...], modulus: int) -> ra.Node:
+    """Canonical unsigned integers that are multiples of ``k`` and of none of ``not_k``
+    (each dividing ``modulus``), as an automaton leaf; EMPTY when there is none."""
+    machine = IntegerResidues(modulus, k, not_k)
+    if not any(machine.accepts_residue(r) for r in range(0, modulus, k)):
+        return ra.EMPTY
+    return ra.Automaton(machine, machine.start)
+
+
+def _classes(machine: DecimalMultiples | IntegerResidues, state: State,
+             alphabet: Iterable[int]) -> tuple[int, ...]:
+    """The bytes grouped by ``machine``'s successor of ``state`` (outside ``alphabet``: none)."""
+    groups: dict[State | None, int] = {}
+    rest = _FULL
+    for byte in alphabet:
+        nxt = machine.step(state, byte)
+        groups[nxt] = groups.get(nxt, 0) | (1 << byte)
+        rest ^= 1 << byte
+    groups[None] = groups.get(None, 0) | rest
+    return tuple(groups.values())
+
+
+def _reachable(machine: DecimalMultiples | IntegerResidues, state: State) -> list[State]:
+    """States reachable from ``state`` (stopping just past :data:`MAX_PRINTED_STATES`)."""
+    seen, order = {state}, [state]
+    for u in order:
+        for byte in _ALPHABET:
+            v = machine.step(u, byte)
+            if v is not None and v not in seen:
+                if len(order) > MAX_PRINTED_STATES:
+                    return order + [v]
+                seen.add(v)
+                order.append(v)
+    return order
+
+
+def _eliminate(machine: DecimalMultiples | IntegerResidues, start: State,
+               states: list[State]) -> ra.Node:
     """Brzozowski-McCluskey state elimination: a generalised automaton with a fresh initial
     and final node whose edges are regex trees; removing a state q rewires p -> q -> r as
     ``R(p,r) | R(p,q) R(q,q)* R(q,r)``."""

@@ -16,7 +16,7 @@ search, every other term is live unless it is ``EMPTY``.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from . import regex_ast as ra
 from .utf8 import utf8_sequences
@@ -76,6 +76,10 @@ class TermBuilder:
         self._class_cache: dict[tuple[tuple[int, int], ...], Term] = {}
         self.liveness_budget = liveness_budget
         self._visited = 0  # states the liveness searches have visited, in all
+        # called every _DEADLINE_EVERY search states: raises (GrammarBudgetError) once the
+        # work this search is part of (a compile, one mask) is out of time; None: no limit
+        self.deadline: Callable[[], None] | None = None
+        self._expanded = 0  # terms the liveness searches have expanded, in all
         self.empty = self._make(EMPTY_K, None, False, False)
         self.eps = self._make(EPS_K, None, True, False)
         self.empty.live, self.eps.live = False, True
@@ -455,6 +459,9 @@ class TermBuilder:
         pushed = 0
         while heap:
             _, depth, _, u = heapq.heappop(heap)
+            self._expanded += 1  # counted across searches: an alternation runs many small ones
+            if self.deadline is not None and not self._expanded % _DEADLINE_EVERY:
+                self.deadline()  # out of time: refused now, not after the whole budget
             if u.nullable:
                 self._mark_path_live(u, parents)
                 return True
@@ -531,6 +538,7 @@ class TermBuilder:
 
 
 _FIRST_ROUND_STATES = 256  # an alternation's members are first searched this far each
+_DEADLINE_EVERY = 32  # search states expanded between two deadline checks
 
 
 def _range_mask(lo: int, hi: int) -> int:

@@ -187,11 +187,14 @@ class GrammarCompiler:
         node, notes = spec_to_node(spec, deadline)
         schema_seconds = time.perf_counter() - start
         stats = GrammarStats(schema_seconds=schema_seconds, notes=notes)
-        grammar = CompiledGrammar(spec, node, self.vocab, self.budget, stats)
+        grammar = CompiledGrammar(spec, node, self.vocab, self.budget, stats, deadline)
         cached = self.disk.load(key) if self.disk is not None else []
-        if cached:
-            grammar.install_masks(cached)
-        warmed = grammar.warm_up(self.budget.warmup_states, self.budget.warmup_seconds)
+        try:
+            if cached:
+                grammar.install_masks(cached)
+            warmed = grammar.warm_up(self.budget.warmup_states, self.budget.warmup_seconds)
+        finally:
+            grammar.dfa.builder.deadline = None  # the compile is over: no longer its clock
         if self.disk is not None and not cached:
             self.disk.store(key, [(path, grammar.mask(s).numpy()) for s, path in warmed.items()])
         stats.compile_seconds = time.perf_counter() - start

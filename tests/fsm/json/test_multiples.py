@@ -5,6 +5,7 @@ other divisor (3, 7, 0.3, 0.07, ...), with bounds, on integers, negated; and the
 from __future__ import annotations
 
 import functools
+import math
 from decimal import Decimal
 from fractions import Fraction
 
@@ -204,3 +205,26 @@ def test_residue_divisor_decodes_with_masks(compiler, tokenizer, schema: dict, t
             break
         assert matcher.accept_token(token)
     assert (accepted and matcher.can_end()) == ok
+
+
+@settings(max_examples=200, deadline=None)
+@given(k=st.sampled_from([1, 3, 4, 33, 420]), not_k=st.lists(st.sampled_from(
+    [2, 7, 8, 11, 630, 0.5]), min_size=1, max_size=3), n=st.integers(-10**6, 10**6),
+       lo=st.sampled_from([None, -3, 0, 1, 2]))
+def test_multiple_of_and_not_multiple_of(k: int, not_k: list, n: int, lo: int | None) -> None:
+    # one residue automaton for the divisor and the excluded divisors together
+    ints = [int(Fraction(m).numerator) for m in not_k]  # 0.5 divides every integer: 1
+
+    def ok(v: int) -> bool:
+        return v % k == 0 and all(v % d for d in ints) and (lo is None or v >= lo)
+
+    schema = {"type": "integer", "multipleOf": k,
+              "allOf": [{"not": {"multipleOf": m}} for m in not_k]}
+    if lo is not None:
+        schema["minimum"] = lo
+    period = math.lcm(k, *ints)
+    if not any(ok(v) for v in range(period, 2 * period, k)):  # a whole period: none
+        with pytest.raises(GrammarError, match="accepts no JSON value"):
+            _matcher(schema)
+        return
+    assert _matcher(schema)(str(n)) == ok(n), (k, not_k, n)

@@ -62,6 +62,14 @@ CASES = {
     "escaped names": ({"type": "object", "properties": {'q"uote\\': {"type": "integer"}},
                        "required": ['q"uote\\'], "additionalProperties": False},
                       ['{"q\\"uote\\\\":1}'], ['{"q\\"uote":1}']),
+    "propertyNames with oneOf": (
+        {"type": "object", "propertyNames": {"oneOf": [{"enum": ["ab", "cd", "A1"]},
+                                                       {"pattern": "^[a-z]+$"}]}},
+        ['{"x":1}', '{"A1":2}', "{}", '{"abc":1,"A1":2}'], ['{"ab":1}', '{"X":1}', '{"cd":1}']),
+    "propertyNames with anyOf": (
+        {"type": "object", "properties": {"long": {"type": "integer"}},
+         "propertyNames": {"anyOf": [{"maxLength": 1}, {"pattern": "^x"}]}},
+        ['{"a":1}', '{"xyz":"s"}', "{}"], ['{"ab":1}', '{"long":1}']),
 }
 
 

@@ -4,7 +4,7 @@ additionalProperties), and finite patterns (``^(a|b)$``) read as declared proper
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radixlm.fsm import regex_ast as ra
@@ -57,3 +57,18 @@ def test_pattern_keys(pattern: str, keys: list[str] | None) -> None:
 def test_finite_strings_round_trip(words: list[str]) -> None:
     node = ra.alt(*(ra.lit(w) for w in words))
     assert sorted(finite_strings(node)) == sorted(set(words))
+
+
+FIVE_PATTERNS = {"type": "object", "patternProperties": {
+    "a": {"type": "integer"}, "b": {"minimum": 2}, "c": {"type": "number"},
+    "d": {"maximum": 5}, "e": {"not": {"const": 3}}}}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(alphabet="abcdex", max_size=3),
+                       st.one_of(st.integers(0, 6), st.floats(0, 6, width=16), st.just("s")),
+                       max_size=3))
+def test_five_patterns_for_additional_keys(judged_automaton, value: dict) -> None:  # noqa: ANN001
+    # more than four patterns: a key is read by which of the 32 subsets it matches (the
+    # printed regex is too large for Python's re to compile quickly: the automaton alone)
+    assert judged_automaton(FIVE_PATTERNS, value)

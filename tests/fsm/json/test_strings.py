@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from radixlm.fsm import GrammarError
 from radixlm.fsm import regex_ast as ra
@@ -68,7 +70,28 @@ LOOKAHEADS = {
     "in patternProperties": ({"type": "object", "additionalProperties": False,
                               "patternProperties": {"^(?!_)\\w+$": {"type": "integer"}}},
                              ['{"a":1}', '{"a_b":2}'], ['{"_a":1}', '{"a":"s"}']),
+    "tempered: no match starts anywhere": (
+        {"type": "string", "pattern": "^((?!mode)(?!Mode).)*$"},
+        ['"abc"', '"mod e"', '""', '"MODE"'], ['"xmode"', '"Mode"', '"a\\nb"', '"modee"']),
+    "tempered over a class": ({"type": "string", "pattern": "^(?:(?!ab)[a-z])*$"},
+                              ['"ba"', '"bba"', '""'], ['"ab"', '"cab"', '"A"']),
+    "trailing positive": ({"type": "string", "pattern": "((?:[^/]*/)*)(?=\\.(yaml|yml|json))"},
+                          ['"a/b.yaml"', '"x.json"', '".ymlz"'], ['"a.txt"', '"yaml"', '""']),
+    "trailing positive under |": ({"type": "string", "pattern": "a|b(?=c)"},
+                                  ['"a"', '"bc"', '"xbcx"'], ['"b"', '"bd"', '""']),
 }
+
+REWRITTEN = ["^((?!mode)(?!Mode).)*$", "^(?:(?!ab)[a-z])*$", "^((?!a.b)[^x])*$",
+             "a|b(?=c)", "[bd](?=m[^e])", "(?=ab)"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=st.sampled_from(REWRITTEN),
+       # no final newline: Python's $ (jsonschema's) also matches before one, ECMA's does not
+       text=st.text(alphabet="abdemoMx\n", max_size=8).filter(lambda t: not t.endswith("\n")))
+def test_rewritten_lookaheads_agree_with_jsonschema(judged_automaton,  # noqa: ANN001
+                                                    pattern: str, text: str) -> None:
+    assert judged_automaton({"type": "string", "pattern": pattern}, text)
 
 
 @pytest.mark.parametrize("name", sorted(LOOKAHEADS))
@@ -80,6 +103,9 @@ def test_leading_lookaheads(check_schema, name: str) -> None:  # noqa: ANN001
 @pytest.mark.parametrize("schema", [
     {"type": "string", "pattern": "a(?!b)"},  # not leading
     {"type": "string", "pattern": "^(?!a)b|c"},  # a top-level | the lookahead does not cover
+    {"type": "string", "pattern": "^((?!a*).)*$"},  # tempered, but the lookahead matches ""
+    {"type": "string", "pattern": "^((?!a)bc)*$"},  # tempered over two characters
+    {"type": "string", "pattern": "a(?=b)c"},  # a positive lookahead before more pattern
     {"type": "string", "not": {"pattern": "^(?!a)b"}},  # negated: a union, not one regex
 ])
 def test_other_lookarounds_refused_by_name(schema: dict) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import regex_ast as ra
+from .contains import contains_body
 from .context import SchemaContext
 from .facts import ArrayPart, Facts, Sub
 from .unique_items import MAX_SUBSETS, finite_domain, unique_array_node
@@ -70,6 +71,10 @@ def array_node(c: SchemaContext, f: Facts) -> ra.Node:
     if hi is not None and lo > hi:
         return ra.EMPTY
     ws = c.ws
+    if f.contains and not prefix:
+        body = _contains_body(c, f, parts, rest, lo, hi)
+        if body is not None:
+            return ra.seq(ra.lit("["), ws, body, ws, ra.lit("]"))
     options = []
     if lo == 0:
         options.append(ra.seq(ra.lit("["), ws, ra.lit("]")))
@@ -93,6 +98,20 @@ def _unique_array(c: SchemaContext, f: Facts, parts: list[ArrayPart], n_prefix: 
                                      f"(beyond item domains of a few values, at most "
                                      f"{MAX_SUBSETS} subsets, without positional items)")
     return node
+
+
+def _contains_body(c: SchemaContext, f: Facts, parts: list[ArrayPart], rest: ra.Node,
+                   lo: int, hi: int | None) -> ra.Node | None:
+    """The list body of an array with ``contains`` (see :mod:`.contains`); None past its caps.
+    A hit merges the item schema with the ``contains`` schemas it claims."""
+    rests = [p.rest for p in parts]
+
+    def hit(claimed: frozenset[int]) -> ra.Node:
+        return c.compile_sub(c.merge_subs(rests + [f.contains[i] for i in sorted(claimed)]))
+
+    if rest is ra.EMPTY:
+        return ra.EMPTY  # no item at all, so none that matches
+    return contains_body(c.separator(), rest, hit, len(f.contains), lo, hi)
 
 
 def _with_contains(c: SchemaContext, f: Facts, parts: list[ArrayPart], n_prefix: int,

@@ -200,9 +200,9 @@ class SchemaCompiler:
         return ra.alt(*(self.compile_facts(g) for _, g in branches))
 
     def _exclusive_branches(self, branches: list[tuple[Sub, Facts]]) -> list[ra.Node]:
-        overlaps = [[j for j, (_, b) in enumerate(branches)
-                     if j != i and not provably_disjoint(self, a, b)]
-                    for i, (_, a) in enumerate(branches)]
+        overlaps = [[j for j, (sb, b) in enumerate(branches)
+                     if j != i and not provably_disjoint(self, a, b, (sa[0], sb[0]))]
+                    for i, (sa, a) in enumerate(branches)]
         nodes = []
         for (_, g), others in zip(branches, overlaps, strict=True):
             exact = g.copy()

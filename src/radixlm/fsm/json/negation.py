@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import GrammarError
 from .context import SchemaContext
-from .facts import ALL_TYPES, Facts, Sub, expand_types, to_decimal
+from .facts import ALL_TYPES, ArrayPart, Facts, Sub, expand_types, to_decimal
 from .keywords import CONSTRAINING, NUMBER_KEYS, absorb, facts_of
 from .property_schemas import value_sub
 
@@ -69,6 +69,8 @@ def apply_not(c: SchemaContext, f: Facts, sub: Sub) -> None:
         apply_not(c, f, c.keep({"$ref": n["$ref"]}, ctx))
     elif keys == {"oneOf"}:
         _not_one_of(c, f, n, ctx)
+    elif "if" in keys and keys <= {"if", "then", "else"}:
+        _not_if(c, f, n, keys, ctx)
     elif keys in ({"dependencies"}, {"dependentRequired"}, {"dependentSchemas"}):
         _not_dependencies(c, f, n, ctx)
     elif keys == {"propertyNames"}:
@@ -121,19 +123,25 @@ def _independent_groups(c: SchemaContext, n: dict, keys: frozenset[str]) -> list
 
 
 def _not_items(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
-    """not {items: S} = an array with some item outside S (``contains: {not: S}``)."""
+    """not {items: S} = an array with some item outside S (``contains: {not: S}``).
+
+    The item that is not an S is merged with the array's own item schema at the schema
+    level (:func:`arrays._with_contains`), so even container items give one item grammar,
+    not a product of two.
+    """
     items = n["items"]
     if isinstance(items, list):
         c.unsupported("not", "negating the array form of items")
         return
-    if not isinstance(items, bool) and \
-            facts_of(c, (items, ctx)).effective_types() & {"object", "array"}:
-        # "some item is not an S" over containers intersects two container grammars inside
-        # one array; deciding such products blew past the liveness budget on real schemas
-        c.unsupported("not", "negating items that may be objects or arrays")
-        return
     f.restrict_types(frozenset({"array"}))
     f.contains.append(c.keep({"not": items}, ctx))
+
+
+def _not_contains(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
+    """not {contains: S} = an array none of whose items is an S (every non-array satisfies
+    N; so does the empty array, which has no item that is an S)."""
+    f.restrict_types(frozenset({"array"}))
+    f.arrays.append(ArrayPart([], c.keep({"not": n["contains"]}, ctx)))
 
 
 def _not_count(kind: str, low: str, high: str) -> Callable[..., None]:
@@ -168,6 +176,7 @@ def _not_format(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
 
 _SINGLE: dict[str, Callable[..., None]] = {
     "items": _not_items,
+    "contains": _not_contains,
     "minItems": _not_count("array", "minItems", "maxItems"),
     "maxItems": _not_count("array", "minItems", "maxItems"),
     "minLength": _not_count("string", "minLength", "maxLength"),
@@ -218,6 +227,21 @@ def _not_one_of(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
     options += [c.keep({"allOf": [a, b]}, ctx)
                 for i, a in enumerate(branches) for b in branches[i + 1:]]
     f.any_of.append(options)
+
+
+def _not_if(c: SchemaContext, f: Facts, n: dict, keys: frozenset[str], ctx: Any) -> None:
+    """not (if A then B else C) = (A and not B) or (not A and not C); a missing then or
+    else holds for every instance, so its side drops out."""
+    options = []
+    keys = keys | (frozenset(n) & {"then", "else"})  # read with if (the draft has if)
+    if "then" in keys:
+        options.append(c.keep({"allOf": [n["if"], {"not": n["then"]}]}, ctx))
+    if "else" in keys:
+        options.append(c.keep({"allOf": [{"not": n["if"]}, {"not": n["else"]}]}, ctx))
+    if not options:
+        f.unsat = True  # if alone constrains nothing: N accepts everything
+    else:
+        f.any_of.append(options)
 
 
 def _not_dependencies(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
@@ -307,13 +331,22 @@ def _not_range(c: SchemaContext, f: Facts, n: dict, ctx: Any) -> None:
 # -- disjointness ----------------------------------------------------------------------------
 
 
-def provably_disjoint(c: SchemaContext, a: Facts, b: Facts) -> bool:
-    """True only when no instance satisfies both ``a`` and ``b``."""
+def provably_disjoint(c: SchemaContext, a: Facts, b: Facts,
+                      branches: tuple[Any, Any] | None = None) -> bool:
+    """True only when no instance satisfies both ``a`` and ``b``.
+
+    ``branches``: the two ``oneOf`` branch schemas ``a`` and ``b`` were built from (each with
+    the facts around the ``oneOf``). Enum values are then checked against the branches
+    alone: the facts' sources include the schema holding the ``oneOf`` itself, which no
+    value in both branches satisfies, so checking them would "prove" every overlap empty.
+    """
     if a.unsat or b.unsat:
         return True
     valid_in = c.document.valid_in
     for x, y in ((a, b), (b, a)):
         if x.enum is not None:
+            if branches is not None:
+                return not any(valid_in(v, list(branches)) for v in x.enum)
             return not any(valid_in(v, x.sources) and valid_in(v, y.sources) for v in x.enum)
     shared = expand_types(a.types) & expand_types(b.types)
     if "number" in shared:

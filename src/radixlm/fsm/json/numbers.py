@@ -6,12 +6,13 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from .. import number_ranges as nr
 from .. import regex_ast as ra
-from ..decimal_residues import decimal_multiples
+from ..decimal_residues import decimal_multiples, integer_residues
 from .context import SchemaContext
 from .facts import Facts, json_type_of
 from .multiples import decimal_lcm, decimal_multiple_node, integer_divisor
 
 _MAX_ENUMERATED_MULTIPLES = 2000
+MAX_RESIDUE_MODULUS = 1_000_000  # residue automata states, at most (lazily built)
 
 
 def _int_bounds(f: Facts) -> tuple[int | None, int | None]:
@@ -73,19 +74,32 @@ def _integer_node(c: SchemaContext, f: Facts, excluded: list) -> ra.Node:
     lo, hi = _int_bounds(f)
     if lo is not None and hi is not None and lo > hi:
         return ra.EMPTY
-    base = nr.int_range(lo, hi)
     require = []
     k = _integer_divisors(f)
-    if k is not None and k > 1:
+    not_k = tuple(sorted({integer_divisor(m) for m in f.not_multiples}))
+    modulus = nr.lcm_of([k or 1, *not_k])
+    residues = bool(not_k) and modulus <= MAX_RESIDUE_MODULUS
+    if residues:
+        # multipleOf and not multipleOf together: one residue automaton, no complement
+        unsigned = integer_residues(k or 1, not_k, modulus)
+        if hi is None and lo is not None and 0 <= lo <= 1:
+            # 0 is a multiple of every excluded divisor: the unsigned ones are all >= 1
+            lo = None
+            require.append(unsigned)
+        else:
+            require.append(_signed(unsigned))
+    elif k is not None and k > 1:
         require.append(_multiples_node(k, lo, hi))
     if c.options.max_number_digits is not None:
         require.append(_digit_cap(c.options.max_number_digits, integer=True))
     forbid = [ra.lit(str(int(v))) for v in excluded]
-    forbid += [_integer_multiples(integer_divisor(m)) for m in f.not_multiples]
+    if not residues:
+        forbid += [_integer_multiples(m) for m in not_k]
     if lo is None and hi is None and len(require) == 1 and not forbid:
         core = require[0]  # a subset of the integers: no intersection (no liveness search)
     else:
-        core = ra.constrained(base, require, forbid, terminator=nr.INTEGER_END)
+        core = ra.constrained(nr.int_range(lo, hi), require, forbid,
+                              terminator=nr.INTEGER_END)
     if c.document.integer_fraction:  # 5.0 is an integer too (draft 6+)
         zeros = ra.repeat(ra.lit("0"), 1, c.options.max_number_digits)
         return ra.seq(core, ra.opt(ra.seq(ra.lit("."), zeros)))

@@ -19,7 +19,7 @@ from .negation import apply_not
 from .property_schemas import value_sub
 from .strings import ANY_CHAR, quoted, string_content
 
-MAX_PATTERN_PROPERTIES = 4
+MAX_PATTERN_PROPERTIES = 6
 _ANY_TEXT = ra.star(ANY_CHAR)
 
 
@@ -62,11 +62,16 @@ class _ObjectBuilder:
         banned: list[ra.Node] = []
         min_len, max_len = 0, None
         wanted = list(require)
+        names_node = None
+        if nf is not None and (nf.any_of or nf.one_of or nf.not_formats):
+            # propertyNames with anyOf/oneOf/not format: the names are the strings of that
+            # schema, compiled as a JSON string (a key is spelled like one) and intersected
+            names_node = c.compile_sub(c.merge_subs(
+                [*self.f.property_names, c.keep({"type": "string"}, ())]))
+            nf = None
         if nf is not None:
             if nf.unsat or "string" not in nf.effective_types():
                 return ra.EMPTY
-            if nf.any_of or nf.one_of or nf.not_formats:
-                c.unsupported("propertyNames", "combinators inside propertyNames")
             if nf.enum is not None:
                 names = [v for v in nf.enum if isinstance(v, str) and self.name_allowed(v)]
                 decoded.append(ra.alt(*(ra.lit(v) for v in names)))
@@ -85,7 +90,11 @@ class _ObjectBuilder:
         if declared:
             banned.append(ra.alt(*(ra.lit(n) for n in declared)))
         content = string_content(self.c.encoder, min_len, max_len, decoded, banned)
-        return quoted(content) if content is not ra.EMPTY else ra.EMPTY
+        key = quoted(content) if content is not ra.EMPTY else ra.EMPTY
+        if names_node is None or key is ra.EMPTY:
+            return key
+        # both are whole JSON strings, which end at their closing quote: no terminator
+        return ra.constrained(key, [names_node], terminator="")
 
     def extras(self, declared: list[str]) -> ra.Node:
         """Alternation of the possible additional members (EMPTY when none are allowed).

@@ -96,21 +96,32 @@ class _Search:
         return self._close(frontier, "]")
 
     def obj(self, state: int, obj: dict) -> dict[int, str]:
-        """Spell an object: instance key order, or (``reorder``) a searched order."""
+        """Spell an object: instance key order, or (``reorder``) searched orders. Up to
+        :data:`_MAX_ENDS` end states that different orders reach are returned (what follows
+        may accept only some: an array item that must also match a ``contains`` schema,
+        whose members come in that schema's order). The budget cuts the search short
+        (``truncated``) only while no order has been found."""
         heads = {k: json.dumps(k, ensure_ascii=False) + self.colon for k in obj}
-        failed: set[tuple[int, frozenset]] = set()
+        seen: set[tuple[int, frozenset]] = set()
         budget = [self.budget]
+        found: dict[int, str] = {}
 
-        def dfs(s: int, remaining: tuple[str, ...], first: bool) -> str | None:
+        def dfs(s: int, remaining: tuple[str, ...], first: bool, text: str) -> None:
+            if len(found) >= _MAX_ENDS:
+                return
             if not remaining:
-                return "" if self.walk(s, "}") != DEAD else None
+                end = self.walk(s, "}")
+                if end != DEAD:
+                    found.setdefault(end, text + "}")
+                return
             key = (s, frozenset(remaining))
-            if key in failed:
-                return None
+            if key in seen:  # its completions are the same whatever came before
+                return
+            seen.add(key)
             budget[0] -= 1
             if budget[0] < 0:
-                self.truncated = True
-                return None
+                self.truncated = self.truncated or not found
+                return
             s0 = s if first else self.walk(s, self.comma)
             options = []
             candidates = remaining if self.reorder else remaining[:1]
@@ -122,17 +133,13 @@ class _Search:
                                 if j != k and self.walk(end, self.comma + heads[j]) != DEAD)
                     options.append((-score, len(options), k, end, t))
             for _, _, k, end, t in sorted(options):
-                rest = dfs(end, tuple(j for j in remaining if j != k), False)
-                if rest is not None:
-                    return ("" if first else self.comma) + heads[k] + t + rest
-            failed.add(key)
-            return None
+                dfs(end, tuple(j for j in remaining if j != k), False,
+                    text + ("" if first else self.comma) + heads[k] + t)
 
         start = self.walk(state, "{")
-        body = dfs(start, tuple(obj), True) if start != DEAD else None
-        if body is None:
-            return {}
-        return self._close({self.walk(state, "{" + body): "{" + body}, "}")
+        if start != DEAD:
+            dfs(start, tuple(obj), True, "{")
+        return found
 
     def _close(self, frontier: dict[int, str], close: str) -> dict[int, str]:
         out: dict[int, str] = {}
@@ -141,6 +148,9 @@ class _Search:
             if end != DEAD:
                 out.setdefault(end, text + close)
         return out
+
+
+_MAX_ENDS = 4  # end states one object's spellings report, at most
 
 
 def find_accepted_text(dfa: LazyDFA, value: Any, spaced: bool = False,
