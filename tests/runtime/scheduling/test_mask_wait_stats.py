@@ -1,5 +1,8 @@
 """The scheduler's record of how long its steps waited for token masks."""
 
+import os
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -84,3 +87,13 @@ def test_garbage_collections_inside_a_step_are_kept_in_it_and_counted_apart() ->
     s = stats.summary()
     assert abs(s["mask_wait_ms_max"] - 12.0) < 1e-9, "the collection stays in the step's time"
     assert s["mask_wait_steps_with_gc"] == 1 and abs(s["mask_wait_gc_ms_max"] - 11.0) < 1e-9
+
+
+def test_the_run_queue_clock_reads_what_os_pread_reads() -> None:
+    clock = RunQueueClock()
+    if clock.seconds() == 0.0 and clock._fd is None:
+        pytest.skip("no /proc/thread-self/schedstat on this system")
+    # the GIL-holding read and os.pread see the same file: run_delay only grows between them
+    ours = clock.seconds()
+    theirs = int(os.pread(clock._fd, 128, 0).split()[1]) / 1e9
+    assert 0.0 <= ours <= theirs <= clock.seconds()

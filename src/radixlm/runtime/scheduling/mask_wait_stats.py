@@ -21,8 +21,10 @@ runnable but not running is subtracted too, reported as ``mask_wait_ms_*_not_pre
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 WINDOW = 4096  # recent steps kept: bounded memory on a long-running server
@@ -34,13 +36,35 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
+def _gil_holding_pread() -> Callable[..., int] | None:
+    """libc's ``pread`` called through ``ctypes.PyDLL``, which keeps the GIL during the call;
+    None where there is no such libc. ``os.pread`` releases the GIL like every ``os`` call,
+    and getting it back from the grammar compiler's worker thread (building automaton rows
+    in Python) takes up to the switch interval: measured as ~0.2 ms added to every step's
+    fill loop, the time this clock exists to report. A 128-byte read of a proc file does not
+    block, so holding the GIL through it costs nothing."""
+    try:
+        fn = ctypes.PyDLL(None).pread
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long)
+    fn.restype = ctypes.c_ssize_t
+    return fn
+
+
+_PREAD = _gil_holding_pread()
+
+
 class RunQueueClock:
     """Seconds the calling thread has spent runnable but not running (Linux schedstat's
-    run_delay); 0.0 where unavailable. Open it from the thread it measures."""
+    run_delay); 0.0 where unavailable. Open it from the thread it measures. A read keeps the
+    GIL (see :func:`_gil_holding_pread`), so reading the clock does not itself hand the
+    scheduler's thread to another one."""
 
     def __init__(self) -> None:
         self._fd: int | None = None
         self._failed = False
+        self._buf = ctypes.create_string_buffer(128)
 
     def seconds(self) -> float:
         if self._fd is None and not self._failed:
@@ -51,9 +75,17 @@ class RunQueueClock:
         if self._fd is None:
             return 0.0
         try:
-            return int(os.pread(self._fd, 128, 0).split()[1]) / 1e9  # ~0.4 us a read
+            return int(self._read().split()[1]) / 1e9  # ~1 us a read
         except (OSError, IndexError, ValueError):
             return 0.0
+
+    def _read(self) -> bytes:
+        if _PREAD is None:
+            return os.pread(self._fd, 128, 0)
+        n = _PREAD(self._fd, self._buf, 128, 0)
+        if n < 0:
+            raise OSError(ctypes.get_errno(), "pread of schedstat failed")
+        return self._buf.raw[:n]
 
 
 @dataclass
