@@ -70,7 +70,11 @@ class ChosenLinear(nn.Module):
         # is bound by per-call overhead outside the GEMMs (one lookup, no scan, when the
         # plan runs one implementation everywhere)
         self._only = self._impls[plan.choices[0]] if len(plan.used) == 1 else None
-        self._by_bucket = tuple(zip(plan.buckets, (self._impls[c] for c in plan.choices)))
+        # otherwise the winner for every row count up to the largest bucket, by index: a
+        # lookup instead of a scan per call (~4 us a call at batch 1, ~0.5 ms a step)
+        self._by_rows = tuple(self._impls[plan.pick(max(rows, 1))]
+                              for rows in range(plan.buckets[-1] + 1))
+        self._largest = self._impls[plan.choices[-1]]
         self.plan = plan
         self.bias = None if bias is None else bias.detach().contiguous()
         self.in_features, self.out_features = in_features, out_features
@@ -79,11 +83,7 @@ class ChosenLinear(nn.Module):
         impl = self._only
         if impl is None:
             rows = x.shape[0]
-            impl = self._by_bucket[-1][1]
-            for bucket, candidate in self._by_bucket:  # GemmPlan.pick, on callables
-                if rows <= bucket:
-                    impl = candidate
-                    break
+            impl = self._by_rows[rows] if rows < len(self._by_rows) else self._largest
         y = impl(x)
         return y if self.bias is None else y + self.bias
 
