@@ -43,6 +43,10 @@ from .request import Req
 # this long for the worker to hand the GIL back before forcing it. Nothing else waits for the
 # GIL meanwhile, so the worker pays no switches for it.
 WAKE_SWITCH_SECONDS = 0.00002
+# Off the CPU for longer than this outside the sleeping (in one check), the gate reads the
+# run-queue clock to tell the OS's preemption from a wait for the GIL (a read costs 1-80 us,
+# cold after a forward: not paid on every check).
+OFF_CPU_CHECK_SECONDS = 0.00002
 
 
 class StepMaskGate:
@@ -76,6 +80,8 @@ class StepMaskGate:
         self._asleep_off_cpu = 0.0  # off the CPU while sleeping (not preemption: the wait)
         self._late_wake: float | None = None  # slowest wake-up after a timed-out sleep
         self._asleep_preempted = 0.0  # of ``preempted``, while sleeping
+        self._run_delay: float | None = None  # the run-queue clock's last reading
+        self.blocked = 0.0  # off the CPU outside the sleeping, not preempted: the GIL's wait
 
     def ready(self, req: Req) -> bool:
         """Whether ``req`` may run in this step: unconstrained (or its constraint not active
@@ -85,6 +91,8 @@ class StepMaskGate:
         if matcher is None or not req.grammar_active:
             return True
         self.checked += 1
+        if self._run_delay is None:  # once a step, outside the measured time
+            self._run_delay = self.run_queue.seconds()
         start, cpu, gc_before = self.clock(), self.cpu_clock(), work_clock.gc_seconds()
         asleep = self._asleep_off_cpu
         try:
@@ -101,10 +109,20 @@ class StepMaskGate:
         finally:
             elapsed = self.clock() - start
             self.spent += elapsed
-            # off the CPU outside the sleep: the copies do not block, so the OS preempted it
             off_cpu = elapsed - (self.cpu_clock() - cpu) - (self._asleep_off_cpu - asleep)
-            self.preempted += max(0.0, off_cpu)
             self.gc_paused += work_clock.gc_seconds() - gc_before
+            if off_cpu > OFF_CPU_CHECK_SECONDS:
+                self._off_cpu_awake(off_cpu)
+
+    def _off_cpu_awake(self, seconds: float) -> None:
+        """Split ``seconds`` off the CPU outside the sleeping (the copies do not block, but
+        taking the GIL back from the compiler's worker does) into the OS's preemption, at
+        most the run-queue delay since the clock's last reading, and the GIL's wait."""
+        now = self.run_queue.seconds()
+        preempted = min(seconds, max(0.0, now - (self._run_delay or now)))
+        self._run_delay = now
+        self.preempted += preempted
+        self.blocked += seconds - preempted
 
     def close(self) -> None:
         """The step's checks are over: teach the reserve what its checks and copies cost."""
@@ -129,7 +147,8 @@ class StepMaskGate:
             sys.setswitchinterval(interval)
             self.waited += slept
             self._asleep_off_cpu += slept - (self.cpu_clock() - cpu)
-            preempted = self.run_queue.seconds() - off_cpu
+            self._run_delay = self.run_queue.seconds()
+            preempted = self._run_delay - off_cpu
             self.preempted += preempted
             self._asleep_preempted += preempted
             if not ready:  # the OS's share is not the wake-up's (see mask_wait_stats)
