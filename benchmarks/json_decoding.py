@@ -53,8 +53,8 @@ from radixlm.fsm import (
 )
 from radixlm.fsm.json.witness import find_accepted_text
 from radixlm.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
+from radixlm.runtime.scheduling.gate_reserve import wake_reserve
 from radixlm.runtime.scheduling.grammar_manager import GIL_SWITCH_SECONDS
-from radixlm.runtime.scheduling.mask_gate import wake_reserve
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "jsonschemabench"
 DEFAULT_SUBSETS = ("Glaiveai2K", "Github_easy", "Github_medium", "Github_hard",

@@ -5,7 +5,7 @@
 that radixlm compiles on the model's vocabulary), greedy, decoded together by the real
 scheduler process, once per ``--mask-wait-ms`` bound (a fresh engine each: the figures are the
 server's own, since start). Reported from ``/get_server_info``: per step, the time the
-scheduler waited for masks (the gate's wait plus the fill loop; p50 / p99 / max), the same
+scheduler spent on masks (the gate's sleeping plus its checks and copies; p50 / p99 / max), the same
 less the time the OS kept the scheduler off the CPU ("own": a loaded host preempts a
 CPU-bound process for milliseconds), fills that computed a mask in the step, and holds
 (request-steps held out, holds, the longest), steps a garbage collection ran in ("gc st")

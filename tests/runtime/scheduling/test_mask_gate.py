@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from radixlm.runtime.scheduling.mask_gate import WAKE_RESERVE_SECONDS, StepMaskGate, wake_reserve
+from radixlm.runtime.scheduling.gate_reserve import WAKE_RESERVE_SECONDS, wake_reserve
+from radixlm.runtime.scheduling.mask_gate import StepMaskGate
 from radixlm.runtime.scheduling.mask_wait_stats import MaskWaitStats
 from radixlm.runtime.scheduling.request import Req
 from radixlm.runtime.wire.sampling_params import SamplingParams
@@ -37,7 +38,7 @@ def req(rid: str, matcher: FakeMatcher | None, active: bool = True) -> Req:
 
 
 def gate(bound: float, stats: MaskWaitStats, prefetched: list[str]) -> StepMaskGate:
-    return StepMaskGate(bound, stats, lambda r: prefetched.append(r.rid))
+    return StepMaskGate(bound, stats, lambda r: prefetched.append(r.rid), lambda r: None)
 
 
 def test_unconstrained_and_inactive_requests_always_run_and_are_not_checked():

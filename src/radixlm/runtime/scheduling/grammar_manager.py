@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
@@ -39,7 +39,9 @@ from ...fsm import (
     work_clock,
 )
 from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
+from .gate_reserve import GateReserve
 from .mask_gate import StepMaskGate
+from .mask_rows import StepMaskRows
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req, RequestError
 
@@ -64,6 +66,23 @@ class CompilePoll:
 
 
 
+@dataclass(frozen=True)
+class _LateFills:
+    """Mask rows filled after the gate in one step: how many, the seconds they took, how
+    many computed their mask, and of the seconds, off the CPU and in garbage collection."""
+
+    rows: int = 0
+    seconds: float = 0.0
+    cold: int = 0
+    preempted: float = 0.0
+    gc_paused: float = 0.0
+
+    def plus(self, other: _LateFills) -> _LateFills:
+        return _LateFills(self.rows + other.rows, self.seconds + other.seconds,
+                          self.cold + other.cold, self.preempted + other.preempted,
+                          self.gc_paused + other.gc_paused)
+
+
 IDLE_WAIT_SECONDS = 0.005  # longest sleep when only held requests could run
 # The compiler's worker computes masks in Python on this process's GIL. When the scheduler
 # thread wants the GIL back (after a forward, after waiting for a mask), the interpreter
@@ -77,7 +96,8 @@ class GrammarManager:
     """Compiles, masks and advances the constraints of one scheduler's requests."""
 
     def __init__(self, args: ServerArgs, tokenizer: Any, vocab_size: int, eos_ids: list[int],
-                 ops: KernelOps) -> None:
+                 ops: KernelOps, clock: Callable[[], float] = time.perf_counter,
+                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
         self.args = args
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
@@ -85,11 +105,15 @@ class GrammarManager:
         self.ops = ops
         self.enable_jump_forward = not args.disable_jump_forward
         self._compiler: GrammarCompiler | None = None
-        self._masks = torch.zeros(0, (vocab_size + 31) // 32, dtype=torch.int32)
+        self._rows = StepMaskRows(vocab_size)  # the step's bitmask, filled by the gate
         self.mask_waits = MaskWaitStats()
         self.mask_wait_bound = args.grammar_mask_wait_ms / 1e3  # seconds, per step
         self.run_queue = RunQueueClock()  # the scheduler thread's time off the CPU
+        # what the steps' mask time is measured on (wall, the thread's CPU; fakes in tests)
+        self.clock, self.cpu_clock = clock, cpu_clock
+        self.gate_reserve = GateReserve()  # what the gate keeps from sleeping, learnt
         self._gate: StepMaskGate | None = None  # the current step's (begin_step .. end_step)
+        self._late = _LateFills()  # fills the gate did not make, this step
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -166,22 +190,31 @@ class GrammarManager:
 
     def begin_step(self) -> StepMaskGate:
         """The gate the owner asks, before the forward, whether each constrained request it
-        would run has its mask ready (waiting at most ``--grammar-mask-wait-ms`` in all);
-        a held request is prefetched again at once, ahead of other masks."""
+        would run has its mask ready (waiting at most ``--grammar-mask-wait-ms`` in all); a
+        request admitted has its mask copied into the step's rows then, one held is
+        prefetched again at once, ahead of other masks."""
+        self._rows.clear()
+        self._late = _LateFills()
         self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch,
-                                  self.run_queue)
+                                  self._rows.fill, self.gate_reserve, self.run_queue,
+                                  self.clock, self.cpu_clock)
         return self._gate
 
     def end_step(self, ran: bool) -> None:
-        """Record the step's mask wait and holds. ``ran``: a forward ran; when none did
+        """Record the step's mask time and holds. ``ran``: a forward ran; when none did
         because every request able to run was held, sleep until one of their masks is ready
         (at most :data:`IDLE_WAIT_SECONDS`) instead of spinning the scheduler loop."""
         gate, self._gate = self._gate, None
         if gate is None:
             return
+        gate.close()
         self.mask_waits.held(len(gate.held))
-        if gate.checked and not gate.recorded:  # no mask applied this step: the wait alone
-            self.mask_waits.record(gate.waited, 0, gate.preempted, gate.waited, gate.gc_paused)
+        late, self._late = self._late, _LateFills()
+        self._rows.clear()
+        if gate.checked or late.rows:
+            self.mask_waits.record(gate.spent + late.seconds, late.cold,
+                                   gate.preempted + late.preempted, gate.waited,
+                                   gate.gc_paused + late.gc_paused)
         if not ran and gate.held:
             start = time.perf_counter()
             gate.held[0].grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
@@ -190,44 +223,36 @@ class GrammarManager:
     def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> list[tuple[Req, Exception]]:
         """Disallow, in place, every token the active grammars forbid (one batched call).
 
-        A budget hit sets the request's ``grammar_error`` (it ends with that message); any
-        other exception while filling one mask is returned with its request, for the owner to
-        fail that request alone. Either way that row is left unmasked and the batch goes on.
+        The masks are the ones the step's gate copied; a row it did not fill (no gate, or a
+        request it did not check) is filled here, counted as the step's late fills. A budget
+        hit sets the request's ``grammar_error`` (it ends with that message); any other
+        exception while filling one mask is returned with its request, for the owner to fail
+        that request alone. Either way that row is left unmasked and the batch goes on.
         """
-        faults: list[tuple[Req, Exception]] = []
         rows = [i for i, r in enumerate(reqs) if r.grammar is not None and r.grammar_active]
         if not rows:
-            return faults
-        if self._masks.shape[0] < len(rows):
-            self._masks = torch.zeros(max(len(rows), 2 * self._masks.shape[0]),
-                                      self._masks.shape[1], dtype=torch.int32)
-        masks = self._masks[: len(rows)]
-        rows_np = masks.numpy()  # numpy rows: the matchers' fastest fill path
-        start, cold, off_cpu = time.perf_counter(), 0, self.run_queue.seconds()
-        gc_before = work_clock.gc_seconds()
-        for k, i in enumerate(rows):
-            grammar = reqs[i].grammar
-            try:
-                before = grammar.grammar.waits.count
-                grammar.fill_bitmask(rows_np[k])
-                cold += grammar.grammar.waits.count - before
-            except GrammarError as exc:  # over budget: end this request, not the batch
-                reqs[i].grammar_error = str(exc)
-                rows_np[k] = -1  # the output processor ends it, dropping its sampled token
-            except Exception as exc:  # a bug in one matcher: fail that request only
-                faults.append((reqs[i], exc))
-                rows_np[k] = -1
-        seconds, off_cpu = time.perf_counter() - start, self.run_queue.seconds() - off_cpu
-        gc_paused = work_clock.gc_seconds() - gc_before
-        gate, waited = self._gate, 0.0
-        if gate is not None and not gate.recorded:  # this step's wait before the forward
-            waited, gate.recorded = gate.waited, True
-            seconds, off_cpu = seconds + waited, off_cpu + gate.preempted
-            gc_paused += gate.gc_paused
-        self.mask_waits.record(seconds, cold, off_cpu, waited, gc_paused)
+            return []
+        constrained = [reqs[i] for i in rows]
+        late = [r for r in constrained if not self._rows.has(r)]
+        if late:
+            self._late = self._late.plus(self._fill_late(late))
+        masks, faults = self._rows.gather(constrained)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
+        if self._gate is None:  # no step open (a caller outside the scheduler's loop)
+            late, self._late = self._late, _LateFills()
+            self.mask_waits.record(late.seconds, late.cold, late.preempted, 0.0, late.gc_paused)
+            self._rows.clear()
         return faults
+
+    def _fill_late(self, reqs: list[Req]) -> _LateFills:
+        """Fill the rows the gate did not, timed as the step's fill loop."""
+        start, off_cpu, gc_before = self.clock(), self.run_queue.seconds(), work_clock.gc_seconds()
+        cold_before = self._rows.cold
+        for req in reqs:
+            self._rows.fill(req)
+        return _LateFills(len(reqs), self.clock() - start, self._rows.cold - cold_before,
+                          self.run_queue.seconds() - off_cpu, work_clock.gc_seconds() - gc_before)
 
     def after_token(self, req: Req, token: int) -> GrammarStep:
         """Advance ``req``'s grammar by its new token (already appended to its output).

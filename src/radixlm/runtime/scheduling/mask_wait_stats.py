@@ -3,12 +3,13 @@
 A mask the background warm-up (or a prefetch) already computed costs a copy (about a
 microsecond). One that is not ready is waited for, at most ``--grammar-mask-wait-ms`` per
 step (:mod:`mask_gate`); a request whose mask is still not ready is held out of the step. This
-records, per step that checked or applied masks, the wall time spent waiting plus the fill
-loop, and how many fills found no mask ready (computed in the step: the gate makes that rare),
-over a bounded window of recent steps; and the holds: request-steps held, holds ended by the
-request rejoining, the longest, and the time the scheduler slept with nothing but held
-requests to run. ``/get_server_info`` reports them, with the two parts of a step's time apart:
-the gate's wait alone (``mask_gate_ms_*``) and the rest, the fill loop (``mask_fill_ms_*``).
+records, per step that checked or applied masks, the wall time spent on masks (the gate's
+checks, sleeping and copies, and any row filled after it), and how many fills found no mask
+ready (computed in the step: the gate makes that rare), over a bounded window of recent
+steps; and the holds: request-steps held, holds ended by the request rejoining, the longest,
+and the time the scheduler slept with nothing but held requests to run. ``/get_server_info``
+reports them, with the two parts of a step's time apart: the gate's sleeping alone, wake-ups
+included (``mask_gate_ms_*``), and the rest, checking and copying masks (``mask_fill_ms_*``).
 A garbage collection stops every thread, so one running while a step waits or fills (started
 by the scheduler or by the compiler's worker allocating automaton terms) is in that step's
 time: kept there, and counted apart too (steps with one, the longest inside one step).
