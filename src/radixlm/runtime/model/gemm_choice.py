@@ -27,6 +27,7 @@ from torch import nn
 logger = logging.getLogger(__name__)
 
 ROW_BUCKETS = (1, 8, 32, 128, 512)  # row counts measured; a call uses the next one up
+STREAMED_ROWS = 8  # up to here a call is bound by streaming its weight (GemmChooser.finish)
 Impl = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -59,8 +60,15 @@ class ChosenLinear(nn.Module):
     """``y = x @ W.T + b`` (x ``[rows, in]``) through the plan's choice for ``rows``."""
 
     def __init__(self, impls: Mapping[str, Impl], plan: GemmPlan, bias: torch.Tensor | None,
-                 in_features: int, out_features: int) -> None:
+                 in_features: int, out_features: int, keep_offered: bool = False) -> None:
         super().__init__()
+        # every offered implementation while the plan may still change (:meth:`replan`)
+        self.offered: Mapping[str, Impl] = impls if keep_offered else {}
+        self._use(impls, plan)
+        self.bias = None if bias is None else bias.detach().contiguous()
+        self.in_features, self.out_features = in_features, out_features
+
+    def _use(self, impls: Mapping[str, Impl], plan: GemmPlan) -> None:
         missing = plan.used - set(impls)
         if missing:
             raise ValueError(f"plan uses implementations {sorted(missing)} that are not given")
@@ -72,8 +80,14 @@ class ChosenLinear(nn.Module):
         self._only = self._impls[plan.choices[0]] if len(plan.used) == 1 else None
         self._by_bucket = tuple(zip(plan.buckets, (self._impls[c] for c in plan.choices)))
         self.plan = plan
-        self.bias = None if bias is None else bias.detach().contiguous()
-        self.in_features, self.out_features = in_features, out_features
+
+    def replan(self, plan: GemmPlan) -> None:
+        """Run ``plan`` (over the implementations offered at construction), then drop the
+        ones it does not use: the plan is final."""
+        if not self.offered:
+            raise ValueError("replan needs the linear built with keep_offered=True")
+        self._use(self.offered, plan)
+        self.offered = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         impl = self._only
@@ -91,19 +105,22 @@ class ChosenLinear(nn.Module):
         return f"in={self.in_features}, out={self.out_features}, plan={self.plan}"
 
 
-QUANTIZED_KERNELS = ("int8", "int4", "q8_0")  # quant_impls' names of the weight-only kernels
+# quant_impls' names of the weight-only kernels, in the order ``fixed="quantized"`` prefers
+# them: oneDNN's int8 where offered (float32-faithful activations), else torch's
+QUANTIZED_KERNELS = ("int8-onednn", "int8", "int4", "q8_0")
 
 
 class GemmChooser:
     """Measures candidates per ``(kind, out, in)`` (once per process) and builds linears.
 
     ``fixed`` names one implementation to use everywhere it is offered, skipping the
-    measurement (``"quantized"`` means the weight-only kernel, ``int8`` or ``int4``, wherever
-    a linear has one: numerics that do not depend on timings); ``max_rows`` caps the buckets
-    measured (the LM head never sees 512 rows).
+    measurement (``"quantized"``: the weight-only kernel, the first of
+    :data:`QUANTIZED_KERNELS` offered, wherever a linear has one: numerics that do not depend
+    on timings); ``max_rows`` caps the buckets measured (the LM head never sees 512 rows).
     """
 
     _cache: dict[tuple[object, ...], GemmPlan] = {}
+    _streamed: set[tuple[object, ...]] = set()  # keys whose cached plan :meth:`finish` timed
 
     def __init__(self, fixed: str | None = None, reps: int = 3,
                  buckets: tuple[int, ...] = ROW_BUCKETS,
@@ -115,13 +132,58 @@ class GemmChooser:
         self.buckets = buckets
         self.dtype = dtype
         self.seconds = 0.0  # spent measuring (for the start-up log)
+        self._pending: dict[tuple[object, ...], list[ChosenLinear]] = {}  # for finish()
 
     def build(self, kind: str, impls: Mapping[str, Impl], bias: torch.Tensor | None,
-              in_features: int, out_features: int, max_rows: int | None = None) -> ChosenLinear:
+              in_features: int, out_features: int, max_rows: int | None = None,
+              defer: bool = False) -> ChosenLinear:
+        """A linear on the plan measured for its key. ``defer``: it keeps every candidate
+        until :meth:`finish` re-times the streamed buckets over all deferred linears of
+        its key (a model's layers), the way a decode step calls them."""
         buckets = tuple(b for b in self.buckets if max_rows is None or b <= max_rows)
         buckets = buckets or self.buckets[:1]
         plan = self.plan(kind, impls, in_features, out_features, buckets)
-        return ChosenLinear(impls, plan, bias, in_features, out_features)
+        keep = defer and len(impls) > 1 and self._fixed_in(impls) is None
+        linear = ChosenLinear(impls, plan, bias, in_features, out_features, keep_offered=keep)
+        if keep:
+            key = self._key(kind, impls, in_features, out_features, buckets)
+            self._pending.setdefault(key, []).append(linear)
+        return linear
+
+    def finish(self) -> None:
+        """Final plans for the deferred linears: for each key with several linears, the
+        buckets up to :data:`STREAMED_ROWS` are re-timed with each candidate run over every
+        linear of the key in turn (each weight then comes from beyond L2, as in a decode
+        step; timing one weight again and again keeps it in L2, where torch's int8 kernel
+        measured 2-3x faster than from memory and so won against kernels that stream
+        better), the other buckets keep the single-weight timing."""
+        start = time.perf_counter()
+        for key, linears in self._pending.items():
+            plan = linears[0].plan
+            if len(linears) > 1 and key not in self._streamed:
+                self._streamed.add(key)
+                self._cache[key] = plan = self._remeasure_streamed(linears, plan)
+                logger.debug("gemm plan %s, streamed: %s", key[:3], plan)
+            for linear in linears:
+                linear.replan(self._cache.get(key, plan))
+        self._pending.clear()
+        self.seconds += time.perf_counter() - start
+
+    def _remeasure_streamed(self, linears: list[ChosenLinear], plan: GemmPlan) -> GemmPlan:
+        gen = torch.Generator().manual_seed(0)
+        sets = [linear.offered for linear in linears]
+        choices = list(plan.choices)
+        for i, rows in enumerate(plan.buckets):
+            if rows <= STREAMED_ROWS:
+                x = torch.randn(rows, linears[0].in_features, generator=gen).to(self.dtype)
+                best = _rotation_times(sets, x, self.reps)
+                choices[i] = min(best, key=best.__getitem__)
+        return GemmPlan(plan.buckets, tuple(choices))
+
+    def _key(self, kind: str, impls: Mapping[str, Impl], in_features: int, out_features: int,
+             buckets: tuple[int, ...]) -> tuple[object, ...]:
+        return (kind, out_features, in_features, torch.get_num_threads(), tuple(sorted(impls)),
+                buckets, self.dtype)
 
     def plan(self, kind: str, impls: Mapping[str, Impl], in_features: int, out_features: int,
              buckets: tuple[int, ...]) -> GemmPlan:
@@ -130,8 +192,7 @@ class GemmChooser:
             return GemmPlan(buckets, (fixed,) * len(buckets))
         if len(impls) == 1:
             return GemmPlan(buckets, (next(iter(impls)),) * len(buckets))
-        key = (kind, out_features, in_features, torch.get_num_threads(), tuple(sorted(impls)),
-               buckets, self.dtype)
+        key = self._key(kind, impls, in_features, out_features, buckets)
         if key not in self._cache:
             start = time.perf_counter()
             self._cache[key] = self._measure(impls, in_features, buckets)
@@ -168,4 +229,24 @@ def _best_times(impls: Mapping[str, Impl], x: torch.Tensor, reps: int) -> dict[s
             start = time.perf_counter()
             fn(x)
             best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+@torch.inference_mode()
+def _rotation_times(impl_sets: list[Mapping[str, Impl]], x: torch.Tensor,
+                    reps: int) -> dict[str, float]:
+    """Best-of-``reps`` seconds per call of each candidate run over every set in turn (one
+    linear's candidates per set: all offer the same names, as linears of one key do), after
+    one warm-up pass; the candidates take turns rep by rep as in :func:`_best_times`."""
+    names = list(impl_sets[0])
+    for name in names:
+        for impls in impl_sets:
+            impls[name](x)
+    best = dict.fromkeys(names, float("inf"))
+    for _ in range(reps):
+        for name in names:
+            start = time.perf_counter()
+            for impls in impl_sets:
+                impls[name](x)
+            best[name] = min(best[name], (time.perf_counter() - start) / len(impl_sets))
     return best

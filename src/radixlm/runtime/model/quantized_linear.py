@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
+from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
 from ...kernels.cpu_linear import PackedLinear, onednn_linear_available
 from ...kernels.cpu_quant_linear import (
     Int4Weight,
@@ -64,6 +65,9 @@ def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
     impls: dict[str, Impl] = {name: lambda x: kernel(x, weight), f"{name}-dequant": dequant}
     if isinstance(weight, Int8Weight):
         impls["int8-blocked"] = lambda x: int8_blocked_linear(x, weight)
+        if onednn_int8_available():
+            packed = OnednnInt8Weight.pack(weight)
+            impls["int8-onednn"] = lambda x: int8_onednn_linear(x, packed)
     return impls
 
 
@@ -131,4 +135,6 @@ class CpuLinearBuilder:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
         out_features, in_features = weight.shape
         max_rows = self.HEAD_MAX_ROWS if name == "lm_head" else None
-        return self.chooser.build(kind, impls, bias, in_features, out_features, max_rows)
+        # deferred: the runner calls chooser.finish() once every linear is built
+        return self.chooser.build(kind, impls, bias, in_features, out_features, max_rows,
+                                  defer=True)
