@@ -80,26 +80,28 @@ def test_a_fixed_choice_skips_measuring():
     assert lin.plan == GemmPlan((1, 8), ("torch", "torch")) and chooser.seconds == 0
 
 
-def test_finish_retimes_streamed_buckets_over_every_linear_of_a_key():
+def test_finish_retimes_streamed_buckets_over_every_linear_in_build_order():
     """Deferred linears keep every candidate until finish(); then the buckets up to
-    STREAMED_ROWS are timed with each candidate run over all linears of the key in turn,
-    the plan is final (unused candidates dropped) and every linear of the key shares it."""
+    STREAMED_ROWS are timed pass by pass over all deferred linears in build order (two keys
+    interleaved, as a model's layers are), candidate c in pass c; the plans are final
+    (unused candidates dropped) and every linear of a key shares its key's plan."""
     calls: list[tuple[int, str, int]] = []
 
     def impls_of(layer: int) -> dict:
         return {name: (lambda x, name=name: calls.append((layer, name, x.shape[0])) or x)
                 for name in ("a", "b")}
     chooser = GemmChooser(reps=1, buckets=(1, 8, 64))
-    linears = [chooser.build("finish", impls_of(i), None, 4, 4, defer=True) for i in range(3)]
+    linears = [chooser.build("finish", impls_of(i), None, 4 + i % 2, 4, defer=True)
+               for i in range(4)]  # keys alternate with in_features 4, 5
     assert all(set(lin.offered) == {"a", "b"} for lin in linears)
     calls.clear()
     chooser.finish()
-    for rows in (1, 8):  # warm-up pass, then one timed pass; candidate by candidate
-        expected = [(i, n, rows) for n in ("a", "b") for i in range(3)] * 2
+    for rows in (1, 8):  # a warm-up round, then one timed round; every linear per pass
+        expected = [(i, n, rows) for n in ("a", "b") for i in range(4)] * 2
         assert calls[:len(expected)] == expected
         del calls[:len(expected)]
     assert calls == []  # the 64-row bucket kept its single-weight timing
-    assert len({lin.plan for lin in linears}) == 1
+    assert linears[0].plan == linears[2].plan and linears[1].plan == linears[3].plan
     assert all(lin.offered == {} for lin in linears)
     with pytest.raises(ValueError, match="keep_offered"):
         linears[0].replan(linears[0].plan)

@@ -132,7 +132,7 @@ class GemmChooser:
         self.buckets = buckets
         self.dtype = dtype
         self.seconds = 0.0  # spent measuring (for the start-up log)
-        self._pending: dict[tuple[object, ...], list[ChosenLinear]] = {}  # for finish()
+        self._pending: list[tuple[tuple[object, ...], ChosenLinear]] = []  # for finish()
 
     def build(self, kind: str, impls: Mapping[str, Impl], bias: torch.Tensor | None,
               in_features: int, out_features: int, max_rows: int | None = None,
@@ -147,38 +147,27 @@ class GemmChooser:
         linear = ChosenLinear(impls, plan, bias, in_features, out_features, keep_offered=keep)
         if keep:
             key = self._key(kind, impls, in_features, out_features, buckets)
-            self._pending.setdefault(key, []).append(linear)
+            self._pending.append((key, linear))
         return linear
 
     def finish(self) -> None:
-        """Final plans for the deferred linears: for each key with several linears, the
-        buckets up to :data:`STREAMED_ROWS` are re-timed with each candidate run over every
-        linear of the key in turn (each weight then comes from beyond L2, as in a decode
-        step; timing one weight again and again keeps it in L2, where torch's int8 kernel
-        measured 2-3x faster than from memory and so won against kernels that stream
-        better), the other buckets keep the single-weight timing."""
+        """Final plans for the deferred linears. The buckets up to :data:`STREAMED_ROWS` are
+        re-timed over every deferred linear in build order (a model's order: a decode step's),
+        each call timed on its own, so each weight comes from wherever the others' streaming
+        left it, as in a step. Timing one weight again and again keeps it in L2, where torch's
+        int8 kernel measured 2-3x faster than from memory and so won against kernels that
+        stream better. The other buckets keep the single-weight timing."""
         start = time.perf_counter()
-        for key, linears in self._pending.items():
-            plan = linears[0].plan
-            if len(linears) > 1 and key not in self._streamed:
+        fresh = [(key, linear) for key, linear in self._pending if key not in self._streamed]
+        if len(fresh) > 1:
+            for key, plan in _streamed_plans(fresh, self.reps, self.dtype).items():
+                self._cache[key] = plan
                 self._streamed.add(key)
-                self._cache[key] = plan = self._remeasure_streamed(linears, plan)
                 logger.debug("gemm plan %s, streamed: %s", key[:3], plan)
-            for linear in linears:
-                linear.replan(self._cache.get(key, plan))
+        for key, linear in self._pending:
+            linear.replan(self._cache.get(key, linear.plan))
         self._pending.clear()
         self.seconds += time.perf_counter() - start
-
-    def _remeasure_streamed(self, linears: list[ChosenLinear], plan: GemmPlan) -> GemmPlan:
-        gen = torch.Generator().manual_seed(0)
-        sets = [linear.offered for linear in linears]
-        choices = list(plan.choices)
-        for i, rows in enumerate(plan.buckets):
-            if rows <= STREAMED_ROWS:
-                x = torch.randn(rows, linears[0].in_features, generator=gen).to(self.dtype)
-                best = _rotation_times(sets, x, self.reps)
-                choices[i] = min(best, key=best.__getitem__)
-        return GemmPlan(plan.buckets, tuple(choices))
 
     def _key(self, kind: str, impls: Mapping[str, Impl], in_features: int, out_features: int,
              buckets: tuple[int, ...]) -> tuple[object, ...]:
@@ -232,21 +221,45 @@ def _best_times(impls: Mapping[str, Impl], x: torch.Tensor, reps: int) -> dict[s
     return best
 
 
+def _streamed_plans(order: list[tuple[tuple[object, ...], ChosenLinear]], reps: int,
+                    dtype: torch.dtype) -> dict[tuple[object, ...], GemmPlan]:
+    """Each key's plan with its streamed buckets chosen by :func:`_pass_times` over ``order``
+    (linears of one key offer the same candidates)."""
+    first = {key: linear for key, linear in reversed(order)}  # each key's first linear
+    names = {key: list(linear.offered) for key, linear in first.items()}
+    choices = {key: list(linear.plan.choices) for key, linear in first.items()}
+    gen = torch.Generator().manual_seed(0)
+    streamed = sorted({b for lin in first.values() for b in lin.plan.buckets if b <= STREAMED_ROWS})
+    for rows in streamed:
+        steps = [(key, lin) for key, lin in order if rows in first[key].plan.buckets]
+        xs = {lin.in_features: torch.randn(rows, lin.in_features, generator=gen).to(dtype)
+              for _, lin in steps}
+        best = _pass_times(steps, names, xs, reps)
+        for key in {key for key, _ in steps}:
+            i = first[key].plan.buckets.index(rows)
+            choices[key][i] = min(names[key], key=lambda name, key=key: best[key, name])
+    return {key: GemmPlan(lin.plan.buckets, tuple(choices[key])) for key, lin in first.items()}
+
+
 @torch.inference_mode()
-def _rotation_times(impl_sets: list[Mapping[str, Impl]], x: torch.Tensor,
-                    reps: int) -> dict[str, float]:
-    """Best-of-``reps`` seconds per call of each candidate run over every set in turn (one
-    linear's candidates per set: all offer the same names, as linears of one key do), after
-    one warm-up pass; the candidates take turns rep by rep as in :func:`_best_times`."""
-    names = list(impl_sets[0])
-    for name in names:
-        for impls in impl_sets:
-            impls[name](x)
-    best = dict.fromkeys(names, float("inf"))
-    for _ in range(reps):
-        for name in names:
-            start = time.perf_counter()
-            for impls in impl_sets:
-                impls[name](x)
-            best[name] = min(best[name], (time.perf_counter() - start) / len(impl_sets))
+def _pass_times(steps: list[tuple[tuple[object, ...], ChosenLinear]],
+                names: Mapping[tuple[object, ...], list[str]],
+                xs: Mapping[int, torch.Tensor], reps: int) -> dict[tuple[object, str], float]:
+    """Best-of-``reps`` mean seconds per call of each ``(key, candidate)``: pass ``c`` runs
+    every linear of ``steps`` in order on its key's ``c``-th candidate (the candidates take
+    turns pass by pass, as in :func:`_best_times`); a first round of passes warms up."""
+    rounds = max(len(n) for n in names.values())
+    best: dict[tuple[object, str], float] = {}
+    for rep in range(reps + 1):
+        for c in range(rounds):
+            total: dict[tuple[object, str], list[float]] = {}
+            for key, linear in steps:
+                name = names[key][c % len(names[key])]
+                x = xs[linear.in_features]
+                start = time.perf_counter()
+                linear.offered[name](x)
+                total.setdefault((key, name), []).append(time.perf_counter() - start)
+            if rep:  # rep 0 is the warm-up
+                for kn, times in total.items():
+                    best[kn] = min(best.get(kn, float("inf")), sum(times) / len(times))
     return best
