@@ -221,10 +221,21 @@ def _best_times(impls: Mapping[str, Impl], x: torch.Tensor, reps: int) -> dict[s
     return best
 
 
-def _streamed_plans(order: list[tuple[tuple[object, ...], ChosenLinear]], reps: int,
-                    dtype: torch.dtype) -> dict[tuple[object, ...], GemmPlan]:
-    """Each key's plan with its streamed buckets chosen by :func:`_pass_times` over ``order``
-    (linears of one key offer the same candidates)."""
+Key = tuple[object, ...]
+Assignment = dict[Key, str]  # one candidate per key for a whole pass
+
+
+def _streamed_plans(order: list[tuple[Key, ChosenLinear]], reps: int,
+                    dtype: torch.dtype) -> dict[Key, GemmPlan]:
+    """Each key's plan with its streamed buckets chosen over passes through ``order``
+    (linears of one key offer the same candidates), per bucket in two rounds:
+
+    1. candidate ``c`` of every key in pass ``c`` (turns): each key's fastest per call;
+    2. those winners together, against each winning candidate on every key offering it:
+       the smallest whole pass. Kernels leave state behind that slows the next different
+       one (an int8 call before a oneDNN u8s8 one: 0.24 vs 0.21 ms, 3072x576), so the
+       per-call winners can lose together to one kernel everywhere.
+    """
     first = {key: linear for key, linear in reversed(order)}  # each key's first linear
     names = {key: list(linear.offered) for key, linear in first.items()}
     choices = {key: list(linear.plan.choices) for key, linear in first.items()}
@@ -232,34 +243,43 @@ def _streamed_plans(order: list[tuple[tuple[object, ...], ChosenLinear]], reps: 
     streamed = sorted({b for lin in first.values() for b in lin.plan.buckets if b <= STREAMED_ROWS})
     for rows in streamed:
         steps = [(key, lin) for key, lin in order if rows in first[key].plan.buckets]
+        keys = list(dict.fromkeys(key for key, _ in steps))
         xs = {lin.in_features: torch.randn(rows, lin.in_features, generator=gen).to(dtype)
               for _, lin in steps}
-        best = _pass_times(steps, names, xs, reps)
-        for key in {key for key, _ in steps}:
-            i = first[key].plan.buckets.index(rows)
-            choices[key][i] = min(names[key], key=lambda name, key=key: best[key, name])
+        turns = [{key: names[key][c % len(names[key])] for key in keys}
+                 for c in range(max(len(names[key]) for key in keys))]
+        per_call, _ = _pass_times(steps, turns, xs, reps, warm_up=True)
+        winners = {key: min(names[key], key=lambda n, key=key: per_call[key, n])
+                   for key in keys}
+        together = [winners] + [{key: n if n in names[key] else winners[key] for key in keys}
+                                for n in dict.fromkeys(winners.values())]
+        _, totals = _pass_times(steps, together, xs, reps, warm_up=False)
+        chosen = together[totals.index(min(totals))]
+        for key in keys:
+            choices[key][first[key].plan.buckets.index(rows)] = chosen[key]
     return {key: GemmPlan(lin.plan.buckets, tuple(choices[key])) for key, lin in first.items()}
 
 
 @torch.inference_mode()
-def _pass_times(steps: list[tuple[tuple[object, ...], ChosenLinear]],
-                names: Mapping[tuple[object, ...], list[str]],
-                xs: Mapping[int, torch.Tensor], reps: int) -> dict[tuple[object, str], float]:
-    """Best-of-``reps`` mean seconds per call of each ``(key, candidate)``: pass ``c`` runs
-    every linear of ``steps`` in order on its key's ``c``-th candidate (the candidates take
-    turns pass by pass, as in :func:`_best_times`); a first round of passes warms up."""
-    rounds = max(len(n) for n in names.values())
-    best: dict[tuple[object, str], float] = {}
-    for rep in range(reps + 1):
-        for c in range(rounds):
-            total: dict[tuple[object, str], list[float]] = {}
+def _pass_times(steps: list[tuple[Key, ChosenLinear]], assignments: list[Assignment],
+                xs: Mapping[int, torch.Tensor], reps: int,
+                warm_up: bool) -> tuple[dict[tuple[Key, str], float], list[float]]:
+    """Passes over ``steps`` (each linear on its key's candidate in the assignment), the
+    assignments taking turns ``reps`` times (as in :func:`_best_times`), after a warm-up
+    round if ``warm_up``: (best mean seconds per call of each ``(key, candidate)``, best
+    seconds of each assignment's whole pass)."""
+    per_call: dict[tuple[Key, str], float] = {}
+    totals = [float("inf")] * len(assignments)
+    for rep in range(reps + warm_up):
+        for a, assignment in enumerate(assignments):
+            spent: dict[tuple[Key, str], list[float]] = {}
             for key, linear in steps:
-                name = names[key][c % len(names[key])]
-                x = xs[linear.in_features]
+                name = assignment[key]
                 start = time.perf_counter()
-                linear.offered[name](x)
-                total.setdefault((key, name), []).append(time.perf_counter() - start)
-            if rep:  # rep 0 is the warm-up
-                for kn, times in total.items():
-                    best[kn] = min(best.get(kn, float("inf")), sum(times) / len(times))
-    return best
+                linear.offered[name](xs[linear.in_features])
+                spent.setdefault((key, name), []).append(time.perf_counter() - start)
+            if rep or not warm_up:
+                for kn, times in spent.items():
+                    per_call[kn] = min(per_call.get(kn, float("inf")), sum(times) / len(times))
+                totals[a] = min(totals[a], sum(sum(times) for times in spent.values()))
+    return per_call, totals
