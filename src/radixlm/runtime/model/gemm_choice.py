@@ -6,7 +6,10 @@ depends on the shape and on the number of rows: batch-1 decode is bound by strea
 weight, a 512-row prefill by arithmetic. :class:`GemmChooser` times every candidate once per
 ``(kind, out, in)`` at a few row counts (:data:`ROW_BUCKETS`) when the model loads, and
 :class:`ChosenLinear` dispatches each call to its bucket's winner. Plans are shared by every
-layer of the same shape and cached for the process.
+layer of the same shape and cached for the process. The decode buckets (up to
+:data:`STREAMED_ROWS`) are then re-timed over the whole model in its order
+(:meth:`GemmChooser.finish`): one weight timed again and again sits in L2, but in a step
+each weight comes from memory after ~120 others, and kernels differ most there.
 
 Candidates compute the same product, but not bit-identically (summation order, and the
 quantized kernels' bfloat16 roundings), so with more than one candidate in a plan a row's
