@@ -78,3 +78,43 @@ def test_a_fixed_choice_skips_measuring():
     chooser = GemmChooser(fixed="torch")
     lin = chooser.build("fixed", float_impls(torch.randn(8, 16)), None, 16, 8, max_rows=8)
     assert lin.plan == GemmPlan((1, 8), ("torch", "torch")) and chooser.seconds == 0
+
+
+def test_finish_retimes_streamed_buckets_over_every_linear_in_build_order():
+    """Deferred linears keep every candidate until finish(); then the buckets up to
+    STREAMED_ROWS are timed pass by pass over all deferred linears in build order (two keys
+    interleaved, as a model's layers are): candidate c in pass c (a warm-up round, then
+    reps), then the per-key winners together and each winner on every key (1-2 more passes
+    here); the plans are final (unused candidates dropped), one per key."""
+    calls: list[tuple[int, str, int]] = []
+
+    def impls_of(layer: int) -> dict:
+        return {name: (lambda x, name=name: calls.append((layer, name, x.shape[0])) or x)
+                for name in ("a", "b")}
+    chooser = GemmChooser(reps=1, buckets=(1, 8, 64))
+    linears = [chooser.build("finish", impls_of(i), None, 4 + i % 2, 4, defer=True)
+               for i in range(4)]  # keys alternate with in_features 4, 5
+    assert all(set(lin.offered) == {"a", "b"} for lin in linears)
+    calls.clear()
+    chooser.finish()
+    passes = [calls[i:i + 4] for i in range(0, len(calls), 4)]
+    for rows in (1, 8):
+        turns = [[(i, n, rows) for i in range(4)] for n in ("a", "b")] * 2
+        assert passes[:4] == turns
+        together = [p for p in passes[4:] if p[0][2] == rows]
+        assert 2 <= len(together) <= 3
+        for p in together:  # every linear in order, one candidate per key
+            assert [c[0] for c in p] == [0, 1, 2, 3] and p[0][1] == p[2][1] and p[1][1] == p[3][1]
+        passes = passes[4 + len(together):]
+    assert passes == []  # the 64-row bucket kept its single-weight timing
+    assert linears[0].plan == linears[2].plan and linears[1].plan == linears[3].plan
+    assert all(lin.offered == {} for lin in linears)
+    with pytest.raises(ValueError, match="keep_offered"):
+        linears[0].replan(linears[0].plan)
+
+
+def test_finish_leaves_single_and_fixed_linears_as_built():
+    chooser = GemmChooser(fixed="torch")
+    lin = chooser.build("fixed-defer", float_impls(torch.randn(8, 16)), None, 16, 8, defer=True)
+    chooser.finish()
+    assert lin.plan.used == {"torch"} and lin.offered == {}

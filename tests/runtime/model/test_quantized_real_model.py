@@ -10,6 +10,8 @@ import math
 import pytest
 import torch
 
+from radixlm.kernels.cpu_int8_onednn import onednn_int8_available
+from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 
@@ -24,9 +26,9 @@ def perplexity(real_model, quantization: str | None) -> float:
 
     ids = AutoTokenizer.from_pretrained(real_model.folder)(TEXT)["input_ids"]
     source = real_model.gguf if quantization == "gguf" else real_model.folder
-    # The quantized kernel on every quantized linear (the batch-1 decode path, and the worst
-    # case: its halves' outputs round to bfloat16): measured choices would make the numerics
-    # load-dependent.
+    # The quantized kernel on every quantized linear (the batch-1 decode path: oneDNN's for
+    # int8 where offered, else torch's, whose halves' outputs round to bfloat16): measured
+    # choices would make the numerics load-dependent.
     gemm = "auto" if quantization is None else "quantized"
     runner = ModelRunner(source, RunnerConfig(max_total_tokens=256, quantization=quantization,
                                               cpu_gemm=gemm))
@@ -43,8 +45,15 @@ def float32_ppl(real_model) -> float:
     return perplexity(real_model, None)
 
 
-@pytest.mark.parametrize("quantization", ["int8", "int4", "gguf"])
-def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization, monkeypatch):
+@pytest.mark.parametrize(("quantization", "kernel"), [
+    ("int8", "int8-onednn"), ("int8", "int8"), ("int4", None), ("gguf", None)])
+def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization, kernel,
+                                           monkeypatch):
     monkeypatch.setenv("RADIXLM_CACHE_DIR", str(real_model.cache_dir))
+    if kernel == "int8-onednn" and not onednn_int8_available():
+        pytest.skip("this torch build lacks oneDNN's quantized linear ops")
+    if kernel is not None:  # this int8 kernel first where the fixed choice looks
+        monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS",
+                            (kernel, *(k for k in gemm_choice.QUANTIZED_KERNELS if k != kernel)))
     ppl = perplexity(real_model, quantization)
     assert abs(ppl / float32_ppl - 1) <= BOUND[quantization], (quantization, ppl, float32_ppl)

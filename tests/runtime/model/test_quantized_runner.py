@@ -11,7 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from radixlm.kernels.cpu_int8_onednn import onednn_int8_available
+from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.forward_batch import SeqSpec
+from radixlm.runtime.model.gemm_choice import ChosenLinear
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.testing import greedy_generate
 
@@ -34,6 +37,23 @@ def test_quantized_logits_track_float32(tiny_model_path, quantization):
     assert got.dtype == torch.float32 and got.shape == ref.shape
     rel = ((got - ref).abs().max() / ref.abs().max()).item()
     assert rel < REL_TOL[quantization], f"{quantization}: max error {rel:.3f} of logit scale"
+
+
+@pytest.mark.skipif(not onednn_int8_available(), reason="torch lacks oneDNN's quantized linear")
+def test_int8_onednn_kernel_keeps_the_int8_weights_numerics(tiny_model_path, monkeypatch):
+    """Fixed to the weight-only kernel, int8 runs oneDNN's u8 x s8 GEMM on every linear, and
+    its logits equal those of the dequantized int8 weights in float32 (``int8-dequant``) to
+    float32 rounding: the activations lose nothing that matters."""
+    def runner() -> ModelRunner:
+        return ModelRunner(tiny_model_path, RunnerConfig(max_total_tokens=256,
+                                                         quantization="int8", cpu_gemm="quantized"))
+    onednn = runner()
+    plans = {m.plan.used for m in onednn.model.modules() if isinstance(m, ChosenLinear)}
+    assert plans == {frozenset({"int8-onednn"})}
+    # the reference: the same weights dequantized to float32 on every linear
+    monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS", ("int8-dequant",))
+    got, ref = prefill_logits(onednn), prefill_logits(runner())
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
 
 
 def test_int4_keeps_a_linear_float_when_its_input_is_not_whole_groups(tiny_llama_path):

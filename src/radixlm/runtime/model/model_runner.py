@@ -175,6 +175,7 @@ class ModelRunner:
                                    cfg.quantization_group_size, cfg.cpu_gemm, gguf_kept)
         with torch.inference_mode():
             model.replace_linears(builder)
+            self.gemm_chooser.finish()  # streamed buckets re-timed over all layers' weights
         self.linear_kinds = dict(builder.kinds)
 
     @property
