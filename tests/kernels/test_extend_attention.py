@@ -44,6 +44,9 @@ FAST = [
     ExtendCase(128, 2, 4, 16, window=11),
     ExtendCase(128, 1, 8, 1, logit_cap=10.0, window=70),
     ExtendCase(96, 2, 2, 16),  # head_dim not a power of 2
+    # prefill chunks of several query-row blocks (128 rows each) after a prefix
+    ExtendCase(64, 3, 3, 1, batch=4, max_prefix=300, max_new=300),
+    ExtendCase(64, 1, 2, 1, batch=4, max_new=300, logit_cap=20.0, window=150),
 ]
 HALF = [
     ExtendCase(64, 2, 4, 16, dtype=torch.bfloat16),

@@ -26,6 +26,10 @@ from .attention_common import (
 )
 
 GROUP_SCORE_BUDGET = 8 * 1024 * 1024  # max score elements per group matmul (memory bound)
+# A prefill chunk attends in blocks of this many query rows, each over the keys up to its last
+# query only: the causal mask's upper triangle is skipped but for within-block parts (a
+# 512-token first chunk: 5.6 -> 4.3 ms per layer, one thread; after 1,024 cached: 11.4 -> 10.4)
+CAUSAL_ROW_BLOCK = 128
 
 
 def causal_mask(
@@ -120,8 +124,14 @@ def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     mask = causal_mask(n, kv_len, sliding_window, q.device)[..., skip:]  # [1, 1, n, L - skip]
     qi = q[q_span[0] : q_span[1]]
     if not skip:
-        out[q_span[0] : q_span[1]] = attend(
-            qi.transpose(0, 1).unsqueeze(0), k, v, mask, sm_scale, logit_cap)[0].transpose(0, 1)
+        for start in range(0, n, CAUSAL_ROW_BLOCK):
+            # queries [start, end) see no key past kv_len - n + end - 1: the keys after it are
+            # masked for the whole block, so they are left out instead of computed and masked
+            end = min(start + CAUSAL_ROW_BLOCK, n)
+            keys = kv_len - n + end
+            out[q_span[0] + start : q_span[0] + end] = attend(
+                qi[start:end].transpose(0, 1).unsqueeze(0), k[:, :, :keys], v[:, :, :keys],
+                mask[:, :, start:end, :keys], sm_scale, logit_cap)[0].transpose(0, 1)
         return
     assert lse is not None
     qg = qi.view(n, h, -1, d)  # [n, Hkv, G, D]: one "batch" entry per query token

@@ -107,6 +107,19 @@ def test_a_request_waits_only_for_a_long_enough_uncached_shared_prefix(other, ca
     assert shares_uncached_prefix(req, [make_req("o", other)], kv) is waits
 
 
+@pytest.mark.parametrize("shared, duplicated, waits", [
+    (16, 0, False),  # the first request recomputing a 16-token tail goes
+    (16, 16, True),  # a second would bring the step to 32 duplicated tokens: it waits
+    (31, 0, False),
+    (0, 40, False),  # sharing nothing uncached never waits
+], ids=["first", "second", "31 alone", "nothing shared"])
+def test_a_step_duplicates_fewer_than_32_shared_tokens_in_all(shared, duplicated, waits):
+    tokens = SHARED[:shared] + [2, 3] if shared else [7, 8]
+    req = make_req("r", tokens)
+    assert shares_uncached_prefix(req, [make_req("o", SHARED + [1])], kv_with([]),
+                                  duplicated) is waits
+
+
 @pytest.mark.parametrize("case", ["namespace", "no cache", "nothing scheduled"])
 def test_no_dedupe_across_namespaces_without_a_cache_or_alone(case):
     kv = kv_with([], cache=case != "no cache")

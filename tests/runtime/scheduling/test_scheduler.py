@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from radixlm.runtime.scheduling.schedule_policy import DEDUP_MIN_TOKENS
 from radixlm.runtime.scheduling.scheduler import Scheduler
 from radixlm.runtime.wire.messages import (
     FinishStop,
@@ -59,6 +60,29 @@ def test_in_batch_dedupe_lets_the_second_request_reuse_the_prefix(make_scheduler
     outs = run_until_idle(s)
     cached = {rid: o[-1].cached_tokens for rid, o in outs.items()}
     assert cached["a"] == 0 and cached["b"] == len(shared)
+
+
+def test_requests_sharing_an_unfinished_prefix_tail_duplicate_under_32_tokens_a_step(
+        make_scheduler):
+    # The first request's last chunk still computes the shared prefix's 6-token tail when the
+    # others are admitted: at most DEDUP_MIN_TOKENS - 1 duplicated tokens in that step (the
+    # rest wait one step and hit the cache), the same greedy tokens as without the cache.
+    # (Counted per request, four would each recompute the tail: 40 tokens.)
+    shared = list(range(10, 84))  # 74 tokens: chunks of 64 leave a 10-token tail
+    prompts = {f"q{i}": shared + [300 + i] * 2 for i in range(8)}
+    outs = {}
+    for cache in (True, False):
+        s = make_scheduler(chunked_prefill_size=64, schedule_policy="fcfs",
+                           disable_radix_cache=not cache)
+        for rid, ids in prompts.items():
+            s.add_request(req(rid, ids))
+        outs[cache] = run_until_idle(s)
+    computed = sum(len(ids) - outs[True][rid][-1].cached_tokens for rid, ids in prompts.items())
+    unique = len(shared) + 2 * len(prompts)
+    assert unique <= computed < unique + DEDUP_MIN_TOKENS
+    for rid in prompts:
+        tokens = [[t for o in outs[c][rid] for t in o.new_ids] for c in (True, False)]
+        assert tokens[0] == tokens[1] and len(tokens[0]) == 4
 
 
 def test_chunked_prefill_interleaves_with_running_decodes(make_scheduler):

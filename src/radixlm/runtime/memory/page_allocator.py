@@ -6,6 +6,7 @@ request, or the radix cache); ``free()`` of a page that is already free is an er
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -24,7 +25,13 @@ class KVPoolExhaustedError(RuntimeError):
 
 
 class PageAllocator:
-    """Hands out page ids ``0 .. num_pages - 1``; lowest ids first for locality."""
+    """Hands out page ids ``0 .. num_pages - 1``, always the lowest free ids first.
+
+    The free ids are a min-heap, so what was freed in any order is handed out again in id
+    order: after the cache is flushed, a long prompt gets consecutive slots, and the
+    shared-prefix attention reads such a prefix as a view of the pool instead of gathering it
+    (a free list that is a stack would return the last freed pages first, scattered).
+    """
 
     def __init__(self, num_pages: int, page_size: int) -> None:
         if num_pages < 1 or page_size < 1:
@@ -32,7 +39,7 @@ class PageAllocator:
                              f"{page_size}")
         self.num_pages = num_pages
         self.page_size = page_size
-        self._free: list[int] = list(range(num_pages - 1, -1, -1))  # pop() gives lowest first
+        self._free: list[int] = list(range(num_pages))  # a min-heap (sorted is one)
         self._is_free = bytearray(b"\x01") * num_pages
 
     @property
@@ -45,7 +52,7 @@ class PageAllocator:
             raise ValueError(f"cannot allocate a negative number of pages ({n})")
         if n > len(self._free):
             raise KVPoolExhaustedError(n, len(self._free), self.page_size)
-        pages = [self._free.pop() for _ in range(n)]
+        pages = [heapq.heappop(self._free) for _ in range(n)]
         for p in pages:
             self._is_free[p] = 0
         return pages
@@ -58,7 +65,12 @@ class PageAllocator:
             raise ValueError(f"double free or invalid page ids: {bad or pages}")
         for p in pages:
             self._is_free[p] = 1
-        self._free.extend(sorted(pages, reverse=True))
+        if len(pages) > len(self._free):  # a flush: rebuilding beats one push per page
+            self._free.extend(pages)
+            heapq.heapify(self._free)
+        else:
+            for p in pages:
+                heapq.heappush(self._free, p)
 
     def is_free(self, page: int) -> bool:
         return bool(self._is_free[page])

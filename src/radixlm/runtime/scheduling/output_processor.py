@@ -163,7 +163,7 @@ class OutputProcessor:
               index: torch.Tensor) -> list[Draw | None]:
         """One token per request, sampled in one batch; if the batch raises, row by row, so
         only the rows that fail alone are faulted (None)."""
-        rows = logits[index]  # a copy: the sampler changes it in place
+        rows = logits.index_select(0, index)  # a copy (the sampler changes it in place)
         try:
             return self._draw_batch(step, reqs, rows)
         except Exception:

@@ -33,13 +33,14 @@ def order_waiting(waiting: Sequence[Req], kv: KVManager, args: ServerArgs) -> li
     return aged + sorted(rest, key=lambda r: -hits[id(r)])
 
 
-def shares_uncached_prefix(req: Req, scheduled: Sequence[Req], kv: KVManager) -> bool:
-    """True if ``req`` shares at least 32 not-yet-cached prefix tokens with a request already
-    scheduled in this step: waiting one step lets it reuse that prefix from the cache."""
+def uncached_shared_len(req: Req, scheduled: Sequence[Req], kv: KVManager) -> int:
+    """The most not-yet-cached prefix tokens ``req`` shares with a request already scheduled
+    in this step (what admitting ``req`` now would compute a second time); 0 without a cache."""
     if kv.cache is None or not scheduled:
-        return False
+        return 0
     tokens = req.token_ids[: req.max_reuse]
     cached = None
+    best = 0
     for other in scheduled:
         if other.namespace != req.namespace or not other.token_ids or not tokens or \
                 other.token_ids[0] != tokens[0]:
@@ -47,6 +48,21 @@ def shares_uncached_prefix(req: Req, scheduled: Sequence[Req], kv: KVManager) ->
         common = common_prefix_len(tokens, other.token_ids)
         if cached is None:
             cached = kv.cached_prefix_len(tokens, req.namespace)
-        if common - cached >= DEDUP_MIN_TOKENS:
-            return True
-    return False
+        best = max(best, common - cached)
+    return best
+
+
+def waits_for_cache(shared: int, duplicated: int) -> bool:
+    """Whether a request sharing ``shared`` uncached tokens with this step's requests waits a
+    step to reuse them from the cache, when the requests already admitted in this step
+    recompute ``duplicated`` shared tokens: the step may duplicate fewer than
+    ``DEDUP_MIN_TOKENS`` tokens in all. (Counting them per request instead let 15 requests
+    each recompute the 16-token tail of a shared document the first had not finished.)"""
+    return shared > 0 and duplicated + shared >= DEDUP_MIN_TOKENS
+
+
+def shares_uncached_prefix(req: Req, scheduled: Sequence[Req], kv: KVManager,
+                           duplicated: int = 0) -> bool:
+    """True if ``req`` should wait a step (see :func:`waits_for_cache`): waiting lets it
+    reuse the prefix it shares with a request already scheduled in this step."""
+    return waits_for_cache(uncached_shared_len(req, scheduled, kv), duplicated)

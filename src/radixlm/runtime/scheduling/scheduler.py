@@ -36,7 +36,7 @@ from .grammar_manager import GrammarManager
 from .mask_gate import StepMaskGate
 from .output_processor import OutputProcessor
 from .request import PrefillChunk, Req, RequestError
-from .schedule_policy import order_waiting, shares_uncached_prefix
+from .schedule_policy import order_waiting, uncached_shared_len, waits_for_cache
 
 logger = logging.getLogger(__name__)
 
@@ -213,18 +213,21 @@ class Scheduler:
             chunks.append(chunk)
             budget -= chunk.n
         ordered = order_waiting(self.waiting, self.kv, self.args)
+        duplicated = 0  # shared prefix tokens this step computes more than once
         for req in ordered:
             if budget <= 0 or self.kv.free_rows == 0:
                 break
             if req.grammar_future is not None:  # constraint still compiling
                 continue
-            if shares_uncached_prefix(req, [c.req for c in chunks], self.kv):
+            shared = uncached_shared_len(req, [c.req for c in chunks], self.kv)
+            if waits_for_cache(shared, duplicated):
                 req.wait_steps += 1
                 continue
             if not self._admit(req, decodes, budget, chunks, gate):
                 break
             if chunks and chunks[-1].req is req:
                 budget -= chunks[-1].n
+                duplicated += shared
         for req in self.waiting:
             req.wait_steps += 1
         return chunks
