@@ -215,7 +215,8 @@ class CompiledGrammar:
                                      f"the automaton and its masks use {used} bytes")
 
     def warm_up(self, max_states: int, max_seconds: float, polite: bool = False,
-                stop: Callable[[], bool] | None = None) -> dict[int, bytes]:
+                stop: Callable[[], bool] | None = None,
+                yield_to: Callable[[], bool] | None = None) -> dict[int, bytes]:
         """Compute up to ``max_states`` more distinct masks (or for ``max_seconds``, whichever
         comes first): first the states :meth:`prefetch` asked for and the states one token
         after them (where decoding is), then breadth first over the clamped automaton (states
@@ -226,6 +227,10 @@ class CompiledGrammar:
         ``polite`` (background warm-up): release the GIL once a millisecond, so a thread that
         waits for it (the scheduler, a compile) waits about that long, not the interpreter's
         5 ms switch interval. ``stop``: checked after each mask; True ends the call early.
+        ``yield_to``: checked also inside a mask, at each automaton row it builds; True ends
+        the call at once, that mask left for later (the rows built stay, so the next call
+        resumes it; the masks are the same either way). A 131k-token mask can take tens of
+        milliseconds: this is what keeps a compile from waiting that long for the GIL.
 
         Raises :class:`GrammarError` when a reachable non-final state allows no token at all
         (the vocabulary cannot spell what the grammar requires there).
@@ -237,9 +242,9 @@ class CompiledGrammar:
         while self.warm_up_pending and len(done) + hot_done < max_states and \
                 (not done and not hot_done or time.perf_counter() < end):
             try:
-                hot_done += self._warm_hot(*self._hot.popleft())
-            except IndexError:  # no prefetched state left: breadth first
-                self._warm_breadth_first(self._warm_queue.popleft(), done)
+                hot_done += self._warm_next(done, yield_to)
+            except MaskDeferred:
+                break
             if polite and time.perf_counter() > next_yield:
                 time.sleep(0)
                 next_yield = time.perf_counter() + _POLITE_SLICE
@@ -248,6 +253,21 @@ class CompiledGrammar:
         self.stats.warmup_states += len(done) + hot_done
         return done
 
+    def _warm_next(self, done: dict[int, bytes], yield_to: Callable[[], bool] | None) -> int:
+        """One step of :meth:`warm_up` (a prefetched state first; 1 if it computed one);
+        raises :class:`MaskDeferred` when ``yield_to`` stopped a mask, the state requeued."""
+        with self._lock:  # the index's hook is set and cleared under the automaton's lock
+            self.index.yield_when = yield_to
+            try:
+                if self._hot:
+                    return self._warm_hot(*self._hot.popleft())
+                if not self._warm_queue:  # another thread took the last prefetched state
+                    return 0
+                self._warm_breadth_first(self._warm_queue.popleft(), done)
+                return 0
+            finally:
+                self.index.yield_when = None
+
     def _warm_breadth_first(self, state: int, done: dict[int, bytes]) -> None:
         """Compute one mask of the breadth-first order (once per clamped term)."""
         paths = self._warm_paths
@@ -255,8 +275,12 @@ class CompiledGrammar:
             key = self.dfa.mask_key(state, self.vocab.max_token_len)
             if key in self._warm_keys:
                 return
+            try:
+                self.mask(state)
+            except MaskDeferred:
+                self._warm_queue.appendleft(state)  # first again on the next call
+                raise
             self._warm_keys.add(key)
-            self.mask(state)
             self._notify_mask()
             states, tokens = self.index.successors(state)
         done[state] = paths[state]
@@ -275,6 +299,9 @@ class CompiledGrammar:
             if state not in self.cached_np_masks:
                 try:
                     self.mask(state)
+                except MaskDeferred:
+                    self._hot.appendleft((state, depth))
+                    raise
                 except GrammarError as exc:
                     self._failed[state] = exc
                     self._notify_mask()

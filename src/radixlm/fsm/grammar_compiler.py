@@ -63,6 +63,7 @@ class GrammarCompiler:
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
         self.vocab = vocab
+        vocab.prepare()  # vocabulary-only work once here, not on the first compile's clock
         self.budget = budget or CompileBudget()
         self.disk = DiskMaskCache(cache_dir) if cache_dir is not None else None
         self._memory = MemoryCache(memory_cache_size)
@@ -72,6 +73,7 @@ class GrammarCompiler:
                                         thread_name_prefix="radixlm-grammar")
         self._closed = False
         self._compiling = 0  # compiles in progress (any thread)
+        self._wanted = 0  # compiles asked for and not finished (queued behind a warm-up too)
         self._idle = threading.Event()  # set while none is: background warm-up waits for it
         self._idle.set()
         # numba's loop loaded off every compile's and mask's path (1-3 s): walks use numpy
@@ -108,6 +110,7 @@ class GrammarCompiler:
                 return pending
             future: Future = Future()
             self._pending[key] = future
+            self._wanted += 1
         if _inline:
             self._run(spec, key, future)
         else:
@@ -132,6 +135,7 @@ class GrammarCompiler:
         finally:
             with self._lock:
                 self._compiling -= 1
+                self._wanted -= 1
                 if not self._compiling:
                     self._idle.set()
         with self._lock:
@@ -147,8 +151,11 @@ class GrammarCompiler:
         queued meanwhile go first (the pool is first in, first out)."""
         self._idle.wait(0.05)  # a compile in another thread goes first (bounded: no stall)
         try:
+            # a compile asked for meanwhile (running, or queued behind this slice) stops
+            # even the mask in progress: at 131k tokens one can take tens of ms
             done = len(grammar.warm_up(min(left, 16), 0.002, polite=True,
-                                       stop=lambda: not self._idle.is_set()))
+                                       stop=lambda: not self._idle.is_set(),
+                                       yield_to=lambda: self._wanted > 0))
         except GrammarError:
             return  # the matcher reports it if decoding ever gets there
         if grammar.warm_up_pending and left - done > 0 and not self._closed:

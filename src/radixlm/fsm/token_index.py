@@ -10,6 +10,7 @@ cached as a tensor, so repeated visits cost one copy.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -61,6 +62,9 @@ class TokenIndex:
         # past it the walk stops with MaskDeferred, keeping the rows it built for next time
         self.yield_at = float("inf")
         self.yield_terms = 0  # terms when yield_at was set (see _check_budget)
+        # a background warm-up sets this (under the grammar's lock): True stops the walk
+        # with MaskDeferred at its next automaton row, e.g. once a compile waits for the GIL
+        self.yield_when: Callable[[], bool] | None = None
         self._masks: dict[int, torch.Tensor] = {}
         self._np_masks: dict[int, np.ndarray] = {}  # the same buffers as numpy (faster copies)
         self._distinct = 0  # masks actually computed (shared ones counted once)
@@ -141,6 +145,8 @@ class TokenIndex:
                 "computing the allowed tokens of one state created too many terms")
         if time.perf_counter() > self.yield_at and self.dfa.builder.num_terms > self.yield_terms:
             raise MaskDeferred  # only once this attempt made progress: retries converge
+        if self.yield_when is not None and self.yield_when():
+            raise MaskDeferred  # the rows built so far stay: the retry resumes
         if work_clock.now() > deadline:  # the budget charges this mask's work, not GC pauses
             raise GrammarBudgetError("mask time", f"{self.max_mask_seconds} s",
                                      "computing the allowed tokens of one state took too long")
