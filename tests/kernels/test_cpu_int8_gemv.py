@@ -9,6 +9,7 @@ import torch
 
 from radixlm.kernels import cpu_int8_gemv
 from radixlm.kernels.cpu_int8_gemv import (
+    Int8GemvLinear,
     int8_gemv,
     int8_gemv_available,
     int8_gemv_linear,
@@ -87,19 +88,43 @@ def test_prefetch_distance_does_not_change_the_result(prefetch):
 
 
 @needs_kernel
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
-def test_linear_on_an_int8_weight(dtype):
-    """The Int8Weight linear: x's dtype in and out (computed in float32), strided x copied."""
+def test_linear_on_an_int8_weight(dtype, strided):
+    """The prepared Int8Weight linear: x's dtype in and out (computed in float32), strided x
+    copied; a float32 contiguous x (the unchecked fast path) gives int8_gemv's result."""
     gen = torch.Generator().manual_seed(4)
     weight = quantize_int8(torch.randn(70, 131, generator=gen))
-    x = torch.randn(131, 5, generator=gen).T.to(dtype)  # not contiguous
-    y = int8_gemv_linear(x, weight)
+    x = torch.randn(131, 5, generator=gen).T if strided else torch.randn(5, 131, generator=gen)
+    x = x.to(dtype)
+    linear = Int8GemvLinear(weight)
+    y = linear(x)
     assert y.shape == (5, 70) and y.dtype == dtype
     expected = int8_gemv(x.float().contiguous(), weight.codes, weight.scales).to(dtype)
-    assert torch.equal(y, expected)
+    assert torch.equal(y, expected) and torch.equal(int8_gemv_linear(x, weight), expected)
     exact = x.double() @ weight.dequantize(torch.float64).T
     tol = 2e-6 if dtype == torch.float32 else 1e-2
     assert (y.double() - exact).abs().max().item() <= tol * exact.abs().max().item()
+
+
+@needs_kernel
+def test_prepared_linear_refuses_bad_weights_and_inputs():
+    codes = torch.zeros(8, 4, dtype=torch.int8).T  # a valid Int8Weight, but strided
+    with pytest.raises(ValueError, match="weight.codes: expected a contiguous tensor"):
+        Int8GemvLinear(Int8Weight(codes, torch.ones(4)))
+    with pytest.raises(TypeError, match="expected an Int8Weight"):
+        Int8GemvLinear(torch.zeros(4, 8, dtype=torch.int8))  # type: ignore[arg-type]
+    weight = Int8Weight(torch.zeros(4, 8, dtype=torch.int8), torch.ones(4))
+    with pytest.raises(ValueError, match="prefetch must be >= 0"):
+        Int8GemvLinear(weight, prefetch=-1)
+    linear = Int8GemvLinear(weight)
+    with pytest.raises(ValueError, match="x: expected size 8 at dim 1"):
+        linear(torch.zeros(2, 9))
+    with pytest.raises(TypeError, match="x: expected dtype"):
+        linear(torch.zeros(2, 8, dtype=torch.int32))
+    with pytest.raises(ValueError, match="x: expected 2 dimensions"):
+        linear(torch.zeros(8))
+    assert linear(torch.zeros(0, 8)).shape == (0, 4)
 
 
 @needs_kernel

@@ -34,9 +34,13 @@
 
 #define MAX_ROWS 8 /* activation rows per weight pass */
 
+
 #if HAVE_X86
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define INLINE static inline __attribute__((always_inline))
+/* into L2, not L1: streaming SmolLM2's 210 int8 matrices at batch 1 measured 11.7 GB/s with
+ * T1 against 10.6 with T0 and 6 with NTA (8 KiB ahead; T2 is T1 on Intel) */
+#define PREFETCH_HINT _MM_HINT_T1
 
 /* 16 codes -> float32 (exact: |code| <= 128) */
 #define WIDEN(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
@@ -53,7 +57,8 @@ INLINE TARGET void tile(const float *x, const int8_t *w, const float *scales, fl
         for (int r = 0; r < NR; r++) acc[m][r] = _mm512_setzero_ps();
     long k = 0;
     for (; k + 64 <= K; k += 64) {
-        for (int r = 0; r < NR; r++) _mm_prefetch((const char *)(w + r * K + k + prefetch), _MM_HINT_T0);
+        for (int r = 0; r < NR; r++)
+            _mm_prefetch((const char *)(w + r * K + k + prefetch), PREFETCH_HINT);
         for (int j = 0; j < 64; j += 16) {
             __m512 wv[4];
             for (int r = 0; r < NR; r++) wv[r] = WIDEN(w + r * K + k + j);
