@@ -12,17 +12,19 @@
  * all (up to 8) activation rows; M > 8 runs in chunks of 8 rows (each chunk streams the
  * weight again: more rows belong to the dequantizing GEMMs). Small matrices read one
  * after another get little help from the hardware prefetcher (each new one ramps it up
- * again), so every 64 bytes of a row also prefetch the byte `prefetch` bytes further on:
- * rows of one matrix are contiguous, so that is the same stream ahead (past the end of
- * the matrix it touches whatever follows, harmless: prefetches never fault).
+ * again), so every 64 bytes read of a row also prefetch (into L2) the line `prefetch`
+ * bytes further on: rows of one matrix are contiguous, so that is the same stream ahead
+ * (past the end of the matrix it touches whatever follows, harmless: prefetches never
+ * fault). Interleaving the activation rows inside a tile keeps the weight read once.
  *
  * Needs: x86-64 with AVX-512 F, BW and VL (masked byte loads for the K tail). The module
- * builds on any x86-64 compiler that knows the target attribute; `supported()` says
- * whether this CPU can run it, and `gemv` raises RuntimeError where it cannot. The GIL is
+ * builds with any C compiler (the kernel itself only with GCC or Clang on x86-64);
+ * `supported()` says whether this CPU can run it, and `gemv` raises RuntimeError where it cannot. The GIL is
  * released while it runs. Plain C on the CPython API: the caller passes data pointers.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -33,6 +35,7 @@
 #endif
 
 #define MAX_ROWS 8 /* activation rows per weight pass */
+typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
 
 
 #if HAVE_X86
@@ -51,11 +54,11 @@
  * compile-time constants at every call site, so the loops unroll and the MR * NR
  * accumulators live in registers (MR * NR + NR + 1 <= 32 zmm). */
 INLINE TARGET void tile(const float *x, const int8_t *w, const float *scales, float *out,
-                        long N, long K, long prefetch, const int MR, const int NR) {
+                        idx_t N, idx_t K, idx_t prefetch, const int MR, const int NR) {
     __m512 acc[MAX_ROWS][4];
     for (int m = 0; m < MR; m++)
         for (int r = 0; r < NR; r++) acc[m][r] = _mm512_setzero_ps();
-    long k = 0;
+    idx_t k = 0;
     for (; k + 64 <= K; k += 64) {
         for (int r = 0; r < NR; r++)
             _mm_prefetch((const char *)(w + r * K + k + prefetch), PREFETCH_HINT);
@@ -91,8 +94,8 @@ INLINE TARGET void tile(const float *x, const int8_t *w, const float *scales, fl
 
 /* All N output rows for MR activation rows: tiles of NR rows, then single rows. */
 INLINE TARGET void rows_pass(const float *x, const int8_t *w, const float *scales, float *out,
-                             long N, long K, long prefetch, const int MR, const int NR) {
-    long n = 0;
+                             idx_t N, idx_t K, idx_t prefetch, const int MR, const int NR) {
+    idx_t n = 0;
     for (; n + NR <= N; n += NR) tile(x, w + n * K, scales + n, out + n, N, K, prefetch, MR, NR);
     for (; n < N; n++) tile(x, w + n * K, scales + n, out + n, N, K, prefetch, MR, 1);
 }
@@ -100,7 +103,7 @@ INLINE TARGET void rows_pass(const float *x, const int8_t *w, const float *scale
 /* NR = 4 output rows up to 4 activation rows (<= 16 accumulators), 2 beyond (<= 16). */
 #define PASS(MR, NR)                                                                       \
     static TARGET void pass_##MR(const float *x, const int8_t *w, const float *s, float *o, \
-                                 long N, long K, long p) {                                 \
+                                 idx_t N, idx_t K, idx_t p) {                               \
         rows_pass(x, w, s, o, N, K, p, MR, NR);                                            \
     }
 PASS(1, 4)
@@ -112,14 +115,15 @@ PASS(6, 2)
 PASS(7, 2)
 PASS(8, 2)
 
-typedef void (*pass_fn)(const float *, const int8_t *, const float *, float *, long, long, long);
+typedef void (*pass_fn)(const float *, const int8_t *, const float *, float *, idx_t, idx_t,
+                        idx_t);
 static const pass_fn PASSES[MAX_ROWS + 1] = {NULL,   pass_1, pass_2, pass_3, pass_4,
                                              pass_5, pass_6, pass_7, pass_8};
 
-static void gemv_all(const float *x, const int8_t *w, const float *s, float *out, long M, long N,
-                     long K, long prefetch) {
-    for (long m = 0; m < M; m += MAX_ROWS) {
-        long rows = M - m < MAX_ROWS ? M - m : MAX_ROWS;
+static void gemv_all(const float *x, const int8_t *w, const float *s, float *out, idx_t M,
+                     idx_t N, idx_t K, idx_t prefetch) {
+    for (idx_t m = 0; m < M; m += MAX_ROWS) {
+        idx_t rows = M - m < MAX_ROWS ? M - m : MAX_ROWS;
         PASSES[rows](x + m * K, w, s, out + m * N, N, K, prefetch);
     }
 }
@@ -166,8 +170,8 @@ static PyObject *py_gemv(PyObject *self, PyObject *args) {
 #if HAVE_X86
     Py_BEGIN_ALLOW_THREADS
     gemv_all((const float *)(uintptr_t)x, (const int8_t *)(uintptr_t)w,
-             (const float *)(uintptr_t)s, (float *)(uintptr_t)out, (long)m, (long)n, (long)k,
-             (long)prefetch);
+             (const float *)(uintptr_t)s, (float *)(uintptr_t)out, (idx_t)m, (idx_t)n,
+             (idx_t)k, (idx_t)prefetch);
     Py_END_ALLOW_THREADS
 #endif
     Py_RETURN_NONE;
@@ -186,9 +190,11 @@ static PyMethodDef METHODS[] = {
 };
 
 static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT, "int8_gemv",
-    "int8 per-channel weight-only GEMV for 1-8 float32 rows on AVX-512 (see int8_gemv.c).", -1,
-    METHODS,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "int8_gemv",
+    .m_doc = "int8 per-channel weight-only GEMV for 1-8 float32 rows on AVX-512 (int8_gemv.c).",
+    .m_size = -1,
+    .m_methods = METHODS,
 };
 
 PyMODINIT_FUNC PyInit_int8_gemv(void) { return PyModule_Create(&MODULE); }
