@@ -19,8 +19,9 @@
  *
  * Needs: x86-64 with AVX-512 F, BW and VL (masked byte loads for the K tail). The module
  * builds with any C compiler (the kernel itself only with GCC or Clang on x86-64);
- * `supported()` says whether this CPU can run it, and `gemv` raises RuntimeError where it cannot. The GIL is
- * released while it runs. Plain C on the CPython API: the caller passes data pointers.
+ * `supported()` says whether this CPU can run it, and `gemv` raises RuntimeError where
+ * it cannot. The GIL is released while it runs. Plain C on the CPython API: the caller
+ * passes data pointers.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
