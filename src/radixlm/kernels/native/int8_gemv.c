@@ -93,28 +93,36 @@ INLINE TARGET void tile(const float *x, const int8_t *w, const float *scales, fl
         for (int r = 0; r < NR; r++) out[m * N + r] = _mm512_reduce_add_ps(acc[m][r]) * scales[r];
 }
 
-/* All N output rows for MR activation rows: tiles of NR rows, then single rows. */
+/* All N output rows for MR activation rows: tiles of NR rows, then single rows. Past 6
+ * rows the accumulators would not fit: each tile runs for the first 4 activation rows, then
+ * for the others (MR - 4), while its codes are still in L1 (read once from memory). */
 INLINE TARGET void rows_pass(const float *x, const int8_t *w, const float *scales, float *out,
                              idx_t N, idx_t K, idx_t prefetch, const int MR, const int NR) {
+    const int first = MR > 6 ? 4 : MR;
     idx_t n = 0;
-    for (; n + NR <= N; n += NR) tile(x, w + n * K, scales + n, out + n, N, K, prefetch, MR, NR);
+    for (; n + NR <= N; n += NR) {
+        tile(x, w + n * K, scales + n, out + n, N, K, prefetch, first, NR);
+        if (MR > first)
+            tile(x + first * K, w + n * K, scales + n, out + first * N + n, N, K, prefetch,
+                 MR - first, NR);
+    }
     for (; n < N; n++) tile(x, w + n * K, scales + n, out + n, N, K, prefetch, MR, 1);
 }
 
-/* NR = 4 output rows up to 4 activation rows (<= 16 accumulators), 2 beyond (<= 16). */
-#define PASS(MR, NR)                                                                       \
+/* NR = 4 output rows: up to 6 activation rows at once (<= 24 accumulators). */
+#define PASS(MR)                                                                           \
     static TARGET void pass_##MR(const float *x, const int8_t *w, const float *s, float *o, \
                                  idx_t N, idx_t K, idx_t p) {                               \
-        rows_pass(x, w, s, o, N, K, p, MR, NR);                                            \
+        rows_pass(x, w, s, o, N, K, p, MR, 4);                                             \
     }
-PASS(1, 4)
-PASS(2, 4)
-PASS(3, 4)
-PASS(4, 4)
-PASS(5, 2)
-PASS(6, 2)
-PASS(7, 2)
-PASS(8, 2)
+PASS(1)
+PASS(2)
+PASS(3)
+PASS(4)
+PASS(5)
+PASS(6)
+PASS(7)
+PASS(8)
 
 typedef void (*pass_fn)(const float *, const int8_t *, const float *, float *, idx_t, idx_t,
                         idx_t);
