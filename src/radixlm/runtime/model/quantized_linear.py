@@ -4,8 +4,9 @@
 per output channel; ``int4`` as 4-bit codes in groups of 32/64/128 along the input with a
 scale and a zero per group (``kernels/cpu_quant_linear.py``). Each quantized weight offers several
 implementations, chosen per row count by measurement (``gemm_choice.py``): torch's
-weight-only kernel (fast for a few rows), oneDNN's u8 x s8 GEMM for int8, and
-dequantize-then-``F.linear`` (fast for prefill).
+weight-only kernel (fast for a few rows), oneDNN's u8 x s8 GEMM and the native AVX-512 GEMV
+for int8 (``kernels/cpu_int8_gemv.py``: batch-1 decode), and dequantize-then-``F.linear``
+(fast for prefill).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
     u8 x s8 GEMM on a prepacked copy (``int8-onednn``: float32-faithful activations as three
     byte planes; about 2x faster than torch's int8 kernel streaming SmolLM2's MLP weights)
     and, where built and the CPU has AVX-512, the native GEMV (``int8-avx512``: float32
-    exact, reads the codes themselves with prefetch; ~2.5x oneDNN's at batch 1).
+    exact, reads the codes themselves with prefetch; ~2.5x oneDNN's streaming SmolLM2's
+    weights at batch 1).
 
     Only candidates that keep the quality bound are offered (perplexity within 1% of float32
     for int8): the int8 kernel runs float32 activations as two bfloat16 halves with float32
