@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from radixlm.kernels.cpu_int8_gemv import int8_gemv_available
 from radixlm.kernels.cpu_int8_onednn import onednn_int8_available
 from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.forward_batch import SeqSpec
@@ -46,12 +47,15 @@ def float32_ppl(real_model) -> float:
 
 
 @pytest.mark.parametrize(("quantization", "kernel"), [
-    ("int8", "int8-onednn"), ("int8", "int8"), ("int4", None), ("gguf", None)])
+    ("int8", "int8-onednn"), ("int8", "int8-avx512"), ("int8", "int8"), ("int4", None),
+    ("gguf", None)])
 def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization, kernel,
                                            monkeypatch):
     monkeypatch.setenv("RADIXLM_CACHE_DIR", str(real_model.cache_dir))
     if kernel == "int8-onednn" and not onednn_int8_available():
         pytest.skip("this torch build lacks oneDNN's quantized linear ops")
+    if kernel == "int8-avx512" and not int8_gemv_available():
+        pytest.skip("the native int8 GEMV is not built, or this CPU lacks AVX-512")
     if kernel is not None:  # this int8 kernel first where the fixed choice looks
         monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS",
                             (kernel, *(k for k in gemm_choice.QUANTIZED_KERNELS if k != kernel)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from radixlm.kernels.cpu_int8_gemv import int8_gemv_available
 from radixlm.kernels.cpu_int8_onednn import onednn_int8_available
 from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.forward_batch import SeqSpec
@@ -39,20 +40,32 @@ def test_quantized_logits_track_float32(tiny_model_path, quantization):
     assert rel < REL_TOL[quantization], f"{quantization}: max error {rel:.3f} of logit scale"
 
 
-@pytest.mark.skipif(not onednn_int8_available(), reason="torch lacks oneDNN's quantized linear")
-def test_int8_onednn_kernel_keeps_the_int8_weights_numerics(tiny_model_path, monkeypatch):
-    """Fixed to the weight-only kernel, int8 runs oneDNN's u8 x s8 GEMM on every linear, and
-    its logits equal those of the dequantized int8 weights in float32 (``int8-dequant``) to
-    float32 rounding: the activations lose nothing that matters."""
+INT8_KERNELS = [
+    pytest.param("int8-onednn", marks=pytest.mark.skipif(
+        not onednn_int8_available(), reason="torch lacks oneDNN's quantized linear")),
+    pytest.param("int8-avx512", marks=pytest.mark.skipif(
+        not int8_gemv_available(), reason="the native int8 GEMV is not built, or this CPU "
+        "lacks AVX-512 (python setup.py build_ext --inplace)")),
+]
+
+
+@pytest.mark.parametrize("kernel", INT8_KERNELS)
+def test_int8_kernel_keeps_the_int8_weights_numerics(tiny_model_path, monkeypatch, kernel):
+    """Fixed to the weight-only kernel (oneDNN's u8 x s8 GEMM by default, or the native
+    AVX-512 GEMV put first), int8 runs it on every linear, and its logits equal those of the
+    dequantized int8 weights in float32 (``int8-dequant``) to float32 rounding: the
+    activations lose nothing that matters (a 40-token prefill: the GEMV in chunks of 8)."""
     def runner() -> ModelRunner:
         return ModelRunner(tiny_model_path, RunnerConfig(max_total_tokens=256,
                                                          quantization="int8", cpu_gemm="quantized"))
-    onednn = runner()
-    plans = {m.plan.used for m in onednn.model.modules() if isinstance(m, ChosenLinear)}
-    assert plans == {frozenset({"int8-onednn"})}
+    monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS",
+                        (kernel, *(k for k in gemm_choice.QUANTIZED_KERNELS if k != kernel)))
+    fixed = runner()
+    plans = {m.plan.used for m in fixed.model.modules() if isinstance(m, ChosenLinear)}
+    assert plans == {frozenset({kernel})}
     # the reference: the same weights dequantized to float32 on every linear
     monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS", ("int8-dequant",))
-    got, ref = prefill_logits(onednn), prefill_logits(runner())
+    got, ref = prefill_logits(fixed), prefill_logits(runner())
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
 
 

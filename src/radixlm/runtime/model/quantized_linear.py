@@ -4,8 +4,9 @@
 per output channel; ``int4`` as 4-bit codes in groups of 32/64/128 along the input with a
 scale and a zero per group (``kernels/cpu_quant_linear.py``). Each quantized weight offers several
 implementations, chosen per row count by measurement (``gemm_choice.py``): torch's
-weight-only kernel (fast for a few rows), oneDNN's u8 x s8 GEMM for int8, and
-dequantize-then-``F.linear`` (fast for prefill).
+weight-only kernel (fast for a few rows), oneDNN's u8 x s8 GEMM and the native AVX-512 GEMV
+for int8 (``kernels/cpu_int8_gemv.py``: batch-1 decode), and dequantize-then-``F.linear``
+(fast for prefill).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...kernels.cpu_int8_gemv import Int8GemvLinear, int8_gemv_available
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
 from ...kernels.cpu_linear import PackedLinear, onednn_linear_available
@@ -48,7 +50,10 @@ def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
     """Torch's weight-only kernel, dequantize-then-``F.linear`` (for many rows) and, for
     int8, the same dequantized one block of output rows at a time (8-32 rows) and oneDNN's
     u8 x s8 GEMM on a prepacked copy (``int8-onednn``: float32-faithful activations as three
-    byte planes; about 2x faster than torch's int8 kernel streaming SmolLM2's MLP weights).
+    byte planes; about 2x faster than torch's int8 kernel streaming SmolLM2's MLP weights)
+    and, where built and the CPU has AVX-512, the native GEMV (``int8-avx512``: float32
+    exact, reads the codes themselves with prefetch; ~2.5x oneDNN's streaming SmolLM2's
+    weights at batch 1).
 
     Only candidates that keep the quality bound are offered (perplexity within 1% of float32
     for int8): the int8 kernel runs float32 activations as two bfloat16 halves with float32
@@ -71,6 +76,8 @@ def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
         if onednn_int8_available():
             packed = OnednnInt8Weight.pack(weight)
             impls["int8-onednn"] = lambda x: int8_onednn_linear(x, packed)
+        if int8_gemv_available():  # float32 FMAs on the widened codes (kernels/native)
+            impls["int8-avx512"] = Int8GemvLinear(weight)
     return impls
 
 
