@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from radixlm.fsm import GrammarBudgetError
 from radixlm.fsm import regex_ast as ra
-from radixlm.fsm.derivatives import LivenessBudgetError, TermBuilder
+from radixlm.fsm.derivatives import TermBuilder
+from radixlm.fsm.liveness import LivenessBudgetError
 
 LETTERS = "abc"
 

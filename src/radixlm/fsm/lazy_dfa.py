@@ -12,8 +12,10 @@ import threading
 
 import numpy as np
 
-from .derivatives import LivenessBudgetError, Term, TermBuilder
+from .derivatives import TermBuilder
 from .errors import GrammarBudgetError, GrammarError
+from .liveness import LivenessBudgetError
+from .term import Term
 
 DEAD = 0
 _ROW_BYTES = 256 * 4
