@@ -12,6 +12,7 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import regex_ast as ra
 from .term import ALT_K, AND_K, BYTES_K, CAT_K, EMPTY_K, EPS_K, LAZY_K, REP_K, Term
 
 
@@ -39,6 +40,8 @@ class LivenessSearch:
         def classes(self, t: Term) -> tuple[int, ...]: ...
 
         def force(self, t: Term) -> Term: ...
+
+        def lower(self, node: ra.Node) -> Term: ...
 
     def is_live(self, t: Term) -> bool:
         """Whether ``t`` matches at least one byte string."""
@@ -172,11 +175,38 @@ class LivenessSearch:
         elif kind == REP_K:
             out = t.args[1] * self.search_estimate(t.args[0])
         elif kind == LAZY_K:
-            out = self.search_estimate(self.force(t))
+            out = self._lazy_estimate(t)
         else:  # NOT of a nullable operand, AUTO (not nullable: one byte at least), EMPTY
             out = 1
         t.estimate = out
         return out
+
+    def _lazy_estimate(self, t: Term) -> int:
+        """``search_estimate(force(t))`` of a non-nullable LAZY term, read off its regex node
+        and its children's terms without building the expansion: an alternation's members
+        are all estimated before the search (to order them), and forcing every term down to
+        the nullable frontier cost more than the search itself. Mirrors what ``force`` would
+        build: a sequence or repeat with an EMPTY part is EMPTY (estimate 1), an alternation
+        drops EMPTY options (all EMPTY: 1)."""
+        if t.forced is not None:
+            return self.search_estimate(t.forced)
+        node = t.args
+        if isinstance(node, ra.Seq):
+            out = 0
+            for item in node.items:
+                part = self.lower(item)
+                if part is self.empty:
+                    return 1
+                out += self.search_estimate(part)
+            return out
+        if isinstance(node, ra.Alt):
+            live = [p for p in (self.lower(o) for o in node.options) if p is not self.empty]
+            return min((self.search_estimate(p) for p in live), default=1)
+        if isinstance(node, ra.Repeat):  # not nullable: lo > 0
+            part = self.lower(node.item)
+            return 1 if part is self.empty else node.lo * self.search_estimate(part)
+        # an intersection (rare): its members are deduplicated terms, build it
+        return self.search_estimate(self.force(t))
 
     def _ordered_reps(self, t: Term) -> list[int]:
         """One byte per derivative class, the smallest class last (popped first)."""
