@@ -90,7 +90,7 @@ class LivenessSearch:
                 if left <= 0:
                     raise self._budget_error()
                 before = self._visited
-                found = self._search_live(m, min(budget, left))
+                found = self._bounded_live(m, budget, before + left)
                 left -= self._visited - before
                 if found:
                     return True
@@ -98,6 +98,50 @@ class LivenessSearch:
                     undecided.append(m)
             pending, budget = undecided, budget * 8
         return False
+
+    def _bounded_live(self, t: Term, budget: int, stop_at: int) -> bool | None:
+        """:meth:`is_live` with each search given at most ``budget`` states and all of them
+        together stopping when ``_visited`` reaches ``stop_at``; None: undecided.
+
+        Structure first: a concatenation is live when every part is, an alternation when
+        some member is, so only the intersections and complements inside are searched, each
+        on its own (an object's member with a constrained key is a few small searches, not
+        one over the whole rest of the object, whose every step derives all of it)."""
+        if t.live is not None:
+            return t.live
+        if t.nullable or not t.boolean:
+            live: bool | None = t.nullable or t.kind != EMPTY_K
+        elif t.kind == LAZY_K:
+            live = self._bounded_live(self.force(t), budget, stop_at)
+        elif t.kind == CAT_K:
+            live = True
+            node = t
+            while node.kind == CAT_K and node.live is None:
+                part = self._bounded_live(node.args[0], budget, stop_at)
+                if part is False:
+                    break
+                live = live and part
+                node = node.args[1]
+            else:
+                part = self._bounded_live(node, budget, stop_at)
+            live = False if part is False else live and part
+        elif t.kind == ALT_K:
+            live = False
+            for m in sorted(t.args, key=self.search_estimate):
+                found = self._bounded_live(m, budget, stop_at)
+                if found:
+                    live = True
+                    break
+                if found is None:
+                    live = None
+        elif t.kind == REP_K:
+            live = self._bounded_live(t.args[0], budget, stop_at)
+        else:  # an intersection or a complement
+            allowed = min(budget, stop_at - self._visited)
+            live = self._search_live(t, allowed) if allowed > 0 else None
+        if live is not None:
+            t.live = live
+        return live
 
     def _search_live(self, t: Term, budget: int) -> bool | None:
         """Best-first search over derivatives for a nullable term.
