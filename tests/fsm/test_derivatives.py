@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from radixlm.fsm import GrammarBudgetError
 from radixlm.fsm import regex_ast as ra
-from radixlm.fsm.derivatives import LivenessBudgetError, TermBuilder
+from radixlm.fsm.derivatives import TermBuilder
+from radixlm.fsm.liveness import LivenessBudgetError
 
 LETTERS = "abc"
 
@@ -98,42 +99,6 @@ def test_long_optional_chains_do_not_recurse_deeply() -> None:
     term = builder.lower(chain)
     assert builder.matches(term, b"<2999>!")
     assert builder.matches(term, b"<0><1><2>!")
-
-
-def _reaches_nullable(builder: TermBuilder, term, limit: int = 5000) -> bool:  # noqa: ANN001
-    """Breadth-first over derivatives (one byte per class), no liveness cache: the oracle."""
-    seen, frontier = {term.uid}, [term]
-    while frontier and len(seen) < limit:
-        nxt = []
-        for t in frontier:
-            if t.nullable:
-                return True
-            for mask in builder.classes(t):
-                d = builder.derivative(t, (mask & -mask).bit_length() - 1)
-                if d.uid not in seen:
-                    seen.add(d.uid)
-                    nxt.append(d)
-        frontier = nxt
-    assert len(seen) < limit, "oracle budget"
-    return False
-
-
-@settings(max_examples=200, deadline=None)
-@given(a=_trees(), b=_trees(), c=_trees(), negate=st.booleans())
-def test_liveness_and_the_dead_ends_it_caches_are_exact(a, b, c, negate) -> None:
-    """A search that finds no nullable term marks every term it saw dead: each of them
-    really is (checked against a plain breadth-first search), and so are the answers."""
-    builder = TermBuilder()
-    second = builder.lower(b)
-    if negate:
-        second = builder.not_(second)
-    terms = [builder.and_([builder.lower(a), second]),
-             builder.and_([builder.lower(c), builder.not_(builder.lower(a))])]
-    for term in terms:
-        assert builder.is_live(term) == _reaches_nullable(builder, term)
-    dead = [t for t in list(builder._intern.values()) if t.live is False]
-    for t in dead:
-        assert not _reaches_nullable(builder, t), t
 
 
 def _dead_window_term(builder: TermBuilder):  # noqa: ANN202

@@ -20,6 +20,16 @@ def test_rows_are_built_lazily() -> None:
     assert not dfa.matches(b"ab1")
 
 
+def test_matches_a_string_that_grows_the_table() -> None:
+    # the walk adds states past the initial 64-row table: acceptance is read from the grown
+    # one (reading the table before the walk raised IndexError)
+    builder = TermBuilder()
+    dfa = LazyDFA(builder, builder.lower(regex_to_node("[a-z]{100}")))
+    assert dfa.matches(b"a" * 100)
+    assert dfa.num_states > 64
+    assert not dfa.matches(b"a" * 99)
+
+
 def test_dead_state_absorbs() -> None:
     builder = TermBuilder()
     dfa = LazyDFA(builder, builder.lower(ra.lit("ab")))

@@ -15,47 +15,25 @@ search, every other term is live unless it is ``EMPTY``.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Sequence
 
 from . import regex_ast as ra
+from .liveness import LivenessSearch
+from .term import (
+    ALT_K,
+    AND_K,
+    AUTO_K,
+    BYTES_K,
+    CAT_K,
+    EMPTY_K,
+    EPS_K,
+    FULL_MASK,
+    LAZY_K,
+    NOT_K,
+    REP_K,
+    Term,
+)
 from .utf8 import utf8_sequences
-
-FULL_MASK = (1 << 256) - 1
-
-EMPTY_K, EPS_K, BYTES_K, CAT_K, ALT_K, REP_K, AND_K, NOT_K, LAZY_K, AUTO_K = range(10)
-
-
-class Term:
-    """One interned term. ``args`` by kind: BYTES mask (int), CAT (a, b), ALT/AND tuple of
-    terms sorted by uid, REP (a, lo, hi) with hi -1 for unbounded, NOT (a,), LAZY a regex
-    tree node not lowered yet (expanded one level when first needed), AUTO (machine, state)
-    of an :class:`regex_ast.AsciiMachine` (every state live)."""
-
-    __slots__ = ("kind", "args", "nullable", "uid", "boolean", "classes", "deriv", "live",
-                 "clamped", "forced", "bigcount", "estimate")
-
-    def __init__(self, kind: int, args: object, nullable: bool, uid: int, boolean: bool,
-                 bigcount: int = 0) -> None:
-        self.kind = kind
-        self.bigcount = bigcount  # largest repetition bound inside (clamp skips small ones)
-        self.args = args
-        self.nullable = nullable
-        self.uid = uid
-        self.boolean = boolean  # contains AND/NOT: liveness needs a search
-        self.classes: tuple[int, ...] | None = None
-        self.deriv: dict[int, Term] = {}
-        self.live: bool | None = None
-        self.clamped: tuple[int, Term] | None = None
-        self.forced: Term | None = None
-        self.estimate: int | None = None  # bytes still needed, guessed (search order)
-
-    def __repr__(self) -> str:
-        return f"Term#{self.uid}(kind={self.kind})"
-
-
-class LivenessBudgetError(RuntimeError):
-    """Deciding whether an intersection/complement term is satisfiable took too many states."""
 
 
 def _refine(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
@@ -67,8 +45,9 @@ def _refine(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(x & y for x in p for y in q if x & y)
 
 
-class TermBuilder:
-    """Interns terms, lowers regex trees and computes derivatives; one per grammar."""
+class TermBuilder(LivenessSearch):
+    """Interns terms, lowers regex trees and computes derivatives; one per grammar (liveness
+    of intersections and complements: :class:`liveness.LivenessSearch`)."""
 
     def __init__(self, liveness_budget: int = 50_000) -> None:
         self._intern: dict[tuple, Term] = {}
@@ -383,151 +362,6 @@ class TermBuilder:
         t.clamped = (reach, out)
         return out
 
-    # -- liveness -------------------------------------------------------------------------
-
-    def is_live(self, t: Term) -> bool:
-        """Whether ``t`` matches at least one byte string."""
-        if t.live is not None:
-            return t.live
-        kind = t.kind
-        if not t.boolean:
-            live = kind != EMPTY_K
-        elif kind == CAT_K:
-            live = True
-            node = t
-            while live and node.kind == CAT_K and node.live is None:
-                live = self.is_live(node.args[0])
-                node = node.args[1]
-            live = live and self.is_live(node)
-        elif kind == ALT_K:
-            live = any(m.live or not m.boolean for m in t.args) or self._alternation_live(t)
-        elif kind == REP_K:
-            live = t.args[1] == 0 or self.is_live(t.args[0])
-        elif kind == LAZY_K:
-            live = self.is_live(self.force(t))
-        else:
-            live = self._search_live(t, self.liveness_budget)
-            if live is None:
-                raise self._budget_error()
-        t.live = live
-        return live
-
-    def _budget_error(self) -> LivenessBudgetError:
-        return LivenessBudgetError(f"deciding whether a pattern intersection is satisfiable "
-                                   f"needed more than {self.liveness_budget} states")
-
-    def _alternation_live(self, t: Term) -> bool:
-        """Whether some member of an alternation of boolean terms is live.
-
-        Members are searched in rounds of growing budgets (most promising first), so a live
-        member with a short witness is found before a dead one's whole closure is explored
-        (a distributed anyOf lists many unsatisfiable combinations). The rounds share one
-        budget: the error is raised once they have visited ``liveness_budget`` states in all.
-        """
-        pending = sorted((m for m in t.args if m.live is None), key=self.search_estimate)
-        left, budget = self.liveness_budget, _FIRST_ROUND_STATES
-        while pending:
-            undecided = []
-            for m in pending:
-                if left <= 0:
-                    raise self._budget_error()
-                before = self._visited
-                found = self._search_live(m, min(budget, left))
-                left -= self._visited - before
-                if found:
-                    return True
-                if found is None:
-                    undecided.append(m)
-            pending, budget = undecided, budget * 8
-        return False
-
-    def _search_live(self, t: Term, budget: int) -> bool | None:
-        """Best-first search over derivatives for a nullable term.
-
-        Terms are expanded in order of :meth:`search_estimate` (the bytes each still needs,
-        an intersection counting every member's), deepest first among equals, so the search
-        heads for a short completion instead of wandering into free-form values
-        (a depth-first walk took 10-20 s on objects that must hold one named key). Every term
-        on the path to a nullable term is marked live, so later queries along it are free.
-        A search that finds none has explored everything reachable from ``t``: every term it
-        saw is dead, and is marked so (the next search reaching one stops there at once).
-        None: undecided after ``budget`` states (nothing is marked).
-        """
-        parents: dict[int, Term | None] = {t.uid: None}
-        visited = [t]  # the terms in ``parents``
-        heap = [(self.search_estimate(t), 0, 0, t)]
-        pushed = 0
-        while heap:
-            _, depth, _, u = heapq.heappop(heap)
-            self._expanded += 1  # counted across searches: an alternation runs many small ones
-            if self.deadline is not None and not self._expanded % _DEADLINE_EVERY:
-                self.deadline()  # out of time: refused now, not after the whole budget
-            if u.nullable:
-                self._mark_path_live(u, parents)
-                return True
-            for byte in self._ordered_reps(u):
-                v = self.derivative(u, byte)
-                if v.uid in parents or v is self.empty:
-                    continue
-                if not v.boolean or v.live is not None:
-                    if self.is_live(v):
-                        self._mark_path_live(u, parents)
-                        return True
-                    continue
-                parents[v.uid] = u
-                visited.append(v)
-                self._visited += 1
-                if len(parents) > budget:
-                    return None
-                pushed += 1
-                heapq.heappush(heap, (self.search_estimate(v), depth - 1, pushed, v))
-        for w in visited:  # the whole closure was explored: no nullable term reachable
-            w.live = False
-        return False
-
-    @staticmethod
-    def _mark_path_live(u: Term, parents: dict[int, Term | None]) -> None:
-        node: Term | None = u
-        while node is not None:
-            node.live = True
-            node = parents[node.uid]
-
-    def search_estimate(self, t: Term) -> int:
-        """How many bytes ``t`` still needs to be accepted, as the search's guess: exact (the
-        shortest match) without AND/NOT; an intersection sums its members' (each has to be
-        brought to acceptance: progress on any of them counts), a complement needs one byte
-        when its operand matches the empty string. Only orders the search, never decides."""
-        if t.estimate is not None:
-            return t.estimate
-        kind = t.kind
-        if t.nullable or kind == EPS_K:
-            out = 0
-        elif kind == BYTES_K:
-            out = 1
-        elif kind == CAT_K:
-            out, node = 0, t
-            while node.kind == CAT_K and node.estimate is None:
-                out += self.search_estimate(node.args[0])
-                node = node.args[1]
-            out += self.search_estimate(node)
-        elif kind == ALT_K:
-            out = min(self.search_estimate(m) for m in t.args)
-        elif kind == AND_K:
-            out = sum(self.search_estimate(m) for m in t.args)
-        elif kind == REP_K:
-            out = t.args[1] * self.search_estimate(t.args[0])
-        elif kind == LAZY_K:
-            out = self.search_estimate(self.force(t))
-        else:  # NOT of a nullable operand, AUTO (not nullable: one byte at least), EMPTY
-            out = 1
-        t.estimate = out
-        return out
-
-    def _ordered_reps(self, t: Term) -> list[int]:
-        """One byte per derivative class, the smallest class last (popped first)."""
-        classes = sorted(self.classes(t), key=lambda m: -m.bit_count())
-        return [(m & -m).bit_length() - 1 for m in classes]
-
     def matches(self, t: Term, data: bytes) -> bool:
         """Whether ``t`` matches the whole of ``data`` (for tests and checks)."""
         for byte in data:
@@ -535,10 +369,6 @@ class TermBuilder:
             if t is self.empty:
                 return False
         return t.nullable
-
-
-_FIRST_ROUND_STATES = 256  # an alternation's members are first searched this far each
-_DEADLINE_EVERY = 32  # search states expanded between two deadline checks
 
 
 def _range_mask(lo: int, hi: int) -> int:

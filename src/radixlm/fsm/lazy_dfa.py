@@ -12,8 +12,10 @@ import threading
 
 import numpy as np
 
-from .derivatives import LivenessBudgetError, Term, TermBuilder
+from .derivatives import TermBuilder
 from .errors import GrammarBudgetError, GrammarError
+from .liveness import LivenessBudgetError
+from .term import Term
 
 DEAD = 0
 _ROW_BYTES = 256 * 4
@@ -158,7 +160,8 @@ class LazyDFA:
 
     def matches(self, data: bytes) -> bool:
         """Whether the whole of ``data`` is in the language."""
-        return bool(self.accepting[self.walk(self.initial, data)])
+        state = self.walk(self.initial, data)  # may grow the table: read it afterwards
+        return bool(self.accepting[state])
 
 
 def _grown(array: np.ndarray, rows: int) -> np.ndarray:

@@ -193,8 +193,10 @@ def char_set(text: str) -> Node:
 
 
 def lit(text: str) -> Node:
-    """The literal string ``text``."""
-    return seq(*(Chars(((ord(c), ord(c)),)) for c in text))
+    """The literal string ``text`` (what ``seq`` of its characters gives, built directly)."""
+    if len(text) == 1:
+        return Chars(((ord(text), ord(text)),))
+    return Seq(tuple(Chars(((ord(c), ord(c)),)) for c in text)) if text else EPSILON
 
 
 def seq(*items: Node) -> Node:

@@ -138,6 +138,7 @@ class SchemaDocument:
         # draft 6+ counts 1.0 as an integer; draft 4 does not
         self.integer_fraction = cls.__name__ not in ("Draft4Validator",)
         self._anchors = _collect_anchors(self.root)
+        self._validators: dict[int, tuple[Any, Any]] = {}  # id(sub-schema) -> (it, validator)
         self._recursive_refs = self._find_recursive_refs()
 
     # -- references -------------------------------------------------------------------------
@@ -205,11 +206,19 @@ class SchemaDocument:
         """Whether ``value`` satisfies every source schema (exact, via ``jsonschema``)."""
         for src in sources:
             try:
-                if not self.validator.evolve(schema=src).is_valid(value):
+                if not self._validator_of(src).is_valid(value):
                     return False
             except jsonschema.exceptions.RefResolutionError as exc:  # pragma: no cover
                 raise GrammarError(f"cannot resolve a reference: {exc}") from exc
         return True
+
+    def _validator_of(self, src: Any) -> Any:
+        """The document's validator on the sub-schema ``src``, made once per sub-schema (an
+        enum's values are checked against the same sources one by one)."""
+        hit = self._validators.get(id(src))
+        if hit is None or hit[0] is not src:  # the entry keeps src alive: ids are not reused
+            hit = self._validators[id(src)] = (src, self.validator.evolve(schema=src))
+        return hit[1]
 
     def bound_schema(self, side: str, value: Decimal, inclusive: bool) -> dict:
         """A number schema for ``x <= value`` (side "max") or ``x >= value`` ("min"), in the

@@ -87,8 +87,22 @@ class StringEncoder:
         raise TypeError(f"not a regex node: {node!r}")
 
     def literal(self, text: str) -> ra.Node:
-        """All JSON spellings of the string ``text`` (content only, no quotes)."""
-        return self.encode(ra.lit(text))
+        """All JSON spellings of the string ``text`` (content only, no quotes): the tree
+        ``encode(ra.lit(text))`` gives, built straight from each character's spellings
+        (property names and enum values are most of a schema's literals)."""
+        return ra.seq(*(_char_unit(c) for c in text))
+
+
+_char_unit_cache: dict[str, ra.Node] = {}
+
+
+def _char_unit(char: str) -> ra.Node:
+    """``json_unit`` of the one character ``char``."""
+    hit = _char_unit_cache.get(char)
+    if hit is None:
+        code = ord(char)
+        hit = _char_unit_cache[char] = json_unit(((code, code),))
+    return hit
 
 
 def quoted(content: ra.Node) -> ra.Node:
