@@ -1,0 +1,165 @@
+"""Grouped-int4 linears for a few rows on AVX-512 VNNI (``native/q4_gemv.c``), float32-faithful.
+
+The weight is ``w[n, k] = scale[n, g] * q[n, k] + min[n, g]`` with codes ``q`` in [0, 15] and
+one float32 scale and min per group ``g`` of 32 along K: GGUF's Q4_0 (``min = -8 scale``) and
+Q4_1 (``min = m``), and :class:`~.cpu_quant_linear.Int4Weight` with group 32 (``min = zero -
+8 scale``). :meth:`Q4GemvWeight.pack` lays it out once for the kernel: tiles of 16 output rows
+by 32 inputs (N padded to 16), 4-bit codes plus a scale and a min per group, stored as float16
+when every one of them is exactly a float16 (a GGUF's are) -- 0.625 bytes per weight, as
+GGUF's Q4_1 and torch's int4pack -- else as float32 (0.75 bytes per weight); float32 weights
+take 4. A :class:`PackArena` puts successive weights back to back in large chunks (on huge
+pages where the kernel allows): a decode step then streams one buffer in model order, which
+the hardware prefetchers and the TLB handle better than ~120 separate allocations.
+
+Numerics: each activation row becomes a 24-bit fixed-point integer with a per-row power-of-two
+scale, multiplied in three 8-bit digit planes by VNNI integer dot products (exact), then one
+float32 conversion per group; so the result differs from float32 ``x @ W.T`` by about 2^-24 of
+the row's largest ``|x|`` times ``sum |w|`` (tested against the float64 product), unlike the
+bfloat16 activations of torch's int4 kernel (2^-9 relative). One call takes up to 8 rows per
+pass over the weight; more rows run in passes of 8.
+"""
+
+from __future__ import annotations
+
+import mmap
+from dataclasses import dataclass
+
+import torch
+
+from . import native
+from ._checks import FLOAT_DTYPES, check_dim, check_tensor
+
+GROUP = 32
+MAX_ROWS = 8  # rows per pass over the weight (the kernel's accumulators stay in registers)
+_lib = native.load("q4_gemv")
+
+
+def q4_gemv_available() -> bool:
+    """True if the native kernel was built and this CPU has AVX-512 VNNI."""
+    return _lib is not None and bool(_lib.supported())
+
+
+def q4_gemv_unavailable_reason() -> str:
+    """Why :func:`q4_gemv_available` is False (for skips and logs)."""
+    if _lib is None:
+        return ("radixlm.kernels.native.q4_gemv is not built "
+                "(run `python setup.py build_ext --inplace` with a C compiler)")
+    return "" if _lib.supported() else "this CPU lacks AVX-512 VNNI (avx512f/bw/vl/vnni)"
+
+
+def _require() -> None:
+    if not q4_gemv_available():
+        raise RuntimeError(f"q4_gemv kernel unavailable: {q4_gemv_unavailable_reason()}")
+
+
+class PackArena:
+    """Hands out 64-byte aligned byte buffers back to back from chunks of ``chunk_bytes``
+    (anonymous memory, advised onto huge pages). A buffer keeps its chunk alive."""
+
+    ALIGN = 64
+
+    def __init__(self, chunk_bytes: int = 64 << 20) -> None:
+        if chunk_bytes < self.ALIGN:
+            raise ValueError(f"chunk_bytes must be >= {self.ALIGN}, got {chunk_bytes}")
+        self.chunk_bytes = chunk_bytes
+        self._chunk: torch.Tensor | None = None
+        self._used = 0
+
+    def take(self, nbytes: int) -> torch.Tensor:
+        """A fresh uint8 ``[nbytes]`` view, right after the previous one where it fits."""
+        need = -(-nbytes // self.ALIGN) * self.ALIGN
+        if self._chunk is None or self._used + need > self._chunk.numel():
+            self._chunk, self._used = _huge_buffer(max(self.chunk_bytes, need)), 0
+        view = self._chunk[self._used: self._used + nbytes]
+        self._used += need
+        return view
+
+
+def _huge_buffer(nbytes: int) -> torch.Tensor:
+    """uint8 ``[nbytes]`` on anonymous memory, advised onto transparent huge pages."""
+    buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None:
+        try:
+            buf.madvise(advice)
+        except OSError:  # THP disabled: plain pages, same numbers
+            pass
+    return torch.frombuffer(buf, dtype=torch.uint8)  # the tensor keeps ``buf`` alive
+
+
+def _exact_half(t: torch.Tensor) -> bool:
+    return bool(torch.equal(t.to(torch.float16).to(torch.float32), t))
+
+
+@dataclass(frozen=True)
+class Q4GemvWeight:
+    """``packed`` uint8: the kernel's tiles for a ``[n, k]`` weight (module docstring);
+    ``half``: scales and mins stored as float16 (exactly)."""
+
+    packed: torch.Tensor
+    n: int
+    k: int
+    half: bool
+
+    @classmethod
+    def pack(cls, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor,
+             arena: PackArena | None = None) -> Q4GemvWeight:
+        """Lay out codes uint8 ``[N, K]`` in [0, 15] and float32 ``scales``/``mins``
+        ``[N, K / 32]`` (``w = scale * q + min``) for the kernel (in ``arena`` if given)."""
+        _require()
+        check_tensor("codes", codes, ndim=2, dtypes=(torch.uint8,))
+        n, k = codes.shape
+        if k % GROUP or n < 1:
+            raise ValueError(f"codes: need K a multiple of {GROUP} and N >= 1, got {(n, k)}")
+        for name, t in (("scales", scales), ("mins", mins)):
+            check_tensor(name, t, ndim=2, dtypes=(torch.float32,))
+            if tuple(t.shape) != (n, k // GROUP):
+                raise ValueError(f"{name}: expected shape {(n, k // GROUP)}, got {tuple(t.shape)}")
+        if int(codes.max()) > 15:
+            raise ValueError("codes: int4 codes must lie in [0, 15]")
+        codes, scales, mins = codes.contiguous(), scales.contiguous(), mins.contiguous()
+        half = _exact_half(scales) and _exact_half(mins)
+        nbytes = _lib.packed_bytes(n, k, half)
+        packed = torch.empty(nbytes, dtype=torch.uint8) if arena is None else arena.take(nbytes)
+        _lib.pack(packed.data_ptr(), codes.data_ptr(), scales.data_ptr(), mins.data_ptr(), n, k,
+                  half)
+        return cls(packed, int(n), int(k), half)
+
+    @classmethod
+    def from_int4(cls, codes: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
+                  group_size: int, arena: PackArena | None = None) -> Q4GemvWeight:
+        """From torch's int4 convention ``w = (q - 8) * scale + zero`` (group 32 only)."""
+        if group_size != GROUP:
+            raise ValueError(f"q4_gemv supports groups of {GROUP} only, got {group_size}")
+        return cls.pack(codes, scales, zeros - 8.0 * scales, arena)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.n, self.k
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.packed.numel())
+
+
+def q4_gemv_linear(x: torch.Tensor, weight: Q4GemvWeight) -> torch.Tensor:
+    """``x @ W.T`` for x ``[M, K]`` -> ``[M, N]`` in x's dtype (computed in float32)."""
+    check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES)
+    check_dim("x", x, 1, weight.k)
+    xf = x.to(torch.float32).contiguous()
+    m = xf.shape[0]
+    y = torch.empty(m, weight.n, dtype=torch.float32)
+    for start in range(0, m, MAX_ROWS):  # rows 8 at a time: one pass over W each
+        rows = min(MAX_ROWS, m - start)
+        _lib.gemv(weight.packed.data_ptr(), weight.n, weight.k, weight.half,
+                  xf[start].data_ptr(), rows, y[start].data_ptr())
+    return y if x.dtype == torch.float32 else y.to(x.dtype)
+
+
+def q4_gemv_reference(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
+                      mins: torch.Tensor) -> torch.Tensor:
+    """The float64 product ``x @ (scale * q + min).T`` the kernel approximates, as float32."""
+    n, k = codes.shape
+    w = codes.to(torch.float64).view(n, k // GROUP, GROUP) * scales.double()[..., None]
+    w = (w + mins.double()[..., None]).view(n, k)
+    return (x.double() @ w.T).to(torch.float32)
