@@ -118,6 +118,7 @@ VNNI static void prepare_row(const float *x, Py_ssize_t k, int8_t *planes, float
         frexpf(amax, &ex); /* amax = f * 2^ex, f in [0.5, 1) */
         e = 23 - ex;
         if (ldexpf(amax, e) > XMAX) e -= 1; /* keep round(amax 2^e) within 3 balanced digits */
+        if (e > 126) e = 126; /* 2^e stays finite: subnormal rows round to steps of 2^-126 */
     }
     *unscale = ldexpf(1.0f, -e);
     const __m512 scale = _mm512_set1_ps(ldexpf(1.0f, e));
