@@ -36,7 +36,7 @@ def _weight(n: int, k: int, gen: torch.Generator, half: bool):
 
 def _bound(x: torch.Tensor, codes, scales, mins) -> torch.Tensor:
     """``[M, N]`` error budget: 2^-20 of max|x_row| * sum_k |w[n, k]| (the fixed-point step is
-    2^-22 of max|x_row|, at least 2^-127; the rest is float32 accumulation over K / 32 groups)."""
+    2^-22 of max|x_row|, at least 2^-126; the rest is float32 accumulation over K / 32 groups)."""
     n, k = codes.shape
     w = codes.double().view(n, k // GROUP, GROUP) * scales.double()[..., None]
     w_abs = (w + mins.double()[..., None]).abs().view(n, k).sum(1)
@@ -83,7 +83,7 @@ def test_extreme_codes_scales_and_activations(case):
     elif case == "tiny-x":
         x = x * 1e-30  # near float32's smallest normals: the fixed-point scale is 2^122
     elif case == "subnormal-x":
-        x = x * 1e-40  # below them: the scale stops at 2^126 (a 2^-127 step)
+        x = x * 1e-40  # below them: the scale stops at 2^126 (steps of 2^-126)
     else:
         x = x * 1e30  # the fixed-point scale is 2^-77; the products stay finite
     y = q4_gemv_linear(x, Q4GemvWeight.pack(codes, scales, mins))
