@@ -42,7 +42,9 @@
 #define TILE_CODE_BYTES 256
 #define TILE_BYTES(half) ((half) ? 320 : 384) /* codes + 16 scales + 16 mins */
 #define MAX_ROWS 8
+#ifndef PREFETCH_BYTES
 #define PREFETCH_BYTES 4096 /* how far ahead of the tile being read the stream is fetched */
+#endif
 #define XMAX 8355711.0f     /* 127 * (65536 + 256 + 1): the largest balanced 3-digit value */
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
@@ -174,11 +176,26 @@ VNNI static inline __attribute__((always_inline)) void block_rows(
         for (int m = 0; m < M; m++) {
             const int8_t *x0 = p->planes + (Py_ssize_t)m * 3 * k + g * GROUP;
             __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0;
+#ifdef SPLIT_ACC
+            __m512i b0 = a0, b1 = a0, b2 = a0;
+            for (int s = 0; s < 8; s += 2) {
+                a0 = _mm512_dpbusd_epi32(a0, q[s], bcast4(x0 + 4 * s));
+                a1 = _mm512_dpbusd_epi32(a1, q[s], bcast4(x0 + k + 4 * s));
+                a2 = _mm512_dpbusd_epi32(a2, q[s], bcast4(x0 + 2 * k + 4 * s));
+                b0 = _mm512_dpbusd_epi32(b0, q[s + 1], bcast4(x0 + 4 * s + 4));
+                b1 = _mm512_dpbusd_epi32(b1, q[s + 1], bcast4(x0 + k + 4 * s + 4));
+                b2 = _mm512_dpbusd_epi32(b2, q[s + 1], bcast4(x0 + 2 * k + 4 * s + 4));
+            }
+            a0 = _mm512_add_epi32(a0, b0);
+            a1 = _mm512_add_epi32(a1, b1);
+            a2 = _mm512_add_epi32(a2, b2);
+#else
             for (int s = 0; s < 8; s++) {
                 a0 = _mm512_dpbusd_epi32(a0, q[s], bcast4(x0 + 4 * s));
                 a1 = _mm512_dpbusd_epi32(a1, q[s], bcast4(x0 + k + 4 * s));
                 a2 = _mm512_dpbusd_epi32(a2, q[s], bcast4(x0 + 2 * k + 4 * s));
             }
+#endif
             __m512i t = _mm512_add_epi32(_mm512_slli_epi32(a2, 8), a1); /* |t| < 2^24 */
             __m512 dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(256.0f),
                                          _mm512_cvtepi32_ps(a0));

@@ -19,6 +19,7 @@ from torch import nn
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
 from ...kernels.cpu_linear import PackedLinear, onednn_linear_available
+from ...kernels.cpu_q4_gemv import PackArena, Q4GemvWeight, q4_gemv_available, q4_gemv_linear
 from ...kernels.cpu_quant_linear import (
     Int4Weight,
     Int8Weight,
@@ -44,11 +45,14 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Im
     return impls
 
 
-def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
+def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str, Impl]:
     """Torch's weight-only kernel, dequantize-then-``F.linear`` (for many rows) and, for
     int8, the same dequantized one block of output rows at a time (8-32 rows) and oneDNN's
     u8 x s8 GEMM on a prepacked copy (``int8-onednn``: float32-faithful activations as three
     byte planes; about 2x faster than torch's int8 kernel streaming SmolLM2's MLP weights).
+    int4 in groups of 32 also offers the native VNNI GEMV (``int4-vnni``, float32-faithful
+    activations, ``kernels/cpu_q4_gemv.py``) where it is built and the CPU has VNNI, packed
+    into ``arena`` (weights back to back in build order, i.e. model order) when given.
 
     Only candidates that keep the quality bound are offered (perplexity within 1% of float32
     for int8): the int8 kernel runs float32 activations as two bfloat16 halves with float32
@@ -66,12 +70,21 @@ def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
         return F.linear(x, weight.dequantize(x.dtype))
 
     impls: dict[str, Impl] = {name: lambda x: kernel(x, weight), f"{name}-dequant": dequant}
+    if isinstance(weight, Int4Weight):
+        impls.update(_int4_native_impls(weight, arena))
     if isinstance(weight, Int8Weight):
         impls["int8-blocked"] = lambda x: int8_blocked_linear(x, weight)
         if onednn_int8_available():
             packed = OnednnInt8Weight.pack(weight)
             impls["int8-onednn"] = lambda x: int8_onednn_linear(x, packed)
     return impls
+
+
+def _int4_native_impls(weight: Int4Weight, arena: PackArena | None) -> dict[str, Impl]:
+    if weight.group_size != 32 or not q4_gemv_available():
+        return {}
+    packed = Q4GemvWeight.from_int4(weight.codes, weight.scales, weight.zeros, 32, arena)
+    return {"int4-vnni": lambda x: q4_gemv_linear(x, packed)}
 
 
 def quantize_weight(weight: torch.Tensor, method: str, group_size: int) -> QuantWeight:
@@ -117,6 +130,7 @@ class CpuLinearBuilder:
         self.allow_onednn = cpu_gemm != "torch"
         self.gguf_kept = gguf_kept or {}
         self.kinds: dict[str, int] = {}  # weight kind -> linears built (start-up log)
+        self.arena = PackArena()  # native packed weights, in build (= model) order
 
     def __call__(self, name: str, weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
         qweight: QuantWeight | None = None
@@ -132,7 +146,7 @@ class CpuLinearBuilder:
         if isinstance(qweight, Int8GroupedWeight):
             impls, kind = {**quant_impls(qweight), **float_impls(weight, False)}, kind_of(qweight)
         elif qweight is not None:
-            impls, kind = quant_impls(qweight), kind_of(qweight)
+            impls, kind = quant_impls(qweight, self.arena), kind_of(qweight)
         else:
             impls, kind = float_impls(weight, self.allow_onednn), kind_of(weight)
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
