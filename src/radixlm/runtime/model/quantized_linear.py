@@ -19,7 +19,12 @@ from torch import nn
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
 from ...kernels.cpu_linear import PackedLinear, onednn_linear_available
-from ...kernels.cpu_q4_gemv import PackArena, Q4GemvWeight, q4_gemv_available, q4_gemv_linear
+from ...kernels.cpu_q4_gemv import (
+    GroupedGemvWeight,
+    PackArena,
+    grouped_gemv_linear,
+    q4_gemv_available,
+)
 from ...kernels.cpu_quant_linear import (
     Int4Weight,
     Int8Weight,
@@ -50,16 +55,21 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
     int8, the same dequantized one block of output rows at a time (8-32 rows) and oneDNN's
     u8 x s8 GEMM on a prepacked copy (``int8-onednn``: float32-faithful activations as three
     byte planes; about 2x faster than torch's int8 kernel streaming SmolLM2's MLP weights).
-    int4 in groups of 32 also offers the native VNNI GEMV (``int4-vnni``, float32-faithful
-    activations, ``kernels/cpu_q4_gemv.py``) where it is built and the CPU has VNNI, packed
-    into ``arena`` (weights back to back in build order, i.e. model order) when given.
+    int4 in groups of 32 and a Q8_0 head also offer the native VNNI GEMV (``int4-vnni``,
+    ``q8_0-vnni``: float32-faithful activations, ``kernels/cpu_q4_gemv.py``) where it is built
+    and the CPU has VNNI, packed into ``arena`` (weights back to back in build order, i.e.
+    model order) when given.
 
     Only candidates that keep the quality bound are offered (perplexity within 1% of float32
     for int8): the int8 kernel runs float32 activations as two bfloat16 halves with float32
     scales; the single-bfloat16 variant (+1.66% on SmolLM2-135M) is not a candidate.
     """
     if isinstance(weight, Int8GroupedWeight):  # float32 candidates come with the float weight
-        return {"q8_0": lambda x: int8_grouped_linear(x, weight)}
+        impls: dict[str, Impl] = {"q8_0": lambda x: int8_grouped_linear(x, weight)}
+        if weight.group_size == 32 and q4_gemv_available():
+            native = GroupedGemvWeight.pack_int8(weight.codes, weight.scales, arena)
+            impls["q8_0-vnni"] = lambda x: grouped_gemv_linear(x, native)
+        return impls
     kernel: Callable[[torch.Tensor, QuantWeight], torch.Tensor]
     kernel = int8_linear if isinstance(weight, Int8Weight) else int4_linear  # type: ignore
     name = "int8" if isinstance(weight, Int8Weight) else "int4"
@@ -69,7 +79,7 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
             return F.linear(x, weight.codes.to(x.dtype)) * weight.scales.to(x.dtype)
         return F.linear(x, weight.dequantize(x.dtype))
 
-    impls: dict[str, Impl] = {name: lambda x: kernel(x, weight), f"{name}-dequant": dequant}
+    impls = {name: lambda x: kernel(x, weight), f"{name}-dequant": dequant}
     if isinstance(weight, Int4Weight):
         impls.update(_int4_native_impls(weight, arena))
     if isinstance(weight, Int8Weight):
@@ -83,8 +93,8 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
 def _int4_native_impls(weight: Int4Weight, arena: PackArena | None) -> dict[str, Impl]:
     if weight.group_size != 32 or not q4_gemv_available():
         return {}
-    packed = Q4GemvWeight.from_int4(weight.codes, weight.scales, weight.zeros, 32, arena)
-    return {"int4-vnni": lambda x: q4_gemv_linear(x, packed)}
+    packed = GroupedGemvWeight.from_int4(weight.codes, weight.scales, weight.zeros, 32, arena)
+    return {"int4-vnni": lambda x: grouped_gemv_linear(x, packed)}
 
 
 def quantize_weight(weight: torch.Tensor, method: str, group_size: int) -> QuantWeight:
@@ -144,7 +154,8 @@ class CpuLinearBuilder:
             qweight = quantize_weight(weight, "int4", self.group_size)
         # else: int4 with in_features not a multiple of the group stays float (counted below)
         if isinstance(qweight, Int8GroupedWeight):
-            impls, kind = {**quant_impls(qweight), **float_impls(weight, False)}, kind_of(qweight)
+            impls = {**quant_impls(qweight, self.arena), **float_impls(weight, False)}
+            kind = kind_of(qweight)
         elif qweight is not None:
             impls, kind = quant_impls(qweight, self.arena), kind_of(qweight)
         else:
