@@ -12,6 +12,7 @@ import torch
 
 from radixlm.kernels.cpu_int8_gemv import int8_gemv_available
 from radixlm.kernels.cpu_int8_onednn import onednn_int8_available
+from radixlm.kernels.cpu_q4_gemv import q4_gemv_available, q4_gemv_unavailable_reason
 from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
@@ -22,7 +23,7 @@ TEXT = ("The lighthouse keeper climbed the spiral stairs every evening at dusk, 
 BOUND = {"int8": 0.01, "gguf": 0.01, "int4": 0.05}
 
 
-def perplexity(real_model, quantization: str | None) -> float:
+def text_logits(real_model, quantization: str | None) -> tuple[list[int], torch.Tensor]:
     from transformers import AutoTokenizer
 
     ids = AutoTokenizer.from_pretrained(real_model.folder)(TEXT)["input_ids"]
@@ -36,7 +37,11 @@ def perplexity(real_model, quantization: str | None) -> float:
     if quantization == "gguf":  # every projection on the file's Q4_1 bits, its Q8_0 head too
         assert runner.linear_kinds == {"int4-g32": 4 * 30, "int8-g32": 1}
     slots, _ = runner.allocator.extend_slots([], len(ids), True)
-    logits = runner.forward([SeqSpec(ids, slots, logits_start=0)])
+    return ids, runner.forward([SeqSpec(ids, slots, logits_start=0)])
+
+
+def perplexity(real_model, quantization: str | None) -> float:
+    ids, logits = text_logits(real_model, quantization)
     logp = torch.log_softmax(logits[:-1], -1).gather(1, torch.tensor(ids[1:])[:, None])
     return math.exp(-logp.mean().item())
 
@@ -46,9 +51,12 @@ def float32_ppl(real_model) -> float:
     return perplexity(real_model, None)
 
 
+NATIVE = ("int4-vnni", "q8_0-vnni")  # the VNNI GEMV for int4 groups and a Q8_0 head
+
+
 @pytest.mark.parametrize(("quantization", "kernel"), [
     ("int8", "int8-onednn"), ("int8", "int8-avx512"), ("int8", "int8"), ("int4", None),
-    ("gguf", None)])
+    ("gguf", None), ("int4", "int4-vnni"), ("gguf", "int4-vnni")])
 def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization, kernel,
                                            monkeypatch):
     monkeypatch.setenv("RADIXLM_CACHE_DIR", str(real_model.cache_dir))
@@ -56,8 +64,25 @@ def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization
         pytest.skip("this torch build lacks oneDNN's quantized linear ops")
     if kernel == "int8-avx512" and not int8_gemv_available():
         pytest.skip("the native int8 GEMV is not built, or this CPU lacks AVX-512")
+    if kernel == "int4-vnni" and not q4_gemv_available():
+        pytest.skip(f"int4-vnni: {q4_gemv_unavailable_reason()}")
     if kernel is not None:  # this int8 kernel first where the fixed choice looks
         monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS",
                             (kernel, *(k for k in gemm_choice.QUANTIZED_KERNELS if k != kernel)))
+    if kernel == "int4-vnni":  # the Q8_0 head (gguf) on the native kernel too
+        monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS",
+                            (*NATIVE, *gemm_choice.QUANTIZED_KERNELS))
     ppl = perplexity(real_model, quantization)
     assert abs(ppl / float32_ppl - 1) <= BOUND[quantization], (quantization, ppl, float32_ppl)
+
+
+@pytest.mark.skipif(not q4_gemv_available(), reason=f"q4_gemv: {q4_gemv_unavailable_reason()}")
+def test_gguf_on_the_vnni_kernels_gives_the_float32_logits(real_model, monkeypatch):
+    """On the file's own Q4_1 and Q8_0 bits, the VNNI kernels (float32-faithful activations)
+    give the logits of float32 on the file's dequantized weights, to the model oracle's bound
+    (1e-4 of the logit scale): quantized for speed, not for numbers."""
+    monkeypatch.setenv("RADIXLM_CACHE_DIR", str(real_model.cache_dir))
+    _, ref = text_logits(real_model, None)
+    monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS", NATIVE)
+    _, got = text_logits(real_model, "gguf")
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-4 * ref.abs().max().item())

@@ -21,6 +21,12 @@ from ...kernels.cpu_int8_gemv import Int8GemvLinear, int8_gemv_available
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
 from ...kernels.cpu_linear import PackedLinear, onednn_linear_available
+from ...kernels.cpu_q4_gemv import (
+    GroupedGemvWeight,
+    PackArena,
+    grouped_gemv_linear,
+    q4_gemv_available,
+)
 from ...kernels.cpu_quant_linear import (
     Int4Weight,
     Int8Weight,
@@ -46,21 +52,28 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Im
     return impls
 
 
-def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
+def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str, Impl]:
     """Torch's weight-only kernel, dequantize-then-``F.linear`` (for many rows) and, for
     int8, the same dequantized one block of output rows at a time (8-32 rows) and oneDNN's
     u8 x s8 GEMM on a prepacked copy (``int8-onednn``: float32-faithful activations as three
     byte planes; about 2x faster than torch's int8 kernel streaming SmolLM2's MLP weights)
     and, where built and the CPU has AVX-512, the native GEMV (``int8-avx512``: float32
     exact, reads the codes themselves with prefetch; ~2.5x oneDNN's streaming SmolLM2's
-    weights at batch 1).
+    weights at batch 1). int4 in groups of 32 and a Q8_0 head also offer the native VNNI GEMV
+    (``int4-vnni``, ``q8_0-vnni``: float32-faithful activations, ``kernels/cpu_q4_gemv.py``)
+    where it is built and the CPU has VNNI, packed into ``arena`` (weights back to back in
+    build order, i.e. model order) when given.
 
     Only candidates that keep the quality bound are offered (perplexity within 1% of float32
     for int8): the int8 kernel runs float32 activations as two bfloat16 halves with float32
     scales; the single-bfloat16 variant (+1.66% on SmolLM2-135M) is not a candidate.
     """
     if isinstance(weight, Int8GroupedWeight):  # float32 candidates come with the float weight
-        return {"q8_0": lambda x: int8_grouped_linear(x, weight)}
+        impls: dict[str, Impl] = {"q8_0": lambda x: int8_grouped_linear(x, weight)}
+        if weight.group_size == 32 and q4_gemv_available():
+            native = GroupedGemvWeight.pack_int8(weight.codes, weight.scales, arena)
+            impls["q8_0-vnni"] = lambda x: grouped_gemv_linear(x, native)
+        return impls
     kernel: Callable[[torch.Tensor, QuantWeight], torch.Tensor]
     kernel = int8_linear if isinstance(weight, Int8Weight) else int4_linear  # type: ignore
     name = "int8" if isinstance(weight, Int8Weight) else "int4"
@@ -70,7 +83,9 @@ def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
             return F.linear(x, weight.codes.to(x.dtype)) * weight.scales.to(x.dtype)
         return F.linear(x, weight.dequantize(x.dtype))
 
-    impls: dict[str, Impl] = {name: lambda x: kernel(x, weight), f"{name}-dequant": dequant}
+    impls = {name: lambda x: kernel(x, weight), f"{name}-dequant": dequant}
+    if isinstance(weight, Int4Weight):
+        impls.update(_int4_native_impls(weight, arena))
     if isinstance(weight, Int8Weight):
         impls["int8-blocked"] = lambda x: int8_blocked_linear(x, weight)
         if onednn_int8_available():
@@ -79,6 +94,13 @@ def quant_impls(weight: QuantWeight) -> dict[str, Impl]:
         if int8_gemv_available():  # float32 FMAs on the widened codes (kernels/native)
             impls["int8-avx512"] = Int8GemvLinear(weight)
     return impls
+
+
+def _int4_native_impls(weight: Int4Weight, arena: PackArena | None) -> dict[str, Impl]:
+    if weight.group_size != 32 or not q4_gemv_available():
+        return {}
+    packed = GroupedGemvWeight.from_int4(weight.codes, weight.scales, weight.zeros, 32, arena)
+    return {"int4-vnni": lambda x: grouped_gemv_linear(x, packed)}
 
 
 def quantize_weight(weight: torch.Tensor, method: str, group_size: int) -> QuantWeight:
@@ -124,6 +146,7 @@ class CpuLinearBuilder:
         self.allow_onednn = cpu_gemm != "torch"
         self.gguf_kept = gguf_kept or {}
         self.kinds: dict[str, int] = {}  # weight kind -> linears built (start-up log)
+        self.arena = PackArena()  # native packed weights, in build (= model) order
 
     def __call__(self, name: str, weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
         qweight: QuantWeight | None = None
@@ -137,9 +160,10 @@ class CpuLinearBuilder:
             qweight = quantize_weight(weight, "int4", self.group_size)
         # else: int4 with in_features not a multiple of the group stays float (counted below)
         if isinstance(qweight, Int8GroupedWeight):
-            impls, kind = {**quant_impls(qweight), **float_impls(weight, False)}, kind_of(qweight)
+            impls = {**quant_impls(qweight, self.arena), **float_impls(weight, False)}
+            kind = kind_of(qweight)
         elif qweight is not None:
-            impls, kind = quant_impls(qweight), kind_of(qweight)
+            impls, kind = quant_impls(qweight, self.arena), kind_of(qweight)
         else:
             impls, kind = float_impls(weight, self.allow_onednn), kind_of(weight)
         self.kinds[kind] = self.kinds.get(kind, 0) + 1

@@ -1,0 +1,382 @@
+/* Grouped int4 / int8 GEMV and small GEMM (1..8 rows) on AVX-512 VNNI, float32-faithful.
+
+   Weights, one float32 scale per group g of 32 along k:
+     bits 4: w[n, k] = scale[n, g] * q[n, k] + min[n, g], codes q in [0, 15] (GGUF Q4_0:
+             min = -8 scale; Q4_1: min = m; torch's int4 convention (q - 8) s + z: z - 8 s);
+     bits 8: w[n, k] = scale[n, g] * c[n, k], codes c in [-128, 127] (GGUF Q8_0), stored as
+             c + 128 (vpdpbusd wants the u8 operand there).
+
+   Activations stay float32-faithful: each row x is written as a 24-bit fixed-point integer
+   X = round(x * 2^e) with a per-row power of two 2^e (|X| <= 2^23 - 2^15), and X in three
+   balanced base-256 digits X = 65536 D2 + 256 D1 + D0, each D in [-128, 127] (one s8 plane
+   each). vpdpbusd multiplies the codes (u8) by a plane (s8) and adds 4 products per int32
+   lane; per group of 32 and output row that gives A_p = sum code * D_p.
+     bits 4: |A_p| <= 32 * 15 * 128 = 61440, so T = 256 A2 + A1 (|T| < 2^24) and A0 convert
+             to float exactly, and the group's dot is 256 T + A0 (one float rounding); with
+             S = sum of the group's X, y[n] = 2^-e sum_g (scale dot_g + min S_g).
+     bits 8: A_p - 128 sum_g(D_p) removes the offset exactly in int32 (|.| <= 2^19), then
+             dot = (256 A2 + A1) 256 + A0 in float (two roundings), y = 2^-e sum_g scale dot_g.
+   The only approximation beside float32 accumulation is X's rounding: 2^-24 of the row's
+   largest |x| (float32 itself keeps 2^-24 of each element).
+
+   Layout (built once by pack()): output rows in blocks of 16 (N padded with zero rows), and
+   per block and group one tile, tiles in (block, group) order so a GEMV streams the buffer
+   once front to back. Chunk c (64 bytes) of a tile holds 4 codes per row, row 16 b + l at
+   bytes 4 l .. 4 l + 3:
+     bits 4: 4 chunks; chunk c holds k0 + 8c + j (j < 4) in the low nibbles and k0 + 8c + 4 + j
+             in the high ones;
+     bits 8: 8 chunks; chunk c holds k0 + 4c + j.
+   Then scale[16] (and for bits 4 min[16]): float32, or float16 when the caller found every
+   one exactly representable. Bytes per weight: bits 4 0.625 (f16, the size of GGUF's Q4_1)
+   or 0.75; bits 8 1.0625 (f16, Q8_0's) or 1.125.
+
+   Everything runs with the GIL released on the caller's thread. Pointers come in as integers
+   from the Python launcher (kernels/cpu_q4_gemv.py), which checks shapes, dtypes and
+   contiguity; this file trusts them. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GROUP 32
+#define BLOCK_ROWS 16
+#define CODE_BYTES(bits) ((bits) == 8 ? 512 : 256) /* a tile's codes: 16 rows x 32 */
+/* codes, then 16 scales (and for 4 bits 16 mins) of 2 or 4 bytes */
+#define TILE_BYTES(bits, half) (CODE_BYTES(bits) + ((bits) == 8 ? 1 : 2) * ((half) ? 32 : 64))
+#define MAX_ROWS 8
+#ifndef PREFETCH_BYTES
+#define PREFETCH_BYTES 4096 /* how far ahead of the tile being read the stream is fetched */
+#endif
+#define XMAX 8355711.0f     /* 127 * (65536 + 256 + 1): the largest balanced 3-digit value */
+
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
+
+static Py_ssize_t packed_bytes(Py_ssize_t n, Py_ssize_t k, int bits, int half) {
+    return (n + BLOCK_ROWS - 1) / BLOCK_ROWS * (k / GROUP) * TILE_BYTES(bits, half);
+}
+
+/* -- packing (plain C, once at load) --------------------------------------------------- */
+VNNI static void put_scale(uint8_t *at, float v, int half) {
+    if (half) {
+        uint16_t h = (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(v), 0), 0);
+        memcpy(at, &h, 2);
+    } else {
+        memcpy(at, &v, 4);
+    }
+}
+
+/* codes: u8 in [0, 15] (bits 4) or s8 (bits 8, stored + 128 as u8); mins unused for 8 */
+VNNI static void pack_tiles(uint8_t *dst, const uint8_t *codes, const float *scales,
+                            const float *mins, Py_ssize_t n, Py_ssize_t k, int bits, int half) {
+    Py_ssize_t groups = k / GROUP, blocks = (n + BLOCK_ROWS - 1) / BLOCK_ROWS;
+    int width = half ? 2 : 4;
+    memset(dst, 0, (size_t)packed_bytes(n, k, bits, half));
+    for (Py_ssize_t b = 0; b < blocks; b++) {
+        for (Py_ssize_t g = 0; g < groups; g++) {
+            uint8_t *tile = dst + (b * groups + g) * TILE_BYTES(bits, half);
+            uint8_t *ts = tile + CODE_BYTES(bits), *tm = ts + BLOCK_ROWS * width;
+            for (int l = 0; l < BLOCK_ROWS; l++) {
+                Py_ssize_t row = b * BLOCK_ROWS + l;
+                if (row >= n) break; /* padded rows: zero codes, scales and mins */
+                const uint8_t *q = codes + row * k + g * GROUP;
+                for (int c = 0; c < 4 && bits == 4; c++)
+                    for (int j = 0; j < 4; j++)
+                        tile[64 * c + 4 * l + j] =
+                            (uint8_t)((q[8 * c + j] & 15) | ((q[8 * c + 4 + j] & 15) << 4));
+                for (int c = 0; c < 8 && bits == 8; c++) /* chunk c: k0 + 4c .. + 3 */
+                    for (int j = 0; j < 4; j++)
+                        tile[64 * c + 4 * l + j] = (uint8_t)((int)(int8_t)q[4 * c + j] + 128);
+                put_scale(ts + l * width, scales[row * groups + g], half);
+                if (bits == 4) put_scale(tm + l * width, mins[row * groups + g], half);
+            }
+        }
+    }
+}
+
+/* -- activations: three s8 digit planes per row ---------------------------------------- */
+typedef struct {
+    int8_t *planes;  /* [rows][3][k] */
+    float *sums;     /* [rows][groups]: S_g as float */
+    int32_t *psums;  /* [rows][groups][4]: each plane's digit sum per group (3 used) */
+    float *unscale;  /* [rows]: 2^-e */
+    int *finite;     /* [rows]: 0 when the row holds inf/nan */
+} Prepared;
+
+VNNI static float row_absmax(const float *x, Py_ssize_t k, int *finite) {
+    __m512 m = _mm512_setzero_ps();
+    __m512i bad = _mm512_setzero_si512();
+    const __m512i exp_mask = _mm512_set1_epi32(0x7f800000);
+    for (Py_ssize_t i = 0; i < k; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        /* an all-ones exponent is inf or nan */
+        __m512i e = _mm512_and_si512(_mm512_castps_si512(v), exp_mask);
+        bad = _mm512_or_si512(bad, _mm512_maskz_mov_epi32(
+                                      _mm512_cmpeq_epi32_mask(e, exp_mask), exp_mask));
+        m = _mm512_max_ps(m, _mm512_abs_ps(v));
+    }
+    *finite = _mm512_reduce_or_epi32(bad) == 0;
+    return _mm512_reduce_max_ps(m);
+}
+
+VNNI static void prepare_row(const float *x, Py_ssize_t k, int8_t *planes, float *sums,
+                             int32_t *psums, float *unscale, int *finite) {
+    float amax = row_absmax(x, k, finite);
+    int e = 0;
+    if (amax > 0.0f && *finite) {
+        int ex;
+        frexpf(amax, &ex); /* amax = f * 2^ex, f in [0.5, 1) */
+        e = 23 - ex;
+        if (ldexpf(amax, e) > XMAX) e -= 1; /* keep round(amax 2^e) within 3 balanced digits */
+        if (e > 126) e = 126; /* 2^e stays finite: subnormal rows round to steps of 2^-126 */
+    }
+    *unscale = ldexpf(1.0f, -e);
+    const __m512 scale = _mm512_set1_ps(ldexpf(1.0f, e));
+    const __m512i half = _mm512_set1_epi32(128), low = _mm512_set1_epi32(255);
+    for (Py_ssize_t g = 0; g < k / GROUP; g++) {
+        __m512i total = _mm512_setzero_si512(), t0 = total, t1 = total, t2 = total;
+        for (int h = 0; h < GROUP; h += 16) {
+            Py_ssize_t i = g * GROUP + h;
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), scale));
+            if (!*finite) v = _mm512_setzero_si512();
+            total = _mm512_add_epi32(total, v);
+            /* balanced digits: d = ((v + 128) & 255) - 128, v = (v - d) >> 8 (exact) */
+            __m512i d0 = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(v, half), low), half);
+            v = _mm512_srai_epi32(_mm512_sub_epi32(v, d0), 8);
+            __m512i d1 = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(v, half), low), half);
+            __m512i d2 = _mm512_srai_epi32(_mm512_sub_epi32(v, d1), 8);
+            t0 = _mm512_add_epi32(t0, d0);
+            t1 = _mm512_add_epi32(t1, d1);
+            t2 = _mm512_add_epi32(t2, d2);
+            _mm_storeu_si128((__m128i *)(planes + i), _mm512_cvtepi32_epi8(d0));
+            _mm_storeu_si128((__m128i *)(planes + k + i), _mm512_cvtepi32_epi8(d1));
+            _mm_storeu_si128((__m128i *)(planes + 2 * k + i), _mm512_cvtepi32_epi8(d2));
+        }
+        sums[g] = (float)_mm512_reduce_add_epi32(total);
+        psums[4 * g] = _mm512_reduce_add_epi32(t0);
+        psums[4 * g + 1] = _mm512_reduce_add_epi32(t1);
+        psums[4 * g + 2] = _mm512_reduce_add_epi32(t2);
+        psums[4 * g + 3] = 0;
+    }
+}
+
+/* -- the GEMV -------------------------------------------------------------------------- */
+VNNI static inline __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* One 16-row block, all groups, for M activation rows: y[m][0..15] (unscaled).
+   bits 4: q[2c] holds k0 + 8c + 0..3 (low nibbles), q[2c + 1] k0 + 8c + 4..7 (high ones);
+   bits 8: q[c] holds k0 + 4c + 0..3 as code + 128. Either way q[s] meets x[k0 + 4s ..]. */
+VNNI static inline __attribute__((always_inline)) void block_rows(
+    const uint8_t *tiles, Py_ssize_t groups, Py_ssize_t k, const Prepared *p, int M, int bits,
+    int half, __m512 *acc) {
+    const __m512i nib = _mm512_set1_epi8(15);
+    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        const uint8_t *tile = tiles + g * TILE_BYTES(bits, half);
+        for (int line = 0; line < TILE_BYTES(bits, half); line += 64)
+            _mm_prefetch((const char *)tile + PREFETCH_BYTES + line, _MM_HINT_T0);
+        __m512i q[8];
+        for (int c = 0; c < 4 && bits == 4; c++) {
+            __m512i raw = _mm512_loadu_si512((const void *)(tile + 64 * c));
+            q[2 * c] = _mm512_and_si512(raw, nib);
+            q[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nib);
+        }
+        for (int c = 0; c < 8 && bits == 8; c++)
+            q[c] = _mm512_loadu_si512((const void *)(tile + 64 * c));
+        const uint8_t *sm = tile + CODE_BYTES(bits);
+        const __m512 scale = half ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sm))
+                                  : _mm512_loadu_ps((const float *)sm);
+        __m512 mins = _mm512_setzero_ps();
+        if (bits == 4)
+            mins = half ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sm + 1))
+                        : _mm512_loadu_ps((const float *)sm + 16);
+        for (int m = 0; m < M; m++) {
+            const int8_t *x0 = p->planes + (Py_ssize_t)m * 3 * k + g * GROUP;
+            __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0;
+            for (int s = 0; s < 8; s++) {
+                a0 = _mm512_dpbusd_epi32(a0, q[s], bcast4(x0 + 4 * s));
+                a1 = _mm512_dpbusd_epi32(a1, q[s], bcast4(x0 + k + 4 * s));
+                a2 = _mm512_dpbusd_epi32(a2, q[s], bcast4(x0 + 2 * k + 4 * s));
+            }
+            __m512 dot;
+            if (bits == 4) {
+                __m512i t = _mm512_add_epi32(_mm512_slli_epi32(a2, 8), a1); /* |t| < 2^24 */
+                dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(256.0f),
+                                      _mm512_cvtepi32_ps(a0));
+            } else { /* undo the + 128 per plane, exactly: |a_p| <= 32 * 128 * 128 = 2^19 */
+                const int32_t *ps = p->psums + ((Py_ssize_t)m * groups + g) * 4;
+                a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(128 * ps[0]));
+                a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(128 * ps[1]));
+                a2 = _mm512_sub_epi32(a2, _mm512_set1_epi32(128 * ps[2]));
+                const __m512 b = _mm512_set1_ps(256.0f);
+                dot = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(a2), b,
+                                                      _mm512_cvtepi32_ps(a1)),
+                                      b, _mm512_cvtepi32_ps(a0));
+            }
+            acc[m] = _mm512_fmadd_ps(scale, dot, acc[m]);
+            if (bits == 4)
+                acc[m] = _mm512_fmadd_ps(mins, _mm512_set1_ps(p->sums[m * groups + g]), acc[m]);
+        }
+    }
+}
+
+VNNI static inline __attribute__((always_inline)) void gemv_m(
+    const uint8_t *packed, Py_ssize_t n, Py_ssize_t k, const Prepared *p, int M, int bits,
+    int half, float *y) {
+    Py_ssize_t groups = k / GROUP, blocks = (n + BLOCK_ROWS - 1) / BLOCK_ROWS;
+    for (Py_ssize_t b = 0; b < blocks; b++) {
+        __m512 acc[MAX_ROWS];
+        block_rows(packed + b * groups * TILE_BYTES(bits, half), groups, k, p, M, bits, half,
+                   acc);
+        Py_ssize_t left = n - b * BLOCK_ROWS;
+        __mmask16 keep = left >= BLOCK_ROWS ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        for (int m = 0; m < M; m++) {
+            __m512 v = _mm512_mul_ps(acc[m], _mm512_set1_ps(p->unscale[m]));
+            if (!p->finite[m]) v = _mm512_set1_ps(NAN);
+            _mm512_mask_storeu_ps(y + m * n + b * BLOCK_ROWS, keep, v);
+        }
+    }
+}
+
+/* one specialised kernel per (bits, half, rows): the loops above unroll on constants */
+#define GEMV_FOR(B, H, M)                                                                  \
+    VNNI static void gemv_##B##_##H##_##M(const uint8_t *w, Py_ssize_t n, Py_ssize_t k,  \
+                                          const Prepared *p, float *y) {                 \
+        gemv_m(w, n, k, p, M, B, H, y);                                                  \
+    }
+#define GEMV_ROWS(B, H) \
+    GEMV_FOR(B, H, 1) GEMV_FOR(B, H, 2) GEMV_FOR(B, H, 3) GEMV_FOR(B, H, 4) \
+    GEMV_FOR(B, H, 5) GEMV_FOR(B, H, 6) GEMV_FOR(B, H, 7) GEMV_FOR(B, H, 8)
+GEMV_ROWS(4, 0)
+GEMV_ROWS(4, 1)
+GEMV_ROWS(8, 0)
+GEMV_ROWS(8, 1)
+typedef void (*gemv_fn)(const uint8_t *, Py_ssize_t, Py_ssize_t, const Prepared *, float *);
+#define GEMV_TABLE(B, H) \
+    {NULL, gemv_##B##_##H##_1, gemv_##B##_##H##_2, gemv_##B##_##H##_3, gemv_##B##_##H##_4, \
+     gemv_##B##_##H##_5, gemv_##B##_##H##_6, gemv_##B##_##H##_7, gemv_##B##_##H##_8}
+static const gemv_fn GEMV[2][2][MAX_ROWS + 1] = {
+    {GEMV_TABLE(4, 0), GEMV_TABLE(4, 1)}, {GEMV_TABLE(8, 0), GEMV_TABLE(8, 1)}};
+
+/* -- Python entry points --------------------------------------------------------------- */
+static int cpu_ok(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("f16c");
+}
+
+static PyObject *py_supported(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return PyBool_FromLong(cpu_ok());
+}
+
+static PyObject *py_packed_bytes(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t n, k;
+    int bits, half;
+    if (!PyArg_ParseTuple(args, "nnip", &n, &k, &bits, &half)) return NULL;
+    if (bits != 4 && bits != 8) {
+        PyErr_Format(PyExc_ValueError, "q4_gemv: bits must be 4 or 8, got %d", bits);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(packed_bytes(n, k, bits, half));
+}
+
+/* pack(dst, codes, scales, mins, n, k, bits, half): codes [n, k] (u8 in [0, 15] for bits 4,
+   s8 for 8); scales, mins f32 [n, k / 32] (mins unused for 8); stored as float16 when half
+   (the caller checked they are exactly representable) */
+static PyObject *py_pack(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long dst, codes, scales, mins;
+    Py_ssize_t n, k;
+    int bits, half;
+    if (!PyArg_ParseTuple(args, "KKKKnnip", &dst, &codes, &scales, &mins, &n, &k, &bits,
+                          &half))
+        return NULL;
+    if (bits != 4 && bits != 8) {
+        PyErr_Format(PyExc_ValueError, "q4_gemv: bits must be 4 or 8, got %d", bits);
+        return NULL;
+    }
+    if (!cpu_ok()) {
+        PyErr_SetString(PyExc_RuntimeError, "q4_gemv: this CPU lacks AVX-512 VNNI");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pack_tiles((uint8_t *)(uintptr_t)dst, (const uint8_t *)(uintptr_t)codes,
+               (const float *)(uintptr_t)scales, (const float *)(uintptr_t)mins, n, k, bits,
+               half);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+VNNI static void run_gemv(const uint8_t *w, Py_ssize_t n, Py_ssize_t k, const float *x, int rows,
+                          int bits, int half, float *y, Prepared *p) {
+    Py_ssize_t groups = k / GROUP;
+    for (int m = 0; m < rows; m++)
+        prepare_row(x + m * k, k, p->planes + (Py_ssize_t)m * 3 * k, p->sums + m * groups,
+                    p->psums + m * groups * 4, p->unscale + m, p->finite + m);
+    GEMV[bits == 8][half][rows](w, n, k, p, y);
+}
+
+/* gemv(packed, n, k, bits, half, x, rows, y): x f32 [rows, k], y f32 [rows, n], 1..8 rows */
+static PyObject *py_gemv(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long w, x, y;
+    Py_ssize_t n, k;
+    int rows, bits, half;
+    if (!PyArg_ParseTuple(args, "KnnipKiK", &w, &n, &k, &bits, &half, &x, &rows, &y))
+        return NULL;
+    if (rows < 1 || rows > MAX_ROWS || k % GROUP || k < GROUP || n < 1 ||
+        (bits != 4 && bits != 8)) {
+        PyErr_Format(PyExc_ValueError, "q4_gemv: need 1 <= rows <= %d, k a positive multiple "
+                     "of 32, n >= 1, bits 4 or 8", MAX_ROWS);
+        return NULL;
+    }
+    if (!cpu_ok()) {
+        PyErr_SetString(PyExc_RuntimeError, "q4_gemv: this CPU lacks AVX-512 VNNI");
+        return NULL;
+    }
+    Py_ssize_t groups = k / GROUP;
+    size_t plane_bytes = ((size_t)rows * 3 * k + 63) & ~(size_t)63;
+    size_t psum_bytes = (size_t)rows * groups * 4 * sizeof(int32_t);
+    size_t bytes = plane_bytes + psum_bytes + (size_t)rows * (groups + 1) * sizeof(float) +
+                   rows * sizeof(int);
+    char *work = malloc(bytes);
+    if (!work) return PyErr_NoMemory();
+    Prepared p = {(int8_t *)work, NULL, (int32_t *)(work + plane_bytes), NULL, NULL};
+    p.sums = (float *)(work + plane_bytes + psum_bytes);
+    p.unscale = p.sums + rows * groups;
+    p.finite = (int *)(p.unscale + rows);
+    Py_BEGIN_ALLOW_THREADS
+    run_gemv((const uint8_t *)(uintptr_t)w, n, k, (const float *)(uintptr_t)x, rows, bits, half,
+             (float *)(uintptr_t)y, &p);
+    Py_END_ALLOW_THREADS
+    free(work);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef METHODS[] = {
+    {"supported", py_supported, METH_NOARGS, "True if this CPU has AVX-512 VNNI."},
+    {"packed_bytes", py_packed_bytes, METH_VARARGS,
+     "packed_bytes(n, k, bits, half): bytes of pack()'s layout."},
+    {"pack", py_pack, METH_VARARGS,
+     "pack(dst, codes, scales, mins, n, k, bits, half): build the layout."},
+    {"gemv", py_gemv, METH_VARARGS,
+     "gemv(packed, n, k, bits, half, x, rows, y): y = x @ W.T (float32)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "q4_gemv",
+                                    "Grouped int4 GEMV on AVX-512 VNNI.", -1, METHODS};
+
+PyMODINIT_FUNC PyInit_q4_gemv(void) { return PyModule_Create(&MODULE); }
