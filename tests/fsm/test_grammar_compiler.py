@@ -152,9 +152,12 @@ def test_unspellable_grammar_is_refused(tokenizer) -> None:  # noqa: ANN001
 
     letters_only = [b if b and b.isalpha() else None for b in
                     TokenVocabulary.from_tokenizer(tokenizer, 8192, [1]).token_bytes]
-    # wall-clock budgets far out of reach: a loaded machine must not turn the refusal asserted
-    # here into a mask-time refusal (seen at load 11)
-    untimed = CompileBudget(background_warmup_states=0, max_seconds=600.0, max_mask_seconds=600.0)
+    # the refusal comes from the compile's warm-up reaching the state before "7"; a state
+    # budget, not the default 5 ms of warm-up (a loaded machine, or the numba walk still
+    # loading, stopped the warm-up short of it and the compile returned), and wall-clock
+    # limits far out of reach
+    untimed = CompileBudget(background_warmup_states=0, warmup_states=8, warmup_seconds=600.0,
+                            max_seconds=600.0, max_mask_seconds=600.0)
     compiler = GrammarCompiler(TokenVocabulary(letters_only, 8192, [1]), untimed)
     with pytest.raises(GrammarError, match="no token of the vocabulary"):
         compiler.compile(GrammarSpec.regex("ab7"))
