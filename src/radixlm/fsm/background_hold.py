@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from . import work_clock
 
