@@ -90,8 +90,10 @@ class BackgroundHold:
                 self.paused_seconds += seconds
             work_clock.charge_pause(seconds)
 
-    def wait_parked(self, timeout: float) -> bool:
-        """Block until a worker is parked (for tests and tools: a hold's effect observed by
-        events, not timing); False after ``timeout`` seconds without one."""
+    def wait_parked(self, timeout: float, parks: int = 1) -> bool:
+        """Block until ``parks`` parks have begun in all and a worker is parked now (for
+        tests and tools: a hold's effect observed by events, not timing); False after
+        ``timeout`` seconds without."""
         with self._parked:
-            return self._parked.wait_for(lambda: self.parked_now > 0, timeout)
+            return self._parked.wait_for(
+                lambda: self.pauses >= parks and self.parked_now > 0, timeout)
