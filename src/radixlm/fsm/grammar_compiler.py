@@ -76,7 +76,7 @@ class GrammarCompiler:
         self._lock = threading.Lock()
         self._pending: dict[str, Future] = {}
         self._pool = ThreadPoolExecutor(max_workers=max_workers,
-                                        thread_name_prefix="radixlm-grammar")
+                                        thread_name_prefix=_WORKER_PREFIX)
         self._closed = False
         # the worker's pause points park on this while a caller holds it (hold_background)
         self.background = BackgroundHold(max_background_pause)
@@ -134,18 +134,18 @@ class GrammarCompiler:
             future: Future = Future()
             self._pending[key] = future
             self._wanted += 1
-        if _inline:  # the caller's own thread: never parked (it may be the holder)
-            self._run(spec, key, future, pausable=False)
+        if _inline:
+            self._run(spec, key, future)
         else:
             self._pool.submit(self._run, spec, key, future)
         return future
 
-    def _run(self, spec: GrammarSpec, key: str, future: Future, pausable: bool = True) -> None:
+    def _run(self, spec: GrammarSpec, key: str, future: Future) -> None:
         with self._lock:
             self._compiling += 1
             self._idle.clear()
         try:
-            result: CompiledGrammar | GrammarError = self._build(spec, key, pausable)
+            result: CompiledGrammar | GrammarError = self._build(spec, key)
         except GrammarError as exc:
             result = exc
         except RecursionError:
@@ -225,9 +225,11 @@ class GrammarCompiler:
         self.background.point()
         return self._wanted > 0
 
-    def _build(self, spec: GrammarSpec, key: str, pausable: bool = True) -> CompiledGrammar:
+    def _build(self, spec: GrammarSpec, key: str) -> CompiledGrammar:
         start = time.perf_counter()
         check = make_deadline(self.budget.max_seconds, "compiling the grammar")
+        # only the worker parks: an inline compile runs on its caller, maybe the holder
+        pausable = threading.current_thread().name.startswith(_WORKER_PREFIX)
         if pausable:  # each deadline check of the worker's compile is a pause point
             def deadline() -> None:
                 self.background.point()
@@ -257,6 +259,7 @@ class GrammarCompiler:
         self._pool.shutdown(wait=True)
 
 
+_WORKER_PREFIX = "radixlm-grammar"  # the worker threads' names (only they park)
 _PREFETCH_SLICE = 8  # masks per warm-up call of a prefetch (a compile may cut in between)
 
 
