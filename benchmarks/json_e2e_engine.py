@@ -34,6 +34,9 @@ WAIT_KEYS = ("mask_wait_steps", "mask_wait_cold_fills", "mask_wait_ms_p50", "mas
              "mask_fill_ms_p50", "mask_fill_ms_p99", "mask_wait_steps_with_gc",
              "mask_wait_gc_ms_max", "mask_held_steps", "mask_holds",
              "mask_max_hold_steps", "mask_idle_wait_ms", "steps")
+# the gate's sleeps and GIL waits, and the compiler's worker parked for it (newer servers)
+GATE_KEYS = ("mask_gate_sleeps", "mask_blocked_ms_p99", "mask_blocked_ms_max",
+             "grammar_worker_pauses", "grammar_worker_paused_ms")
 GC_KEYS = ("gc_pauses", "gc_full_pauses", "gc_pause_ms_p99", "gc_pause_ms_max",
            "gc_full_pause_ms_max", "gc_pause_ms_total", "gc_frozen_objects")
 
@@ -89,7 +92,8 @@ def one_run(model_path: str, bound_ms: float, gc_freeze: str, schemas: list[Any]
     return {"mask_wait_ms_bound": bound_ms, "gc_freeze": gc_freeze, "wall_s": wall, "valid": valid,
             "requests": len(schemas), "errors": errors,
             "output_tokens": sum(len(o.get("output_ids", ())) for o in outs),
-            **{k: info[k] for k in WAIT_KEYS + GC_KEYS}}
+            **{k: info[k] for k in WAIT_KEYS + GC_KEYS},
+            **{k: info.get(k, -1) for k in GATE_KEYS}}
 
 
 def _generate(engine: Any, prompt: str, params: dict) -> dict:
@@ -130,6 +134,9 @@ def run(args: argparse.Namespace) -> None:
               f"{r['wall_s']:7.2f} {r['gc_pauses']:5d} {r['gc_full_pauses']:4d} "
               f"{r['gc_pause_ms_p99']:7.1f} {r['gc_pause_ms_max']:7.1f} "
               f"{r['gc_pause_ms_total']:7.0f} {r['gc_frozen_objects']:8d}")
+        print(f"    gate sleeps {r['mask_gate_sleeps']}, GIL waits in the gate p99 "
+              f"{r['mask_blocked_ms_p99']:.3f} / max {r['mask_blocked_ms_max']:.3f} ms, worker "
+              f"parked {r['grammar_worker_pauses']} times, {r['grammar_worker_paused_ms']:.1f} ms")
         for e in r["errors"]:
             print(f"  error: {e}")
     write_results(args.out, {"machine": machine(), "model": model.describe(),

@@ -9,6 +9,7 @@ first visit and cached (:mod:`token_index`). A :class:`GrammarMatcher` tracks on
 :mod:`compressed_fsm` finds forced runs and :func:`plan_jump_forward` turns them into tokens.
 """
 
+from .background_hold import BackgroundHold
 from .compiled_grammar import CompiledGrammar, GrammarStats
 from .errors import GrammarBudgetError, GrammarError
 from .grammar_compiler import GrammarCompiler
@@ -20,6 +21,7 @@ from .vocabulary import TokenVocabulary
 from .whitespace import WhitespacePolicy
 
 __all__ = [
+    "BackgroundHold",
     "CompileBudget",
     "CompiledGrammar",
     "GrammarBudgetError",

@@ -5,6 +5,10 @@ future, so the scheduler never waits on a slow grammar. Both enforce the
 :class:`CompileBudget` (time is checked cooperatively between steps; states and memory are
 hard limits, also while decoding) and fail with a :class:`GrammarError` naming the problem.
 Results and errors are cached in memory by (spec, vocabulary); warmed-up masks also on disk.
+
+The worker's work (compiles, background warm-up, prefetch) parks while a caller holds it off
+the GIL (:meth:`GrammarCompiler.hold_background`, :mod:`background_hold`): the scheduler does
+for the few hundred microseconds it checks and copies a step's masks.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 
 from . import regex_ast as ra
 from . import trie_walk_kernel
+from .background_hold import MAX_PAUSE_SECONDS, BackgroundHold
 from .compiled_grammar import CompiledGrammar, GrammarStats, make_deadline
 from .ebnf import EbnfOptions, ebnf_to_node
 from .errors import GrammarError
@@ -59,7 +64,8 @@ class GrammarCompiler:
 
     def __init__(self, vocab: TokenVocabulary, budget: CompileBudget | None = None,
                  cache_dir: Path | None = None, max_workers: int = 1,
-                 memory_cache_size: int = 256) -> None:
+                 memory_cache_size: int = 256,
+                 max_background_pause: float = MAX_PAUSE_SECONDS) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
         self.vocab = vocab
@@ -70,8 +76,10 @@ class GrammarCompiler:
         self._lock = threading.Lock()
         self._pending: dict[str, Future] = {}
         self._pool = ThreadPoolExecutor(max_workers=max_workers,
-                                        thread_name_prefix="radixlm-grammar")
+                                        thread_name_prefix=_WORKER_PREFIX)
         self._closed = False
+        # the worker's pause points park on this while a caller holds it (hold_background)
+        self.background = BackgroundHold(max_background_pause)
         self._compiling = 0  # compiles in progress (any thread)
         self._wanted = 0  # compiles asked for and not finished (queued behind a warm-up too)
         self._idle = threading.Event()  # set while none is: background warm-up waits for it
@@ -88,6 +96,21 @@ class GrammarCompiler:
         walks natively). Nothing waits for it otherwise (walks use numpy until then); this
         is for a caller that wants the steady state from its first mask (benchmarks, tests)."""
         self._warm_kernel.join()
+
+    def hold_background(self) -> None:
+        """Keep the worker off the GIL until :meth:`release_background`: it parks at its next
+        pause point (an automaton row of a mask, a mask of a warm-up slice, a deadline check
+        of a compile) and resumes where it stopped, the parked time off its budgets. For a
+        thread whose next few hundred microseconds must not wait for the GIL; it lends the
+        worker the interpreter (release, then hold again) whenever it sleeps, e.g. for a
+        mask, so that what it waits for still gets computed. The holder must not compile
+        or compute a mask itself meanwhile (a mask's lock may be parked with the worker:
+        it would wait up to the park's cap, ``max_background_pause``). Holds nest."""
+        self.background.hold()
+
+    def release_background(self) -> None:
+        """End one :meth:`hold_background`."""
+        self.background.release()
 
     def key(self, spec: GrammarSpec) -> str:
         """Cache key of a spec on this vocabulary."""
@@ -150,12 +173,13 @@ class GrammarCompiler:
         """Keep computing masks after the compile returned, in short slices so compiles
         queued meanwhile go first (the pool is first in, first out)."""
         self._idle.wait(0.05)  # a compile in another thread goes first (bounded: no stall)
+        self.background.point()
         try:
             # a compile asked for meanwhile (running, or queued behind this slice) stops
             # even the mask in progress: at 131k tokens one can take tens of ms
             done = len(grammar.warm_up(min(left, 16), 0.002, polite=True,
                                        stop=lambda: not self._idle.is_set(),
-                                       yield_to=lambda: self._wanted > 0))
+                                       yield_to=self._park_or_yield))
         except GrammarError:
             return  # the matcher reports it if decoding ever gets there
         if grammar.warm_up_pending and left - done > 0 and not self._closed:
@@ -177,9 +201,10 @@ class GrammarCompiler:
     def _prefetch_in_background(self, grammar: CompiledGrammar) -> None:
         grammar.prefetch_scheduled = False  # prefetches from now on queue another slice
         while grammar.prefetch_pending:  # bounded: depth 1 after each prefetched state
+            self.background.point()
             try:
                 grammar.warm_up(_PREFETCH_SLICE, float("inf"), polite=True,
-                                stop=lambda: not self._idle.is_set())
+                                stop=lambda: not self._idle.is_set(), yield_to=self._park)
             except GrammarError:
                 return  # the matcher reports it if decoding ever gets there
             if not self._idle.is_set():  # a compile waits for this worker: yield to it
@@ -188,9 +213,29 @@ class GrammarCompiler:
                     self._pool.submit(self._prefetch_in_background, grammar)
                 return
 
+    def _park(self) -> bool:
+        """A pause point inside a mask the worker computes: park while held; never stops
+        the mask (False: a prefetched mask is what decoding waits for)."""
+        self.background.point()
+        return False
+
+    def _park_or_yield(self) -> bool:
+        """A pause point inside a background warm-up mask: park while held, then stop the
+        mask (True) when a compile was asked for meanwhile."""
+        self.background.point()
+        return self._wanted > 0
+
     def _build(self, spec: GrammarSpec, key: str) -> CompiledGrammar:
         start = time.perf_counter()
-        deadline = make_deadline(self.budget.max_seconds, "compiling the grammar")
+        check = make_deadline(self.budget.max_seconds, "compiling the grammar")
+        # only the worker parks: an inline compile runs on its caller, maybe the holder
+        pausable = threading.current_thread().name.startswith(_WORKER_PREFIX)
+        if pausable:  # each deadline check of the worker's compile is a pause point
+            def deadline() -> None:
+                self.background.point()
+                check()
+        else:
+            deadline = check
         node, notes = spec_to_node(spec, deadline)
         schema_seconds = time.perf_counter() - start
         stats = GrammarStats(schema_seconds=schema_seconds, notes=notes)
@@ -199,7 +244,8 @@ class GrammarCompiler:
         try:
             if cached:
                 grammar.install_masks(cached)
-            warmed = grammar.warm_up(self.budget.warmup_states, self.budget.warmup_seconds)
+            warmed = grammar.warm_up(self.budget.warmup_states, self.budget.warmup_seconds,
+                                     yield_to=self._park if pausable else None)
         finally:
             grammar.dfa.builder.deadline = None  # the compile is over: no longer its clock
         if self.disk is not None and not cached:
@@ -213,6 +259,7 @@ class GrammarCompiler:
         self._pool.shutdown(wait=True)
 
 
+_WORKER_PREFIX = "radixlm-grammar"  # the worker threads' names (only they park)
 _PREFETCH_SLICE = 8  # masks per warm-up call of a prefetch (a compile may cut in between)
 
 

@@ -6,15 +6,21 @@ on the wall clock, a mask computation that a collection lands in fails its budge
 without having done more work; on this clock it is charged its own work only. The GC's time
 is counted by a ``gc.callbacks`` hook installed on import (process-wide, a few hundred
 nanoseconds per collection).
+
+A thread that parks on purpose (the compiler's worker paused while the scheduler holds the GIL
+for a step, :mod:`background_hold`) is not working either: :func:`charge_pause` takes that
+time off the calling thread's clock, so a budget counts the grammar's work, not the waits.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 import time
 
 _gc_seconds = 0.0  # collections finished so far, in all
 _gc_started: float | None = None  # perf_counter time of the collection running now
+_pauses = threading.local()  # .seconds: the calling thread's parked time (charge_pause)
 
 
 def _on_gc(phase: str, info: dict) -> None:
@@ -31,10 +37,15 @@ def gc_seconds() -> float:
     return _gc_seconds
 
 
+def charge_pause(seconds: float) -> None:
+    """The calling thread was parked ``seconds`` on purpose: not work, off its clock."""
+    _pauses.seconds = getattr(_pauses, "seconds", 0.0) + seconds
+
+
 def now() -> float:
-    """``time.perf_counter()`` less the garbage collector's time (seconds; only differences
-    mean anything)."""
-    return time.perf_counter() - _gc_seconds
+    """``time.perf_counter()`` less the garbage collector's time and the calling thread's
+    pauses (seconds; only differences within one thread mean anything)."""
+    return time.perf_counter() - _gc_seconds - getattr(_pauses, "seconds", 0.0)
 
 
 if _on_gc not in gc.callbacks:

@@ -142,6 +142,39 @@ def test_steps_with_only_held_requests_sleep_instead_of_running(make_scheduler):
     assert info["mask_idle_wait_ms"] > 0.0, "they slept for the mask, not spun"
 
 
+def test_the_compilers_worker_is_held_off_the_gil_in_the_gate_only(make_scheduler):
+    """Every mask the scheduler's gate copies is copied with the worker's hold in force (the
+    worker parks at its pause points), and no step leaves it held: compiles, warm-up and
+    prefetch run between the gates, during the forwards. The output is the reference."""
+    expected = reference(make_scheduler)
+    s = make_scheduler(grammar_mask_wait_ms=1.0)
+    background = s.grammar.compiler.background
+    held_at_copies: list[bool] = []
+    begin_step = s.grammar.begin_step
+
+    def observed_begin_step():  # noqa: ANN202
+        gate = begin_step()
+        fill = gate.fill
+
+        def observed_fill(req) -> None:  # noqa: ANN001
+            held_at_copies.append(background.held)
+            fill(req)
+
+        gate.fill = observed_fill
+        return gate
+
+    s.grammar.begin_step = observed_begin_step
+    s.add_request(constrained())
+
+    def not_held_between_steps(n: int, ids: dict[str, list[int]]) -> None:
+        assert not background.held, f"step {n} left the worker held"
+
+    ids, _ = run(s, on_step=not_held_between_steps)
+    assert ids["json"] == expected
+    assert held_at_copies and all(held_at_copies), "the gate's copies ran held"
+    assert s.info()["grammar_worker_pauses"] == background.pauses
+
+
 @pytest.mark.parametrize("value", [-1.0, float("nan"), 1e9])
 def test_the_mask_wait_bound_is_validated(value):
     from radixlm.runtime.server_args import ServerArgs

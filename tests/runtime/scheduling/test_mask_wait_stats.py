@@ -17,6 +17,8 @@ def test_empty_summary_is_zero() -> None:
                        "mask_wait_ms_max_not_preempted": 0.0,
                        "mask_gate_ms_p99": 0.0, "mask_gate_ms_max": 0.0,
                        "mask_fill_ms_p50": 0.0, "mask_fill_ms_p99": 0.0,
+                       "mask_gate_sleeps": 0, "mask_blocked_ms_p99": 0.0,
+                       "mask_blocked_ms_max": 0.0,
                        "mask_wait_steps_with_gc": 0, "mask_wait_gc_ms_max": 0.0,
                        "mask_held_steps": 0, "mask_holds": 0, "mask_max_hold_steps": 0,
                        "mask_idle_wait_ms": 0.0}

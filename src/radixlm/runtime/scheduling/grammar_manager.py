@@ -192,12 +192,16 @@ class GrammarManager:
         """The gate the owner asks, before the forward, whether each constrained request it
         would run has its mask ready (waiting at most ``--grammar-mask-wait-ms`` in all); a
         request admitted has its mask copied into the step's rows then, one held is
-        prefetched again at once, ahead of other masks."""
+        prefetched again at once, ahead of other masks. From its first check to
+        :meth:`StepMaskGate.leave` the gate keeps the compiler's worker off the GIL."""
+        if self._gate is not None:  # a step that raised before end_step: never left held
+            self._gate.leave()
         self._rows.clear()
         self._late = _LateFills()
+        background = self._compiler.background if self._compiler is not None else None
         self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch,
                                   self._rows.fill, self.gate_reserve, self.run_queue,
-                                  self.clock, self.cpu_clock)
+                                  self.clock, self.cpu_clock, background)
         return self._gate
 
     def end_step(self, ran: bool) -> None:
@@ -214,11 +218,17 @@ class GrammarManager:
         if gate.checked or late.rows:
             self.mask_waits.record(gate.spent + late.seconds, late.cold,
                                    gate.preempted + late.preempted, gate.waited,
-                                   gate.gc_paused + late.gc_paused)
+                                   gate.gc_paused + late.gc_paused, gate.blocked)
         if not ran and gate.held:
             start = time.perf_counter()
             gate.held[0].grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
+
+    def background_summary(self) -> dict[str, float | int]:
+        """How often, and how long in all, the compiler's worker parked for the gate."""
+        hold = self._compiler.background if self._compiler is not None else None
+        return {"grammar_worker_pauses": hold.pauses if hold else 0,
+                "grammar_worker_paused_ms": 1e3 * hold.paused_seconds if hold else 0.0}
 
     def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> list[tuple[Req, Exception]]:
         """Disallow, in place, every token the active grammars forbid (one batched call).

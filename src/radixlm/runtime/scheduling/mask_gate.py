@@ -19,8 +19,16 @@ GIL back from the compiler's worker, which holds it while it builds automaton ro
 sleeps the gate lowers the interpreter's switch interval (:data:`WAKE_SWITCH_SECONDS`), so
 that taking the GIL back costs that long, not the scheduler's usual 0.2 ms. What no reserve
 covers is a loaded host: the OS may keep the scheduler thread off the CPU (counted apart, see
-:mod:`mask_wait_stats`) or the worker while it holds the GIL (the scheduler then waits for it,
-counted in neither: seen as 0.4-5 ms stalls with load 4-5 on 2 cores).
+:mod:`mask_wait_stats`).
+
+From its first check to :meth:`StepMaskGate.leave` (the scheduler calls it after its last
+check, before the forward) the gate holds the compiler's worker off the GIL
+(``fsm.BackgroundHold``): the worker parks at its next pause point, so the checks and copies
+do not wait for the GIL behind a mask being built in Python (such waits, ``blocked``, were
+0.4-5 ms stalls on a loaded host). The gate lends the worker the GIL while it sleeps (release,
+then hold again), so the mask it sleeps for is still computed. What the worker still takes
+before it parks is counted (``blocked``) but not learnt by the reserve: it is not the checks'
+own cost, and learnt it would stop the gate from sleeping for a whole window.
 
 Holding changes no token: a held request's grammar state, KV and output are untouched, and the
 step it rejoins computes the logits it would have computed in the step it missed. The cost is
@@ -34,7 +42,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from ...fsm import work_clock
+from ...fsm import BackgroundHold, work_clock
 from .gate_reserve import GateReserve
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req
@@ -55,14 +63,17 @@ class StepMaskGate:
     The owner asks :meth:`ready` for each request it would run in the step, and leaves out the
     ones it says False for; a request admitted has its mask copied by ``fill`` at once. The
     manager records the step's time (:attr:`spent`) and holds when the step ends. ``clock``
-    (wall) and ``cpu_clock`` (the thread's CPU time) are what the step is measured on.
+    (wall) and ``cpu_clock`` (the thread's CPU time) are what the step is measured on;
+    ``background``, the compiler's worker's hold, is in force from the first check to
+    :meth:`leave` except while the gate sleeps.
     """
 
     def __init__(self, bound_seconds: float, stats: MaskWaitStats,
                  prefetch: Callable[[Req], None], fill: Callable[[Req], None],
                  reserve: GateReserve | None = None, run_queue: RunQueueClock | None = None,
                  clock: Callable[[], float] = time.perf_counter,
-                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
+                 cpu_clock: Callable[[], float] = time.thread_time,
+                 background: BackgroundHold | None = None) -> None:
         self.bound = bound_seconds
         self.reserve = reserve if reserve is not None else GateReserve()
         self.sleep_bound = bound_seconds - self.reserve.seconds(bound_seconds)
@@ -71,6 +82,8 @@ class StepMaskGate:
         self.prefetch = prefetch  # asks the worker for a held request's mask, first
         self.fill = fill  # copies an admitted request's mask into the step's rows
         self.clock, self.cpu_clock = clock, cpu_clock
+        self.background = background
+        self._holding = False  # the worker's hold is in force (first check .. leave)
         self.spent = 0.0  # seconds in ready() for constrained requests: checks, sleeps, copies
         self.waited = 0.0  # of them, sleeping for masks (the wake-up included)
         self.preempted = 0.0  # of them, runnable but kept off the CPU by the OS
@@ -93,6 +106,9 @@ class StepMaskGate:
         self.checked += 1
         if self._run_delay is None:  # once a step, outside the measured time
             self._run_delay = self.run_queue.seconds()
+        if not self._holding and self.background is not None:
+            self.background.hold()
+            self._holding = True
         start, cpu, gc_before = self.clock(), self.cpu_clock(), work_clock.gc_seconds()
         asleep = self._asleep_off_cpu
         try:
@@ -124,11 +140,25 @@ class StepMaskGate:
         self.preempted += preempted
         self.blocked += seconds - preempted
 
+    def leave(self) -> None:
+        """The step's last check is done: the compiler's worker may run again (idempotent)."""
+        if self._holding:
+            self._holding = False
+            self.background.release()
+
+    @property
+    def slept(self) -> bool:
+        """Whether the gate slept for a mask in this step."""
+        return self.waited > 0
+
     def close(self) -> None:
-        """The step's checks are over: teach the reserve what its checks and copies cost."""
+        """The step's checks are over: teach the reserve what its checks and copies cost,
+        less what the OS (preemption) and the worker (the GIL's waits) took of them."""
+        self.leave()
         if self.checked:
             preempted_awake = self.preempted - self._asleep_preempted  # the OS's, not the fill's
-            self.reserve.learn(self.spent - self.waited - preempted_awake, self._late_wake)
+            own = self.spent - self.waited - preempted_awake - self.blocked
+            self.reserve.learn(own, self._late_wake)
 
     def _wait(self, req: Req, start: float) -> bool:
         left = self.sleep_bound - self.spent - (self.clock() - start)
@@ -139,10 +169,14 @@ class StepMaskGate:
         sys.setswitchinterval(min(interval, WAKE_SWITCH_SECONDS))
         now, cpu = self.clock(), self.cpu_clock()
         ready = False
+        if self._holding:  # the worker computes the mask slept for: lend it the GIL
+            self.background.release()
         try:
             ready = bool(req.grammar.wait_mask_ready(left))
             return ready
         finally:
+            if self._holding:
+                self.background.hold()
             slept = self.clock() - now
             sys.setswitchinterval(interval)
             self.waited += slept

@@ -100,7 +100,11 @@ class MaskWaitStats:
         default_factory=lambda: deque(maxlen=WINDOW))
     # of each step's time, the gate's wait before the forward (the rest is the fill loop)
     gate_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    # of each step's time, waiting for the GIL held by the compiler's worker (awake, in the
+    # gate: what it took before it parked at a pause point)
+    blocked_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     steps: int = 0  # steps that checked or applied at least one mask, since start
+    gate_sleeps: int = 0  # of them, steps whose gate slept for a mask, since start
     cold_fills: int = 0  # fills that found no mask ready, since start
     held_steps: int = 0  # (request, step) pairs held out for a mask not ready
     holds: int = 0  # holds that ended with the request rejoining a step
@@ -110,15 +114,18 @@ class MaskWaitStats:
     gc_max_seconds: float = 0.0  # the longest collection time inside one step's, since start
 
     def record(self, seconds: float, cold: int, preempted: float = 0.0,
-               gate: float = 0.0, gc_paused: float = 0.0) -> None:
+               gate: float = 0.0, gc_paused: float = 0.0, blocked: float = 0.0) -> None:
         """One step waited ``seconds`` for masks (filling included), ``preempted`` of them
         off the CPU (the OS's doing), ``gate`` of them in the gate's wait before the forward,
-        ``gc_paused`` of them in garbage collections; ``cold`` of its fills computed a mask."""
+        ``gc_paused`` of them in garbage collections, ``blocked`` of them for the GIL held
+        by the compiler's worker; ``cold`` of its fills computed a mask."""
         if gc_paused > 0:
             self.gc_steps += 1
             self.gc_max_seconds = max(self.gc_max_seconds, gc_paused)
         self.step_seconds.append(seconds)
         self.gate_seconds.append(gate)
+        self.blocked_seconds.append(blocked)
+        self.gate_sleeps += gate > 0
         self.step_seconds_not_preempted.append(max(0.0, seconds - preempted))
         self.steps += 1
         self.cold_fills += cold
@@ -137,6 +144,7 @@ class MaskWaitStats:
         values = sorted(self.step_seconds)
         own = sorted(self.step_seconds_not_preempted)
         gate = sorted(self.gate_seconds)
+        blocked = sorted(self.blocked_seconds)
         fill = sorted(t - g for t, g in zip(self.step_seconds, self.gate_seconds, strict=True))
         return {
             "mask_wait_steps": self.steps,
@@ -150,6 +158,9 @@ class MaskWaitStats:
             "mask_gate_ms_max": 1e3 * (gate[-1] if gate else 0.0),
             "mask_fill_ms_p50": 1e3 * _percentile(fill, 0.50),
             "mask_fill_ms_p99": 1e3 * _percentile(fill, 0.99),
+            "mask_gate_sleeps": self.gate_sleeps,
+            "mask_blocked_ms_p99": 1e3 * _percentile(blocked, 0.99),
+            "mask_blocked_ms_max": 1e3 * (blocked[-1] if blocked else 0.0),
             "mask_wait_steps_with_gc": self.gc_steps,
             "mask_wait_gc_ms_max": 1e3 * self.gc_max_seconds,
             "mask_held_steps": self.held_steps,

@@ -146,6 +146,7 @@ class Scheduler:
         outs.extend(self.pending_outs)
         self.pending_outs.clear()
         chunks = self._schedule_prefills(decodes, gate)
+        gate.leave()  # its last check is done: the compiler's worker may take the GIL again
         if not decodes and not chunks:
             self.grammar.end_step(ran=False)
             return outs
@@ -342,6 +343,7 @@ class Scheduler:
             **self.output.counters,
             **self.kv.stats(),
             **self.grammar.mask_waits.summary(),
+            **self.grammar.background_summary(),
             "waiting": len(self.waiting),
             "running": len(self.running),
             "cache_hit_rate": c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"]
