@@ -27,11 +27,12 @@ def cache_dir() -> Path:
 
 
 def kernel_backend() -> str:
-    """Kernel choice from ``RADIXLM_KERNEL_BACKEND``: ``auto`` (default), ``torch``, ``triton``."""
+    """Kernel choice from ``RADIXLM_KERNEL_BACKEND``: ``auto`` (default), ``torch``,
+    ``native``, ``triton``."""
     value = os.environ.get("RADIXLM_KERNEL_BACKEND", "auto").strip().lower()
-    if value not in ("auto", "torch", "triton"):
+    if value not in ("auto", "torch", "native", "triton"):
         raise ValueError(
-            f"RADIXLM_KERNEL_BACKEND must be one of auto, torch, triton; got {value!r}"
+            f"RADIXLM_KERNEL_BACKEND must be one of auto, torch, native, triton; got {value!r}"
         )
     return value
 

@@ -167,3 +167,28 @@ def naive_attention(
         probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
         out[:, h] = probs @ v[:, h // group].double()
     return out
+
+
+def backends_side_by_side(
+    model_path: object, backends: tuple[str, ...], device: str, page_size: int,
+    prompts: list[list[int]], new_tokens: int = 6,
+) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
+    """Per kernel backend, a runner on ``model_path``: the prompts' prefill logits (every
+    position) and their greedy continuations, batched and the first prompt alone."""
+    from radixlm.runtime.model.forward_batch import SeqSpec
+    from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
+    from radixlm.testing import greedy_generate
+
+    logits, tokens = {}, {}
+    for backend in backends:
+        runner = ModelRunner(model_path, RunnerConfig(
+            device=device, page_size=page_size, max_total_tokens=512, kernel_backend=backend))
+        assert runner.ops.name == backend
+        specs = []
+        for ids in prompts:
+            slots, _ = runner.allocator.extend_slots([], len(ids), True)
+            specs.append(SeqSpec(ids, slots, logits_start=0))
+        logits[backend] = runner.forward(specs)
+        tokens[backend] = [greedy_generate(runner, prompts, new_tokens),
+                           greedy_generate(runner, prompts[:1], new_tokens)]
+    return logits, tokens

@@ -8,17 +8,22 @@ from pathlib import Path
 
 import pytest
 import torch
+from kernel_testlib import backends_side_by_side
 
 from radixlm.kernels import TORCH_OPS, KernelOps, get_kernel_ops, resolve_backend
+from radixlm.kernels.cpu_row_ops import row_ops_available
 
 # ops every set must offer (optional ones such as rotary_rows default to None)
 OP_NAMES = [f.name for f in fields(KernelOps) if f.name != "name" and f.default is not None]
 LAUNCHING_OPS = [name for name in OP_NAMES if name != "plan_decode"]  # planning runs no kernel
 
 
+CPU_AUTO = "native" if row_ops_available() else "torch"  # the C kernels when they were built
+
+
 @pytest.mark.parametrize(("name", "device", "expected"), [
-    ("auto", "cpu", "torch"), ("auto", "cuda", "triton"), ("torch", "cuda", "torch"),
-    ("triton", "cpu", "triton"),
+    ("auto", "cpu", CPU_AUTO), ("auto", "cuda", "triton"), ("torch", "cuda", "torch"),
+    ("triton", "cpu", "triton"), ("torch", "cpu", "torch"),
 ])
 def test_resolve_backend(name: str, device: str, expected: str) -> None:
     assert resolve_backend(name, torch.device(device)) == expected
@@ -33,7 +38,8 @@ def test_forced_triton_gives_the_triton_ops(device: torch.device) -> None:
     from radixlm.kernels.triton_ops import TRITON_OPS
 
     assert get_kernel_ops("triton", torch.device("cpu")) is TRITON_OPS
-    assert get_kernel_ops("auto", torch.device("cpu")) is TORCH_OPS
+    assert get_kernel_ops("auto", torch.device("cpu")).name == CPU_AUTO
+    assert get_kernel_ops("torch", torch.device("cpu")) is TORCH_OPS
 
 
 @pytest.mark.parametrize("op", OP_NAMES)
@@ -65,23 +71,9 @@ def test_model_on_triton_kernels_matches_torch_kernels(
     tiny_model_path: Path, page_size: int, device: torch.device
 ) -> None:
     """Prefill logits and a greedy continuation agree between the two backends."""
-    from radixlm.runtime.model.forward_batch import SeqSpec
-    from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
-    from radixlm.testing import greedy_generate
-
     prompts = [[5, 17, 93, 4, 250, 31, 8, 77, 12], [44, 3], [9] * 21]
-    logits, tokens = {}, {}
-    for backend in ("torch", "triton"):
-        runner = ModelRunner(tiny_model_path, RunnerConfig(
-            device=device.type, page_size=page_size, max_total_tokens=512,
-            kernel_backend=backend))
-        assert runner.ops.name == backend
-        specs = []
-        for ids in prompts:
-            slots, _ = runner.allocator.extend_slots([], len(ids), True)
-            specs.append(SeqSpec(ids, slots, logits_start=0))
-        logits[backend] = runner.forward(specs)
-        tokens[backend] = greedy_generate(runner, prompts, 6)
+    logits, tokens = backends_side_by_side(tiny_model_path, ("torch", "triton"), device.type,
+                                           page_size, prompts)
     assert logits["torch"].std() > 0.01, "degenerate logits would make the check vacuous"
     torch.testing.assert_close(logits["triton"], logits["torch"], atol=1e-4, rtol=0)
     assert tokens["triton"] == tokens["torch"]

@@ -137,7 +137,7 @@ class ServerArgs:
                              f"one page ({self.page_size} tokens)")
         _choice(self, "schedule_policy", SCHEDULE_POLICIES)
         _choice(self, "dtype", ("auto", "float32", "bfloat16", "float16"))
-        _choice(self, "kernel_backend", ("auto", "torch", "triton"))
+        _choice(self, "kernel_backend", ("auto", "torch", "native", "triton"))
         _choice(self, "cpu_gemm", ("auto", "onednn", "torch", "quantized"))
         if self.quantization is not None:
             _choice(self, "quantization", ("int8", "int4", "gguf"))
