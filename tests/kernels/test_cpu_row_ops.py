@@ -16,6 +16,7 @@ from radixlm.kernels.decode_attention import decode_attention_ref
 from radixlm.kernels.kv_store import store_kv_ref
 from radixlm.kernels.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from radixlm.kernels.rotary import rotary_rows, rotary_rows_ref
+from radixlm.kernels.silu_mul import silu_mul_ref
 
 needs_kernel = pytest.mark.skipif(
     not cpu_row_ops.row_ops_available(),
@@ -45,6 +46,19 @@ def test_norms_match_the_references(rows: int, hidden: int, gen: torch.Generator
     ref_out, ref_summed = fused_add_rms_norm_ref(x, res, w, 1e-6)
     assert torch.equal(summed, ref_summed)
     torch.testing.assert_close(out, ref_out, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(("rows", "inter"), [(1, 1), (1, 1536), (3, 7), (5, 77), (2, 4099)])
+def test_silu_mul_matches_the_reference(rows: int, inter: int, gen: torch.Generator) -> None:
+    """Against torch's silu in float64 the C polynomial is as close as torch's own SLEEF; the
+    clamped tails (|x| past 87) still give x or -0."""
+    x = _randn(rows, 2 * inter, gen=gen) * 8
+    x[0, :min(inter, 4)] = torch.tensor([-100.0, 100.0, -87.5, 88.5])[:min(inter, 4)]
+    got, ref = cpu_row_ops.silu_mul(x), silu_mul_ref(x)
+    gate, up = x.double().split(inter, -1)
+    exact = torch.nn.functional.silu(gate) * up
+    assert (got.double() - exact).abs().max() <= 2 * (ref.double() - exact).abs().max() + 1e-30
+    torch.testing.assert_close(got, ref, rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize(("tokens", "q_heads", "kv_heads", "dim"),
@@ -106,15 +120,15 @@ def test_decode_attention_refuses_a_slot_outside_the_pool(gen: torch.Generator) 
         cpu_row_ops.decode_attention(q, k_cache, v_cache, indptr, indices, 0.3)
 
 
-def test_the_planner_leaves_small_short_batches_to_the_native_kernel() -> None:
-    short = torch.arange(12).view(2, 6)
-    assert cpu_row_ops.plan_decode(short, torch.tensor([6, 4]), 1, 0, None) is None
-    limit = cpu_row_ops.NATIVE_DECODE_MAX_CONTEXT + 1
-    long = torch.arange(limit)[None]
-    assert cpu_row_ops.plan_decode(long, torch.tensor([limit]), 1, 0, None) is not None
-    many = cpu_row_ops.NATIVE_DECODE_MAX_BATCH + 1
-    wide = torch.arange(many * 3).view(many, 3)
-    assert cpu_row_ops.plan_decode(wide, torch.full((many,), 3), 1, 0, None) is not None
+def test_the_planner_leaves_one_request_and_small_batches_to_the_native_kernel() -> None:
+    limit = cpu_row_ops.NATIVE_DECODE_MAX_KV
+    one = torch.arange(3 * limit)[None]
+    assert cpu_row_ops.plan_decode(one, torch.tensor([3 * limit]), 1, 0, None) is None
+    fits = torch.arange(limit).view(4, limit // 4)
+    assert cpu_row_ops.plan_decode(fits, torch.full((4,), limit // 4), 1, 0, None) is None
+    wide = torch.arange(limit + 4).view(4, limit // 4 + 1)
+    lens = torch.tensor([limit // 4 + 1, 3, 3, 3])  # the longest pads every request
+    assert cpu_row_ops.plan_decode(wide, lens, 1, 0, None) is not None
 
 
 def test_a_decode_layers_calls_take_the_native_kernels(monkeypatch: pytest.MonkeyPatch,
@@ -122,7 +136,7 @@ def test_a_decode_layers_calls_take_the_native_kernels(monkeypatch: pytest.Monke
     """A decode step's own arguments (a Parameter weight, a fused-QKV view, int64 slots)
     reach the C kernels: a silent fallback to the references would lose the point."""
     for ref in ("rms_norm_ref", "fused_add_rms_norm_ref", "rotary_rows_ref", "store_kv_ref",
-                "decode_attention_ref"):
+                "decode_attention_ref", "silu_mul_ref"):
         monkeypatch.setattr(cpu_row_ops, ref, _refuse)
     weight = torch.nn.Parameter(_randn(64, gen=gen), requires_grad=False)
     x = _randn(1, 64, gen=gen)
@@ -132,6 +146,7 @@ def test_a_decode_layers_calls_take_the_native_kernels(monkeypatch: pytest.Monke
     cos, sin = rotary_rows(torch.tensor([3]), _randn(8, 8, gen=gen), _randn(8, 8, gen=gen),
                            torch.float32)
     cpu_row_ops.rotary_rows(qkv[:, :4 * 16].view(1, 4, 16), cos, sin)
+    cpu_row_ops.silu_mul(qkv)
     q, k_cache, v_cache, indptr, indices = _decode_case([9], 3, 1, 16, gen)
     cpu_row_ops.store_kv(k_cache, v_cache, indices[:1], q[:, :1], q[:, 1:2].contiguous())
     cpu_row_ops.decode_attention(q, k_cache, v_cache, indptr, indices, 0.25)

@@ -10,6 +10,7 @@ from .kv_store import store_kv_ref
 from .ops import KernelOps
 from .rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from .rotary import rotary_ref, rotary_rows, rotary_rows_ref
+from .silu_mul import silu_mul_ref
 from .token_bitmask import apply_token_bitmask_ref, unpack_bitmask
 from .torch_ops import TORCH_OPS
 
@@ -30,6 +31,7 @@ __all__ = [
     "rotary_ref",
     "rotary_rows",
     "rotary_rows_ref",
+    "silu_mul_ref",
     "store_kv_ref",
     "unpack_bitmask",
 ]

@@ -1,5 +1,6 @@
 """The native CPU kernel set: the torch references with a decoder layer's per-token kernels
-(norms, rotary, KV store, short-context decode attention) on the native ``row_ops`` module.
+(norms, rotary, SiLU * up, KV store, short-context decode attention) on the native
+``row_ops`` module.
 
 Offered only when that module was built (:func:`~.cpu_row_ops.row_ops_available`); each of its
 kernels hands any case it was not built for to the torch reference, so the set computes what
@@ -23,4 +24,5 @@ NATIVE_OPS = replace(
     plan_decode=cpu_row_ops.plan_decode,
     decode_attention=cpu_row_ops.decode_attention,
     rotary_rows=cpu_row_ops.rotary_rows,
+    silu_mul=cpu_row_ops.silu_mul,
 )

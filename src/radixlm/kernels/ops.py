@@ -30,6 +30,10 @@ class KernelOps:
     ``rotary_rows``, where a set offers it, rotates query and key heads together with cos/sin
     rows gathered once per forward (signature of
     :func:`~radixlm.kernels.rotary.rotary_rows_ref`); sets without it get ``rotary`` per layer.
+
+    ``silu_mul``, where a set offers it, is the gated MLP's ``silu(gate) * up`` on the fused
+    gate/up rows (signature of :func:`~radixlm.kernels.silu_mul.silu_mul_ref`); the model
+    takes the reference where it is ``None``.
     """
 
     name: str
@@ -42,3 +46,4 @@ class KernelOps:
     extend_attention: Callable[..., torch.Tensor]
     apply_token_bitmask: Callable[..., None]
     rotary_rows: Callable[..., torch.Tensor] | None = None
+    silu_mul: Callable[..., torch.Tensor] | None = None

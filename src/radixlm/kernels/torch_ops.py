@@ -8,6 +8,7 @@ from .kv_store import store_kv_ref
 from .ops import KernelOps
 from .rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from .rotary import rotary_ref, rotary_rows_ref
+from .silu_mul import silu_mul_ref
 from .token_bitmask import apply_token_bitmask_ref
 
 # plan_decode_padded finds shared-prefix groups, so decode on this set runs cascade attention
@@ -23,4 +24,5 @@ TORCH_OPS = KernelOps(
     extend_attention=extend_attention_ref,
     apply_token_bitmask=apply_token_bitmask_ref,
     rotary_rows=rotary_rows_ref,
+    silu_mul=silu_mul_ref,
 )

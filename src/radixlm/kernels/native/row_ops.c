@@ -1,6 +1,7 @@
 /* The small per-token kernels of a decoder layer, for the few rows of a CPU decode step:
- * residual add + RMSNorm, rotary on the fused query/key heads, the KV store, and decode
- * attention over a short context read straight from the paged pool. float32 throughout.
+ * residual add + RMSNorm, rotary on the fused query/key heads, SiLU(gate) * up, the KV store,
+ * and decode attention over a short context read straight from the paged pool. float32
+ * throughout.
  *
  * Why: at batch-1 decode each of these is a handful of torch calls on a few hundred floats,
  * and every torch call costs microseconds of dispatch while the arithmetic costs a fraction
@@ -11,7 +12,8 @@
  * roundings in the same order: each product rounded, then the sum; contraction into FMA is
  * prevented by computing each product in its own statement, and -std=c11 turns GCC's
  * contraction off). RMSNorm sums its squares in another order than torch (8 float32 lanes)
- * and attention uses libm's expf and its own summation order: ~1e-7 relative.
+ * and attention uses libm's expf and its own summation order: ~1e-7 relative. SiLU's e^x is
+ * a polynomial of its own (exp_vec: ~1 ulp, vectorized), torch's is SLEEF's: ~1e-7.
  *
  * Plain C (the loops are written for the compiler to vectorize on the baseline ISA), so it
  * runs on any CPU; no -march, no run-time check. Tensors arrive as data pointers (Python
@@ -27,6 +29,15 @@
 
 typedef ptrdiff_t idx_t;
 #define LANES 8 /* independent partial sums: vectorizable, and shorter dependency chains */
+
+/* Wider vectors where the CPU has them, for the loops that are arithmetic rather than
+ * dispatch (the SiLU's polynomial): GCC and Clang compile one copy per target and pick one
+ * when the module loads (an ifunc: no run-time check of ours, no -march). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(__linux__)
+#define WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WIDE
+#endif
 
 /* sum_i a[i] * b[i] in LANES partial sums */
 static inline float dot(const float *a, const float *b, idx_t n) {
@@ -87,10 +98,48 @@ static void rotary_rows(const float *x, idx_t stride, const float *cos2, const f
     }
 }
 
+/* e^x for the SiLU, written so that the compiler vectorizes it (libm's expf is a call per
+ * element): x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to degree 7
+ * (truncation < 1e-8 relative), 2^n built in the exponent bits. Inputs are clamped to
+ * [-87, 88], where 2^n stays a normal float; SiLU's x / (1 + e^-x) is then -0 or x anyway. */
+static inline float exp_vec(float x) {
+    const float log2e = 1.44269504088896341f, ln2_hi = 0.693145751953125f,
+                ln2_lo = 1.428606765330187e-06f, round = 12582912.0f; /* 1.5 * 2^23 */
+    x = x > 88.0f ? 88.0f : x;
+    x = x < -87.0f ? -87.0f : x;
+    float n = (x * log2e + round) - round; /* x / ln2 to the nearest integer */
+    float r = (x - n * ln2_hi) - n * ln2_lo;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* out[t, i] = silu(x[t, i]) * x[t, inter + i]: the gate and up halves of the fused
+ * projection's rows [T, 2 * inter]; out [T, inter]. */
+WIDE static void silu_mul(const float *x, float *out, idx_t tokens, idx_t inter) {
+    for (idx_t t = 0; t < tokens; t++) {
+        const float *gate = x + t * 2 * inter, *up = gate + inter;
+        float *o = out + t * inter;
+        for (idx_t i = 0; i < inter; i++) {
+            float silu = gate[i] / (1.0f + exp_vec(-gate[i]));
+            o[i] = silu * up[i];
+        }
+    }
+}
+
 /* One request's decode attention: q [Hq, D] over the keys/values at slots[0..len) of the
  * flat pools [S, Hkv, D] (only the last `window` when window > 0); out [Hq, D]. Query head h
  * reads KV head h / (Hq / Hkv). scores: scratch of len floats. */
-static void attend_one(const float *q, const float *k_pool, const float *v_pool,
+WIDE static void attend_one(const float *q, const float *k_pool, const float *v_pool,
                        const int64_t *slots, idx_t len, idx_t hq, idx_t hkv, idx_t dim,
                        float sm_scale, float logit_cap, idx_t window, float *scores,
                        float *out) {
@@ -167,6 +216,18 @@ static PyObject *py_rotary_rows(PyObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     rotary_rows(PTR(a[0]), a[1], PTR(a[2]), PTR(a[3]), PTR(a[4]), a[5], a[6], a[7]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_silu_mul(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long a[4];
+    if (!args_ok(nargs, 4, "silu_mul") || !as_ints(args, 4, a)) return NULL;
+    if (!a[0] || !a[1] || a[2] < 0 || a[3] < 1) {
+        PyErr_SetString(PyExc_ValueError, "silu_mul: null pointer or bad size");
+        return NULL;
+    }
+    silu_mul(PTR(a[0]), PTR(a[1]), a[2], a[3]);
     Py_RETURN_NONE;
 }
 
@@ -247,6 +308,9 @@ static PyMethodDef METHODS[] = {
      "rotary_rows(x, stride, cos2, sin2, out, tokens, heads, dim) -> None\n\n"
      "out = x * cos2 + swap_halves(x) * sin2; x [T, H, D] (tokens `stride` floats apart),\n"
      "out [T, H, D], cos2/sin2 [T, D] float32."},
+    {"silu_mul", (PyCFunction)(void (*)(void))py_silu_mul, METH_FASTCALL,
+     "silu_mul(x, out, tokens, inter) -> None\n\n"
+     "out = silu(x[:, :inter]) * x[:, inter:]; x float32 [T, 2 * inter], out [T, inter]."},
     {"store_kv", (PyCFunction)(void (*)(void))py_store_kv, METH_FASTCALL,
      "store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row) -> None\n\n"
      "pool[slots[t]] = new[t] for rows of `row` float32; slots int64 [tokens]."},

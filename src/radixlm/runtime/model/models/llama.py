@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ....kernels import KernelOps, rotary_rows
+from ....kernels.silu_mul import silu_mul_ref
 from ...memory.kv_pool import KVPool
 from ..forward_batch import ForwardBatch
 from ..model_config import ModelConfig, UnsupportedModelError
@@ -111,15 +112,15 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaMLP(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, ops: KernelOps) -> None:
         super().__init__()
         self.intermediate = cfg.intermediate_size
+        self.silu_mul = ops.silu_mul or silu_mul_ref  # [T, 2 inter] (gate | up) -> [T, inter]
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * self.intermediate, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(self.intermediate, cfg.hidden_size, bias=cfg.mlp_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj.forward(x).split(self.intermediate, dim=-1)
-        return self.down_proj.forward(F.silu(gate).mul_(up))  # in place: one [T, inter] less
+        return self.down_proj.forward(self.silu_mul(self.gate_up_proj.forward(x)))
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -128,7 +129,7 @@ class LlamaDecoderLayer(nn.Module):
         self.ops = ops
         self.eps = cfg.rms_norm_eps
         self.self_attn = LlamaAttention(cfg, layer_id, ops, rope)
-        self.mlp = LlamaMLP(cfg)
+        self.mlp = LlamaMLP(cfg, ops)
         self.input_layernorm = nn.Parameter(torch.empty(cfg.hidden_size))
         self.post_attention_layernorm = nn.Parameter(torch.empty(cfg.hidden_size))
 
