@@ -36,3 +36,25 @@ def test_decode_plan_is_built_by_the_planner_once_per_window(plan: object | None
 def test_from_table_takes_keywords_only() -> None:
     with pytest.raises(TypeError):
         ForwardBatch.from_table(torch.zeros(1, 1, dtype=torch.int64))  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("lens", [[1], [5], [3, 9, 2], [16, 16, 1, 7, 30]])
+@pytest.mark.parametrize("starts", ["last", "zero"])
+def test_a_decode_only_batch_has_the_general_paths_fields(lens: list[int], starts: str) -> None:
+    """from_table's short path for batches of one new token each gives every field (values,
+    dtypes, shapes) that the general mixed-batch construction gives."""
+    gen = torch.Generator().manual_seed(len(lens))
+    table = torch.randperm(200, generator=gen)[:len(lens) * 32].view(len(lens), 32)
+    args = dict(seq_slots=table, seq_lens=torch.tensor(lens),
+                ext_lens=torch.ones(len(lens), dtype=torch.int64),
+                input_ids=list(range(3, 3 + len(lens))),
+                logits_starts=torch.full((len(lens),), -1 if starts == "last" else 0),
+                device=torch.device("cpu"), page_size=16, workspace=None)
+    fast = ForwardBatch.from_table(max_context=64, **args)
+    general = ForwardBatch._general(**args)
+    for name, value in vars(general).items():
+        got = getattr(fast, name)
+        if isinstance(value, torch.Tensor):
+            assert got.dtype == value.dtype and torch.equal(got, value), name
+        else:
+            assert got == value, name
