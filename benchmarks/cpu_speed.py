@@ -215,7 +215,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--prefill-len", type=int, default=256)
     parser.add_argument("--decode-steps", type=int, default=8)
-    parser.add_argument("--modes", default="float32,int8,int4,gguf")
+    parser.add_argument("--modes", default="float32,int8,int4,gguf",
+                        help="comma list; MODE:BACKEND (e.g. int8:torch) runs that mode's speed "
+                             "rows on that kernel set (auto, torch, native), no tasks")
     parser.add_argument("--tasks", default="extraction",
                         help=f"comma list of {', '.join(TASKS)}; empty for speed rows only")
     parser.add_argument("--rag-modes", default="float32,gguf",
@@ -259,13 +261,16 @@ def main() -> None:
                                 pad_token_id=0)[0, 16:].tolist()
     results["transformers_f32"] = hf_figures(hf, args, tok.vocab_size, ppl_ids)
     del hf
-    for mode in args.modes.split(","):
+    for mode_spec in args.modes.split(","):
+        mode, _, backend = mode_spec.partition(":")  # "int8:torch": that kernel set's speed rows
         quant = None if mode == "float32" else mode
         start = time.perf_counter()
         runner = ModelRunner(gguf if quant == "gguf" else folder, RunnerConfig(
-            max_total_tokens=32 * 64 + 1024, quantization=quant, num_threads=args.threads))
-        figs = {"load_s": time.perf_counter() - start,
-                "gemm_measure_s": runner.gemm_chooser.seconds}
+            max_total_tokens=32 * 64 + 1024, quantization=quant, num_threads=args.threads,
+            kernel_backend=backend or "auto"))
+        figs = {"kernel_backend": runner.ops.name}
+        figs.update({"load_s": time.perf_counter() - start,
+                     "gemm_measure_s": runner.gemm_chooser.seconds})
         figs.update(runner_figures(runner, args, ppl_ids))
         if quant is None:
             figs["greedy_identical_to_transformers"] = (
@@ -274,10 +279,10 @@ def main() -> None:
         if args.breakdown:
             figs["step_breakdown"] = {f"b{b}": step_breakdown(runner, b) for b in (1, 32)}
         del runner
-        if args.tasks:
+        if args.tasks and not backend:
             figs.update(task_figures(gguf if quant == "gguf" else folder, quant, mode, tok, args))
-        results[f"radixlm_{mode}"] = figs
-        print(json.dumps({mode: figs}), flush=True)
+        results[f"radixlm_{mode_spec}"] = figs
+        print(json.dumps({mode_spec: figs}), flush=True)
     results["llama_cpp_q4_1"] = llama_cpp_figures(str(gguf), args, tok)
     results["llama_cpp_extra_bufts"] = args.llama_cpp_extra_bufts
     results["llama_cpp_flash_attn"] = args.llama_cpp_flash_attn
