@@ -1,4 +1,5 @@
-"""The thread knobs read in ``env.py``: the default rule and the spin-wait warning's input."""
+"""The knobs read in ``env.py``: threads (the default rule, the spin-wait warning's input) and
+the kernel backend names."""
 
 from __future__ import annotations
 
@@ -26,3 +27,15 @@ def test_one_thread_by_default_and_bad_counts_are_named(monkeypatch):
         monkeypatch.setenv("RADIXLM_NUM_THREADS", bad)
         with pytest.raises(ValueError, match=f"RADIXLM_NUM_THREADS {reason}"):
             env.num_threads_default()
+
+
+@pytest.mark.parametrize("value", ["auto", "torch", " Native ", "triton"])
+def test_kernel_backend_names_include_the_native_set(monkeypatch, value):
+    monkeypatch.setenv("RADIXLM_KERNEL_BACKEND", value)
+    assert env.kernel_backend() == value.strip().lower()
+
+
+def test_an_unknown_kernel_backend_is_named(monkeypatch):
+    monkeypatch.setenv("RADIXLM_KERNEL_BACKEND", "cuda")
+    with pytest.raises(ValueError, match="auto, torch, native, triton; got 'cuda'"):
+        env.kernel_backend()
