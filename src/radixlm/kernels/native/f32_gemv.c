@@ -8,8 +8,7 @@
  * roundings, in another order than MKL's (~1e-7 relative).
  *
  * Why: a batch-1 decode step streams every float32 weight once (540 MB on SmolLM2-135M) and
- * is bound by that read. MKL's and oneDNN's small-M paths stream ~7 GB/s on this machine;
- * one thread can read ~12. The loop order reads each weight tile from memory once for ALL
+ * is bound by that read. The loop order reads each weight tile from memory once for ALL
  * M activation rows: a tile of NR weight rows (NR * K * 4 bytes: 9 KiB at K = 576) is
  * multiplied into up to MR activation rows at a time (the accumulators must fit in the 32
  * zmm registers), then into the next MR rows while it is still in L1/L2. And since the
