@@ -43,6 +43,22 @@ typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
 #define MR_MAX 6 /* activation rows per pass over a tile: MR * NR + NR + 1 <= 32 zmm */
 #define LANES 16 /* floats per zmm register = per 64-byte cache line */
 
+/* The lane sums of 4 accumulators as one vector {sum a[0], .., sum a[3]}: halves added,
+ * then pairwise (hadd) across the four, 13 instructions instead of 4 full reductions' ~32
+ * (with 6 activation rows at K = 576 those were ~15% of a tile's work). */
+INLINE TARGET __m256 upper256(__m512 a) { /* AVX-512 F only (extractf32x8 is DQ) */
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+}
+
+INLINE TARGET __m128 sum4(const __m512 a[4]) {
+    __m256 h[4];
+    for (int r = 0; r < 4; r++)
+        h[r] = _mm256_add_ps(_mm512_castps512_ps256(a[r]), upper256(a[r]));
+    /* each 128-bit half: {s0, s1, s2, s3} partial sums */
+    const __m256 q = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    return _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
+}
+
 /* MR activation rows times R weight rows (R <= NR) over all of K, into out[m * N + r].
  * MR and R are compile-time constants at every call site, so the loops unroll and the
  * accumulators live in registers. */
@@ -72,8 +88,13 @@ INLINE TARGET void tile(const float *x, const float *w, float *out, idx_t N, idx
             for (int r = 0; r < R; r++) acc[m][r] = _mm512_fmadd_ps(xv, wv[r], acc[m][r]);
         }
     }
-    for (int m = 0; m < MR; m++)
-        for (int r = 0; r < R; r++) out[m * N + r] = _mm512_reduce_add_ps(acc[m][r]);
+    for (int m = 0; m < MR; m++) {
+        if (R == NR) {
+            _mm_storeu_ps(out + m * N, sum4(acc[m]));
+        } else {
+            for (int r = 0; r < R; r++) out[m * N + r] = _mm512_reduce_add_ps(acc[m][r]);
+        }
+    }
 }
 
 /* One tile of R weight rows times all M activation rows, MR_MAX rows at a time. */
