@@ -1,7 +1,7 @@
 """The native AVX-512 float32 GEMV equals its float64 torch reference to float32 rounding on
-odd sizes (K tails of every width, N not a multiple of the 4-row tile), 1-37 rows (passes of
-up to 6 rows over each weight tile), exactly representable sums; bad arguments raise a clear
-error before the kernel runs."""
+odd sizes (K tails of every width, N not a multiple of the 4- or 8-row tiles), 1-37 rows
+(passes of up to 6 rows over each weight tile), exactly representable sums; bad arguments
+raise a clear error before the kernel runs."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ needs_kernel = pytest.mark.skipif(not f32_gemv_available(), reason=unavailable_r
     load("f32_gemv"), "f32_gemv", "AVX-512 F"))
 
 # (K, N): K below, at and past multiples of 16 (the masked tail and the 16-wide loop), N
-# below, at and past multiples of the 4-row tile
-SHAPES = [(1, 1), (5, 3), (16, 4), (17, 9), (63, 130), (64, 7), (65, 5), (577, 33), (1000, 66)]
+# below, at and past multiples of the 4-row tile and of the 8-row one (1-2 rows), 12 and 13:
+# 8-row tiles, then a 4-row one (then a single row)
+SHAPES = [(1, 1), (5, 3), (16, 4), (17, 9), (63, 130), (64, 7), (65, 5), (577, 33), (1000, 66),
+          (48, 12), (100, 13)]
 
 
 def _within_float32(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> bool:
