@@ -10,7 +10,7 @@ CPU seconds, the linears' share (each call timed, by implementation and row coun
 rest (attention, norms, rotary, KV writes, metadata). Engine overheads (scheduling,
 tokenizer and detokenizer hops) are what ``cpu_speed.py``'s figure adds on top.
 
-    python benchmarks/rag_batch_profile.py [--mode gguf] [--repeats 2]
+    python benchmarks/rag_batch_profile.py [--mode gguf] [--repeats 2] [--compare-gather]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from contextlib import contextmanager
 import torch
 from bench_common import real_model_runner
 
+from radixlm.kernels import extend_attention
 from radixlm.runtime.memory.page_allocator import pages_of
 from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.forward_batch import ForwardBatch
@@ -124,6 +125,9 @@ def main() -> None:
     parser.add_argument("--question-tokens", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--chunk", type=int, default=512, help="chunked prefill size")
+    parser.add_argument("--compare-gather", action="store_true",
+                        help="side by side, runs taking turns: extend attention gathering "
+                             "every key (the code before pool views) against pool views")
     parser.add_argument("--cprofile", type=int, default=0,
                         help="also print this many functions by cumulative CPU time")
     args = parser.parse_args()
@@ -136,7 +140,11 @@ def main() -> None:
         if isinstance(mod, gemm_choice.ChosenLinear) and ".0." in f".{name}.":
             plans[name].append(str(mod.plan.choices))
     with torch.inference_mode():
-        runs = [replay(runner, args) for _ in range(args.repeats)]
+        runs, gathered = [], []
+        for _ in range(args.repeats):  # the two take turns: load bursts hit both alike
+            runs.append(replay(runner, args))
+            if args.compare_gather:
+                gathered.append(gathering(replay, runner, args))
     if args.cprofile:
         import cProfile
         import pstats
@@ -145,12 +153,31 @@ def main() -> None:
         with torch.inference_mode():
             prof.runcall(replay, runner, args)
         pstats.Stats(prof).sort_stats("cumulative").print_stats(args.cprofile)
-    best = {p: min((r[p] for r in runs), key=lambda f: f["cpu_s"]) for p in runs[0]}
-    print(json.dumps({"mode": args.mode, "load_s": round(load_s, 1),
-                      "load_avg_1min": os.getloadavg()[0], "layer0_plans": plans,
-                      "total_wall_s": sum(f["wall_s"] for f in best.values()),
-                      "total_cpu_s": sum(f["cpu_s"] for f in best.values()),
-                      "phases": best}, indent=1))
+    best = _best(runs)
+    out = {"mode": args.mode, "load_s": round(load_s, 1), "load_avg_1min": os.getloadavg()[0],
+           "layer0_plans": plans, "total_wall_s": sum(f["wall_s"] for f in best.values()),
+           "total_cpu_s": sum(f["cpu_s"] for f in best.values()), "phases": best}
+    if gathered:
+        out["gathered_cpu_s"] = {p: f["cpu_s"] for p, f in _best(gathered).items()}
+    print(json.dumps(out, indent=1))
+
+
+def _best(runs: list[dict[str, dict]]) -> dict[str, dict]:
+    """Per phase the run with the least CPU time (interruptions only add time)."""
+    return {p: min((r[p] for r in runs), key=lambda f: f["cpu_s"]) for p in runs[0]}
+
+
+def gathering(fn, *args):  # noqa: ANN001, ANN201 - a pass-through
+    """``fn(*args)`` with extend attention gathering every key row (no pool views)."""
+    original = extend_attention._pool_rows
+
+    def gather(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        return cache.view(-1, cache.shape[2], cache.shape[3]).index_select(0, slots)
+    extend_attention._pool_rows = gather
+    try:
+        return fn(*args)
+    finally:
+        extend_attention._pool_rows = original
 
 
 if __name__ == "__main__":
