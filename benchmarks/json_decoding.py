@@ -14,7 +14,10 @@ runs as in the engine: after each token the state is prefetched for the compiler
 forward of F ms passes (sleeping: the GIL is free, as in a model forward), then the scheduler's
 mask gate waits at most B for the mask; a step whose mask is still not ready is held (the wait
 is that step's mask time, "held" in the table) and tried again after another forward. Python's
-garbage-collector pauses (any thread: they hold the GIL) are timed and printed at the end.
+garbage-collector pauses (any thread: they hold the GIL) are timed and printed at the end; by
+default the collector runs as in the scheduler process (``--gc scheduler``: the start-up heap
+frozen once the vocabulary and engines are built, the young threshold raised), for every
+engine alike, since they share this process.
 
 An instance counts as accepted when some spelling of it is: its own serialisation (compact or
 with spaces) or, for radixlm, a key order found by :mod:`radixlm.fsm.json.witness`; competitors
@@ -53,6 +56,7 @@ from radixlm.fsm import (
 )
 from radixlm.fsm.json.witness import find_accepted_text
 from radixlm.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
+from radixlm.runtime.gc_policy import freeze_startup_heap
 from radixlm.runtime.scheduling.gate_reserve import wake_reserve
 from radixlm.runtime.scheduling.grammar_manager import GIL_SWITCH_SECONDS
 
@@ -397,6 +401,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--walk-limits", action="store_true",
                    help="radixlm walks on the schema with bounded lengths (JsonLimits), so "
                         "every walk ends; by default all engines walk the same grammar")
+    p.add_argument("--gc", choices=("scheduler", "python"), default="scheduler",
+                   help="the collector as the scheduler process runs it (start-up heap frozen, "
+                        "young threshold raised: runtime/gc_policy.py), or Python's defaults "
+                        "(rounds before 2026-12-02: their maxima were mostly full collections)")
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
     p.add_argument("--out", type=Path,
                    default=Path(__file__).resolve().parent / "results" / "json_decoding.json")
@@ -436,6 +444,11 @@ def main() -> None:
               "xgrammar": lambda: XGrammarEngine(vocab),
               "outlines-core": lambda: OutlinesEngine(vocab, args.timeout)}
     engines = [makers[n]() for n in args.engines.split(",")]
+    if args.gc == "scheduler":  # after the vocabularies and engines are built, as it does
+        frozen = freeze_startup_heap()  # its own full collection included in what is dropped
+        print(f"gc: {frozen} start-up objects frozen ({len(gc_pauses)} collections while "
+              "loading, not counted below)", flush=True)
+        del gc_pauses[:]
     summary: dict = {}
     for subset in args.subsets:
         files = sorted((args.corpus / subset).glob("*.json"))[: args.per_subset]

@@ -23,7 +23,9 @@ pytestmark = pytest.mark.skipif(not q4_gemv_available(),
                                 reason=f"q4_gemv: {q4_gemv_unavailable_reason()}")
 
 SHAPES = [(1, 32, 1), (1, 576, 17), (2, 64, 31), (3, 96, 33), (4, 576, 577), (5, 1536, 49),
-          (6, 128, 15), (7, 320, 129), (8, 576, 960), (11, 64, 23), (17, 96, 47)]  # (M, K, N)
+          (6, 128, 15), (7, 320, 129), (8, 576, 960), (11, 64, 23), (17, 96, 47),
+          # many passes of 8 rows, a ragged last one
+          (21, 1536, 1000), (37, 4096, 45)]  # (M, K, N)
 
 
 def _weight(n: int, k: int, gen: torch.Generator, half: bool):
@@ -212,3 +214,4 @@ def test_bad_input_is_refused_with_the_reason():
         grouped_gemv_linear(torch.randn(2, 63), weight)
     with pytest.raises(ValueError, match="chunk_bytes must be >= 64"):
         PackArena(chunk_bytes=8)
+

@@ -173,3 +173,27 @@ def test_triton_rejects_bad_arguments_before_launch(
     args = dict(q=b.q, k_cache=b.kv.k_cache, v_cache=b.kv.v_cache, qo_indptr=b.qo_indptr,
                 kv_indptr=b.kv.kv_indptr, kv_indices=b.kv.kv_indices, sm_scale=0.125)
     assert_rejected(extend_attention_triton, args, mutate, exc, match)
+
+
+@pytest.mark.parametrize("prefix, new, questions", [(0, 300, 1), (200, 140, 1), (97, 5, 3)])
+def test_consecutive_slots_read_as_pool_views(prefix: int, new: int, questions: int,
+                                              gen: torch.Generator) -> None:
+    """Slots that run consecutively (a prefill chunk after its own earlier chunks, a cached
+    document on a fresh pool) are read as views of the pool, not gathered: same attention.
+    With several questions the document is a shared prefix (cascade) on consecutive slots and
+    each question's own slots follow one another after it."""
+    hkv, group, d = 2, 3, 64
+    pool = prefix + questions * new + 7
+    k_cache, v_cache = randn(gen, pool, 1, hkv, d), randn(gen, pool, 1, hkv, d)
+    q = randn(gen, questions * new, hkv * group, d)
+    lists = [torch.cat([torch.arange(prefix), torch.arange(prefix + i * new, prefix + (i + 1)
+                                                          * new)]) for i in range(questions)]
+    kv_indptr = torch.tensor([0] + [(prefix + new) * (i + 1) for i in range(questions)])
+    qo_indptr = torch.tensor([new * i for i in range(questions + 1)])
+    out = extend_attention_ref(q, k_cache, v_cache, qo_indptr, kv_indptr, torch.cat(lists),
+                               0.125)
+    flat_k, flat_v = k_cache.view(pool, hkv, d), v_cache.view(pool, hkv, d)
+    want = torch.cat([naive_attention(q[i * new:(i + 1) * new], flat_k[s], flat_v[s],
+                                      torch.arange(prefix, prefix + new), 0.125)
+                      for i, s in enumerate(lists)])
+    assert_close(out, want, 1e-5)

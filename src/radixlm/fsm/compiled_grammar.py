@@ -76,7 +76,8 @@ class CompiledGrammar:
         self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes,
                                 max_mask_seconds=budget.max_mask_seconds,
                                 max_mask_terms=budget.max_mask_terms,
-                                native_walk=budget.native_trie_walk)
+                                native_walk=budget.native_trie_walk,
+                                short_reach=budget.short_reach_masks)
         self.cached_masks = self.index.masks  # state -> mask, read without a lock
         self.cached_np_masks = self.index.np_masks  # the same masks as numpy arrays
         self.compressed = CompressedFSM(self.dfa)

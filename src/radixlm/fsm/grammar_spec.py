@@ -160,7 +160,10 @@ class CompileBudget:
     are computed in the compiler's worker thread in short slices (0 turns that off); the
     rest are computed on first visit. ``native_trie_walk``: walk the token trie with the
     compiled loop (numba, when installed: :mod:`trie_walk_kernel`; the numpy walk otherwise,
-    with the same masks); on by default.
+    with the same masks); on by default. ``short_reach_masks``: share the part of a mask
+    made of tokens up to the vocabulary's short reach between states equal at that reach,
+    walking the few longer tokens per state (:attr:`TokenVocabulary.short_reach`; the same
+    masks).
     """
 
     max_seconds: float = 10.0
@@ -172,6 +175,7 @@ class CompileBudget:
     max_mask_seconds: float = 0.5
     max_mask_terms: int | None = None
     native_trie_walk: bool = True
+    short_reach_masks: bool = True
 
     def __post_init__(self) -> None:
         if not self.max_seconds > 0:

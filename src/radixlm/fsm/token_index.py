@@ -18,6 +18,7 @@ import torch
 from . import work_clock
 from .errors import GrammarBudgetError
 from .lazy_dfa import DEAD, LazyDFA
+from .token_trie import TokenTrie
 from .vocabulary import TokenVocabulary
 
 
@@ -39,6 +40,13 @@ def _subset_of(bytesets: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 _LOOPING_BYTES = 128
 
 
+def _words(ids: np.ndarray, num_words: int) -> np.ndarray:
+    """int32 bitmask words with the bits of ``ids`` set."""
+    bits = np.zeros(num_words * 32, dtype=bool)
+    bits[ids] = True
+    return np.packbits(bits, bitorder="little").view("<i4").copy()
+
+
 class MaskDeferred(Exception):  # noqa: N818 (a signal, not an error)
     """A mask computation stopped at its caller's ``yield_at`` (resumable: the automaton
     rows it built stay)."""
@@ -49,7 +57,8 @@ class TokenIndex:
 
     def __init__(self, dfa: LazyDFA, vocab: TokenVocabulary,
                  max_mask_bytes: int = 1 << 30, max_mask_seconds: float = float("inf"),
-                 max_mask_terms: int | None = None, native_walk: bool = False) -> None:
+                 max_mask_terms: int | None = None, native_walk: bool = False,
+                 short_reach: bool = False) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.max_mask_bytes = max_mask_bytes
@@ -69,6 +78,10 @@ class TokenIndex:
         self._np_masks: dict[int, np.ndarray] = {}  # the same buffers as numpy (faster copies)
         self._distinct = 0  # masks actually computed (shared ones counted once)
         self._successors: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # masks are composed of a shared part (tokens up to vocab.short_reach, keyed by the
+        # term clamped there) and a per-state walk of the longer tokens (_compose_mask)
+        self.short_reach = short_reach and vocab.short_reach < vocab.max_token_len
+        self._short_words: dict[int, np.ndarray] = {}  # short key state -> its words
 
     @property
     def num_masks(self) -> int:
@@ -76,14 +89,20 @@ class TokenIndex:
         return len(self._masks)
 
     @property
+    def num_short_masks(self) -> int:
+        """Distinct shared parts (tokens up to the short reach) computed so far."""
+        return len(self._short_words)
+
+    @property
     def memory_bytes(self) -> int:
         """Bytes held by cached masks (shared ones counted once)."""
-        return self._distinct * self.vocab.num_words * 4
+        return (self._distinct + len(self._short_words)) * self.vocab.num_words * 4
 
-    def walk_all(self, state: int, deadline: float = float("inf")
-                 ) -> tuple[np.ndarray, np.ndarray]:
+    def walk_all(self, state: int, deadline: float = float("inf"),
+                 terms_limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(token ids allowed from ``state``, the state each leads to); ``deadline`` on
-        :func:`work_clock.now`.
+        :func:`work_clock.now`; ``terms_limit``: the builder's term count past which the
+        walk fails (default: ``max_mask_terms`` more than now).
 
         Usually the vocabulary's byte trie is walked through the DFA (tokens sharing a prefix
         share its walk: :mod:`token_trie`). In states where most bytes loop (inside an
@@ -91,23 +110,13 @@ class TokenIndex:
         byte sets, and the rest walk byte by byte, longest first, dropping dead tokens.
         """
         vocab, dfa = self.vocab, self.dfa
-        extra = self.max_mask_terms if self.max_mask_terms is not None else 1 << 62
-        terms_limit = dfa.builder.num_terms + extra
+        if terms_limit is None:
+            terms_limit = self._terms_limit()
         row = dfa.row(state).copy()
         self._check_budget(terms_limit, deadline)
         looping = row == state
         if np.count_nonzero(looping) < _LOOPING_BYTES:  # most states: the trie walk
-            def ensure_rows(states: np.ndarray) -> None:
-                missing = states[~dfa.built[states]]
-                if not missing.size:  # the usual case once a few masks are computed
-                    return
-                # ascending, as np.unique gave (a few us less: missing is usually small)
-                for s in sorted(set(missing.tolist())):
-                    dfa.build_row(s)  # one row at a time: the granularity of yield_at
-                    self._check_budget(terms_limit, deadline)
-
-            built = (lambda: dfa.built) if self.native_walk else None
-            return vocab.trie.walk(lambda: dfa.trans, state, ensure_rows, built)
+            return self._walk_trie(vocab.trie, state, terms_limit, deadline)
         first_ok = row[vocab.walk_first] != DEAD
         if looping.any():
             inside = _subset_of(vocab.walk_bytesets, looping) & first_ok
@@ -137,6 +146,28 @@ class TokenIndex:
             ids = np.concatenate([ids, looped])
             states = np.concatenate([states, np.full(looped.size, state, dtype=states.dtype)])
         return ids, states
+
+    def _walk_trie(self, trie: TokenTrie, state: int, terms_limit: int, deadline: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """``trie``'s tokens allowed from ``state`` and where each leads (rows built as
+        needed, within the budget)."""
+        dfa = self.dfa
+
+        def ensure_rows(states: np.ndarray) -> None:
+            missing = states[~dfa.built[states]]
+            if not missing.size:  # the usual case once a few masks are computed
+                return
+            # ascending, as np.unique gave (a few us less: missing is usually small)
+            for s in sorted(set(missing.tolist())):
+                dfa.build_row(s)  # one row at a time: the granularity of yield_at
+                self._check_budget(terms_limit, deadline)
+
+        built = (lambda: dfa.built) if self.native_walk else None
+        return trie.walk(lambda: dfa.trans, state, ensure_rows, built)
+
+    def _terms_limit(self) -> int:
+        extra = self.max_mask_terms if self.max_mask_terms is not None else 1 << 62
+        return self.dfa.builder.num_terms + extra
 
     def _check_budget(self, terms_limit: int, deadline: float) -> None:
         if self.dfa.builder.num_terms > terms_limit:
@@ -181,15 +212,42 @@ class TokenIndex:
         if shared is not None:
             self._store(state, shared)
             return shared
-        tensor = self._compute_mask(key)
+        if self.short_reach:
+            tensor = self._compose_mask(key)
+        else:
+            tensor = self._compute_mask(key)
         self._store(state, tensor)
         return tensor
 
+    def _compose_mask(self, state: int) -> torch.Tensor:
+        """The mask of ``state`` as the shared mask of its tokens up to the vocabulary's
+        short reach (keyed by the term clamped at that reach: exact for those tokens, see
+        :meth:`TermBuilder.clamp`) plus its own walk of the few longer ones."""
+        vocab = self.vocab
+        # one budget for both walks, as for one whole walk
+        deadline, terms_limit = work_clock.now() + self.max_mask_seconds, self._terms_limit()
+        short_key = self.dfa.mask_key(state, vocab.short_reach)
+        short = self._short_words.get(short_key)
+        if short is None:
+            ids, nxt = self.walk_all(short_key, deadline, terms_limit)
+            words = _words(ids, vocab.num_words)
+            self._short_words[short_key] = words & ~vocab.long_words
+            self._remember_successors(short_key, ids, nxt)  # exact: a whole walk
+            if short_key == state:  # no counter between the reaches: that walk is the mask
+                return self._finish_mask(state, words)
+            short = self._short_words[short_key]
+        long_ids, _ = self._walk_trie(vocab.long_trie, state, terms_limit, deadline)
+        words = short | _words(long_ids, vocab.num_words)
+        return self._finish_mask(state, words)
+
     def _compute_mask(self, state: int) -> torch.Tensor:
         ids, nxt = self.walk_all(state, work_clock.now() + self.max_mask_seconds)
-        bits = np.zeros(self.vocab.num_words * 32, dtype=bool)
-        bits[ids] = True
-        words = np.packbits(bits, bitorder="little").view("<i4").copy()
+        tensor = self._finish_mask(state, _words(ids, self.vocab.num_words))
+        self._remember_successors(state, ids, nxt)
+        return tensor
+
+    def _finish_mask(self, state: int, words: np.ndarray) -> torch.Tensor:
+        """Store ``words`` (EOS added where ``state`` may end) as the mask of ``state``."""
         if self.dfa.accepting[state]:
             words |= self.vocab.eos_words
         if self.memory_bytes + words.nbytes > self.max_mask_bytes:
@@ -198,7 +256,6 @@ class TokenIndex:
         tensor = torch.from_numpy(words)
         self._store(state, tensor)
         self._distinct += 1
-        self._remember_successors(state, ids, nxt)
         return tensor
 
     def _remember_successors(self, state: int, ids: np.ndarray, nxt: np.ndarray) -> None:

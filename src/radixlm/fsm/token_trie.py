@@ -72,6 +72,11 @@ class TokenTrie:
                 end_token[order].astype(np.int64))
 
     @property
+    def num_tokens(self) -> int:
+        """Token ids with bytes (duplicates counted): the most one walk can return."""
+        return self._num_tokens
+
+    @property
     def num_nodes(self) -> int:
         """Distinct non-empty token prefixes."""
         return sum(self.sizes) - 1

@@ -21,7 +21,8 @@ import numpy as np
 from .token_trie import TokenTrie
 
 # the cached per-vocabulary data :meth:`TokenVocabulary.prepare` computes ahead
-_PREPARED = ("fingerprint", "eos_words", "extendable")
+_PREPARED = ("fingerprint", "eos_words", "extendable", "long_trie", "long_words")
+_MAX_LONG_TOKENS = 256  # tokens walked one state at a time, past the shared short reach
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
@@ -178,6 +179,33 @@ class TokenVocabulary:
             if j < len(entries) and entries[j][0].startswith(data):
                 out[tid] = True
         return out
+
+    @cached_property
+    def short_reach(self) -> int:
+        """The shortest length L (at least 8) with at most :data:`_MAX_LONG_TOKENS` tokens
+        longer than L: masks of tokens up to L bytes are shared by states whose terms agree
+        once counters past L are clamped (see :class:`TokenIndex`); the few longer tokens
+        are walked per state (:attr:`long_trie`). A few very long tokens (runs of spaces:
+        81 bytes in SmolLM2's 49k vocabulary, 16 or fewer in all but 155) would otherwise
+        set the reach, and bounded strings up to that length would share no mask at all."""
+        lengths = np.sort(self.walk_lengths)[::-1]  # longest first
+        if lengths.size <= _MAX_LONG_TOKENS:
+            return max(int(lengths.max(initial=1)), 1)
+        return max(int(lengths[_MAX_LONG_TOKENS]), min(8, self.max_token_len))
+
+    @cached_property
+    def long_trie(self) -> TokenTrie:
+        """The trie of the tokens longer than :attr:`short_reach` (ids as in the vocabulary)."""
+        reach = self.short_reach
+        return TokenTrie([b if b and len(b) > reach else None for b in self.token_bytes])
+
+    @cached_property
+    def long_words(self) -> np.ndarray:
+        """int32 bitmask row with the bits of the tokens longer than :attr:`short_reach`."""
+        bits = np.zeros(self.num_words * 32, dtype=bool)
+        reach = self.short_reach
+        bits[[t for t, b in enumerate(self.token_bytes) if b and len(b) > reach]] = True
+        return np.packbits(bits, bitorder="little").view("<i4").copy()
 
     def prepare(self) -> None:
         """Compute now the per-vocabulary data built lazily otherwise (the cache-key

@@ -119,8 +119,8 @@ def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     h, d = k_cache.shape[2], k_cache.shape[3]
     n, kv_len = q_span[1] - q_span[0], kv_span[1] - kv_span[0]
     slots = kv_indices[kv_span[0] + skip : kv_span[1]].long()
-    k = k_cache.view(-1, h, d).index_select(0, slots).transpose(0, 1).unsqueeze(0)
-    v = v_cache.view(-1, h, d).index_select(0, slots).transpose(0, 1).unsqueeze(0)
+    k = _pool_rows(k_cache, slots).transpose(0, 1).unsqueeze(0)
+    v = _pool_rows(v_cache, slots).transpose(0, 1).unsqueeze(0)
     mask = causal_mask(n, kv_len, sliding_window, q.device)[..., skip:]  # [1, 1, n, L - skip]
     qi = q[q_span[0] : q_span[1]]
     if not skip:
@@ -138,6 +138,18 @@ def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     o, o_lse = partial_attention(qg, k, v, mask[0, 0][:, None, None, :], sm_scale, logit_cap)
     out[q_span[0] : q_span[1]] = o.reshape(n, -1, d).to(q.dtype)
     lse[q_span[0] : q_span[1]] = o_lse
+
+
+def _pool_rows(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """[L, Hkv, D] rows ``slots`` of the pool: a view when they are consecutive (a prefill
+    chunk after its own earlier chunks, on a fresh pool: no 2 x L x Hkv x D copy per layer),
+    else a gather."""
+    flat = cache.view(-1, cache.shape[2], cache.shape[3])
+    if slots.numel():
+        start = int(slots[0])
+        if torch.equal(slots, torch.arange(start, start + slots.numel(), device=slots.device)):
+            return flat[start : start + slots.numel()]
+    return flat.index_select(0, slots)
 
 
 def _own_keys_batched(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -188,8 +200,8 @@ def _shared_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  out: torch.Tensor, lse: torch.Tensor) -> None:
     """All members' queries against the group's shared prefix (no mask: it precedes them)."""
     h, d = k_cache.shape[2], k_cache.shape[3]
-    kp = k_cache.view(-1, h, d).index_select(0, g.prefix).transpose(0, 1)[None]  # [1,Hkv,Lp,D]
-    vp = v_cache.view(-1, h, d).index_select(0, g.prefix).transpose(0, 1)[None]
+    kp = _pool_rows(k_cache, g.prefix).transpose(0, 1)[None]  # [1, Hkv, Lp, D]
+    vp = _pool_rows(v_cache, g.prefix).transpose(0, 1)[None]
     rows = torch.cat([torch.arange(qo[m], qo[m + 1]) for m in g.members.tolist()])
     per_chunk = max(GROUP_SCORE_BUDGET // max(g.prefix.numel() * q.shape[1], 1), 1)
     for chunk in rows.split(per_chunk):

@@ -16,7 +16,8 @@ import pytest
 # kill: 5 s of polls (the old figure) failed once in a full CI run (2026-12-02).
 POLLS = 200
 PROGRAM = """
-import sys, time
+import faulthandler, signal, sys, time
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's post-mortem, on failure
 from radixlm.runtime.api.engine import Engine
 with Engine(model_path=sys.argv[1]) as engine:
     engine.generate("x", {"max_new_tokens": 2})
@@ -35,6 +36,16 @@ def children(pid: int) -> set[int]:
         except OSError:
             pass
     return found
+
+
+def stacks_of(proc: subprocess.Popen) -> str:
+    """Every thread's stack of a program that outlived its polls (its faulthandler on
+    SIGUSR1), with the rest of its stderr: what the failure message needs to be acted on."""
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(1.0)
+    proc.kill()
+    _, err = proc.communicate(timeout=10)
+    return err[-6000:]
 
 
 def alive(pid: int) -> bool:
@@ -59,7 +70,8 @@ def test_sigint_stops_the_program_and_its_engine_children(tiny_llama_path):
             if proc.poll() is not None and not any(alive(k) for k in kids):
                 break
             time.sleep(0.1)
-        assert proc.poll() is not None, "the program survived Ctrl-C"
+        if proc.poll() is None:
+            pytest.fail(f"the program survived Ctrl-C; its threads:\n{stacks_of(proc)}")
         assert not [k for k in kids if alive(k)], "engine children survived Ctrl-C"
     finally:
         if proc.poll() is None:

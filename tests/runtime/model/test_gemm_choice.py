@@ -3,10 +3,13 @@ name offered implementations (no assertion on which one wins: that is the machin
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 import torch.nn.functional as F
 
+from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.gemm_choice import ChosenLinear, GemmChooser, GemmPlan
 from radixlm.runtime.model.quantized_linear import float_impls, quant_impls, quantize_weight
 
@@ -118,3 +121,25 @@ def test_finish_leaves_single_and_fixed_linears_as_built():
     lin = chooser.build("fixed-defer", float_impls(torch.randn(8, 16)), None, 16, 8, defer=True)
     chooser.finish()
     assert lin.plan.used == {"torch"} and lin.offered == {}
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_one_thread_measures_cpu_time_so_time_off_the_core_costs_nothing():
+    """At one torch thread candidates are timed by this thread's CPU clock: a candidate that
+    waits off the core (as when another process holds it) costs nothing, one that computes
+    costs its CPU time; so the waiting one wins however long it waits."""
+    impls = {"waits": lambda x: time.sleep(0.003) or x,
+             "computes": lambda x: _spin(0.001) or x}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert gemm_choice.measure_clock() is time.thread_time
+        plan = GemmChooser(buckets=(1, 8), reps=2).plan("cpu-clock-test", impls, 4, 4, (1, 8))
+    finally:
+        torch.set_num_threads(threads)
+    assert plan.choices == ("waits", "waits")

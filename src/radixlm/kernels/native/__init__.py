@@ -19,3 +19,20 @@ def load(name: str) -> ModuleType | None:
         return importlib.import_module(f"{__name__}.{name}")
     except ImportError:
         return None
+
+
+def unavailable_reason(module: ModuleType | None, name: str, needs: str) -> str:
+    """Why the native module ``name`` (as :func:`load` returned it) cannot run here, or ``""``
+    when it can. ``needs``: the CPU features its ``supported()`` checks, for the message."""
+    if module is None:
+        return (f"radixlm.kernels.native.{name} is not built: run "
+                "`python setup.py build_ext --inplace` (needs a C compiler)")
+    return "" if module.supported() else f"{name} needs a CPU with {needs}; this one lacks it"
+
+
+def require(module: ModuleType | None, name: str, needs: str) -> ModuleType:
+    """``module`` if it can run here, else a RuntimeError naming the reason and the remedy."""
+    reason = unavailable_reason(module, name, needs)
+    if reason or module is None:
+        raise RuntimeError(reason)
+    return module

@@ -34,6 +34,16 @@ STREAMED_ROWS = 8  # up to here a call is bound by streaming its weight (GemmCho
 Impl = Callable[[torch.Tensor], torch.Tensor]
 
 
+def measure_clock() -> Callable[[], float]:
+    """The clock candidates are timed by: this thread's CPU time when torch computes on this
+    one thread (every candidate then runs on the caller's thread: memory stalls still count,
+    but the time other processes hold the core does not), else the wall clock (intra-op
+    workers' time is not this thread's). On a shared machine (load 6 on 2 cores) a 20 ms
+    512-row call is preempted in nearly every wall-clock rep: best-of-3 then picked MKL over
+    oneDNN for SmolLM2's 512-row gate_up, 24.0 vs 17.8 ms of CPU time."""
+    return time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
+
+
 @dataclass(frozen=True)
 class GemmPlan:
     """The winning implementation per row bucket: rows <= buckets[i] use choices[i]."""
@@ -210,17 +220,19 @@ class GemmChooser:
 
 @torch.inference_mode()
 def _best_times(impls: Mapping[str, Impl], x: torch.Tensor, reps: int) -> dict[str, float]:
-    """Best-of-``reps`` seconds of each ``impl(x)`` after one warm-up call each, the
-    candidates taking turns rep by rep: on a shared machine a burst of load then slows every
-    candidate's round alike instead of all reps of one (min: interruptions only add time)."""
+    """Best-of-``reps`` seconds (:func:`measure_clock`) of each ``impl(x)`` after one warm-up
+    call each, the candidates taking turns rep by rep: on a shared machine a burst of load
+    then slows every candidate's round alike instead of all reps of one (min: interruptions
+    only add time)."""
     for fn in impls.values():
         fn(x)
     best = dict.fromkeys(impls, float("inf"))
+    clock = measure_clock()
     for _ in range(reps):
         for name, fn in impls.items():
-            start = time.perf_counter()
+            start = clock()
             fn(x)
-            best[name] = min(best[name], time.perf_counter() - start)
+            best[name] = min(best[name], clock() - start)
     return best
 
 
@@ -273,14 +285,15 @@ def _pass_times(steps: list[tuple[Key, ChosenLinear]], assignments: list[Assignm
     seconds of each assignment's whole pass)."""
     per_call: dict[tuple[Key, str], float] = {}
     totals = [float("inf")] * len(assignments)
+    clock = measure_clock()
     for rep in range(reps + warm_up):
         for a, assignment in enumerate(assignments):
             spent: dict[tuple[Key, str], list[float]] = {}
             for key, linear in steps:
                 name = assignment[key]
-                start = time.perf_counter()
+                start = clock()
                 linear.offered[name](xs[linear.in_features])
-                spent.setdefault((key, name), []).append(time.perf_counter() - start)
+                spent.setdefault((key, name), []).append(clock() - start)
             if rep or not warm_up:
                 for kn, times in spent.items():
                     per_call[kn] = min(per_call.get(kn, float("inf")), sum(times) / len(times))

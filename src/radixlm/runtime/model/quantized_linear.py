@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...kernels.cpu_f32_gemv import F32GemvLinear, f32_gemv_available
 from ...kernels.cpu_int8_gemv import Int8GemvLinear, int8_gemv_available
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
@@ -43,12 +44,17 @@ QuantWeight = Int8Weight | Int4Weight | Int8GroupedWeight
 
 
 def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Impl]:
-    """MKL ``F.linear`` on the plain weight and, where available, oneDNN on a packed copy."""
+    """MKL ``F.linear`` on the plain weight, where available oneDNN on a packed copy and, for
+    a contiguous float32 weight where built and the CPU has AVX-512, the native GEMV on the
+    plain weight (``f32-avx512``: reads each weight tile once for all rows, with prefetch;
+    for batch-1..32 decode, ``kernels/cpu_f32_gemv.py``)."""
     w = weight.detach()
     impls: dict[str, Impl] = {"torch": lambda x: F.linear(x, w)}
     if allow_onednn and w.device.type == "cpu" and onednn_linear_available(w.dtype):
         packed = PackedLinear(w, None)
         impls["onednn"] = packed
+    if w.is_cpu and w.dtype == torch.float32 and w.is_contiguous() and f32_gemv_available():
+        impls["f32-avx512"] = F32GemvLinear(w)
     return impls
 
 

@@ -1,0 +1,126 @@
+"""Cold masks side by side: the same random-logit walks with and without short-reach masks.
+
+Every schema of the chosen JSONSchemaBench subsets is compiled twice
+(``CompileBudget.short_reach_masks`` on, "shared", and off, "plain"), warm-up off, so every
+mask a walk needs is computed on first visit; both grammars are walked in lockstep (the same
+sampled tokens: the masks must be identical, which is checked at every step) and each cold
+mask is timed on the thread's CPU clock, the two variants alternating which goes first, the
+garbage collector paused while walking (a collection inside one timed mask is noise between
+the variants). Prints per subset: cold masks, their CPU-time p50 / p99 / max and total for
+each variant, and the ratio of totals.
+
+    python cold_masks.py --corpus ../../shared/jsonschemabench --tokenizer smollm2 \\
+        --subsets Github_medium Github_hard JsonSchemaStore --per-subset 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import tempfile
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from json_decoding_support import sample  # this folder (run as a script)
+
+from radixlm.fsm import (
+    CompileBudget,
+    GrammarCompiler,
+    GrammarError,
+    GrammarSpec,
+    trie_walk_kernel,
+)
+from radixlm.real_vocabularies import NAMES, load_vocabulary
+
+COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
+VARIANTS = ("shared", "plain")
+
+
+def timed_mask(grammar, state: int) -> tuple[np.ndarray, float | None]:  # noqa: ANN001
+    """(mask words, CPU seconds if it was computed now, else None)."""
+    if grammar.mask_ready(state):
+        return grammar.mask(state).numpy(), None
+    start = time.thread_time()
+    words = grammar.mask(state).numpy()
+    return words, time.thread_time() - start
+
+
+def walk_pair(grammars: dict, vocab_size: int, seed: int, max_steps: int,
+              times: dict[str, list[float]]) -> None:
+    """One random-logit walk through both grammars in lockstep."""
+    gen = torch.Generator().manual_seed(seed)
+    matchers = {k: g.new_matcher() for k, g in grammars.items()}
+    for step in range(max_steps):
+        order = VARIANTS if (seed + step) % 2 else VARIANTS[::-1]
+        words = {}
+        for k in order:
+            words[k], spent = timed_mask(grammars[k], matchers[k].state)
+            if spent is not None:
+                times[k].append(spent)
+        if not np.array_equal(words["shared"], words["plain"]):
+            raise AssertionError(f"masks differ at step {step} (seed {seed})")
+        token = sample(torch.from_numpy(words["shared"].copy()), vocab_size, gen)
+        for m in matchers.values():
+            if not m.accept_token(token):
+                raise AssertionError("sampled token refused")
+        if matchers["shared"].is_finished():
+            return
+
+
+def summary(values: list[float]) -> str:
+    if not values:
+        return "-"
+    us = np.array(values) * 1e6
+    return (f"{np.percentile(us, 50):.0f}/{np.percentile(us, 99):.0f}/{us.max():.0f} us, "
+            f"total {us.sum() / 1e3:.1f} ms")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--corpus", type=Path, required=True)
+    p.add_argument("--tokenizer", choices=NAMES, default="smollm2")
+    p.add_argument("--subsets", nargs="*", default=["Github_medium", "Github_hard",
+                                                    "JsonSchemaStore"])
+    p.add_argument("--per-subset", type=int, default=6)
+    p.add_argument("--walks", type=int, default=2)
+    p.add_argument("--max-steps", type=int, default=400)
+    p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    trie_walk_kernel.warm()
+    vocab = load_vocabulary(args.tokenizer, args.cache).vocab
+    compilers = {k: GrammarCompiler(vocab, replace(COLD, short_reach_masks=k == "shared"))
+                 for k in VARIANTS}
+    print(f"{args.tokenizer}: {vocab.vocab_size} ids; load {os.getloadavg()[0]:.2f}")
+    for subset in args.subsets:
+        times: dict[str, list[float]] = {k: [] for k in VARIANTS}
+        for seed, path in enumerate(sorted((args.corpus / subset).glob("*.json"))
+                                    [: args.per_subset]):
+            spec = GrammarSpec.json_schema(json.loads(path.read_text())["schema"])
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    grammars = {k: c.compile(spec) for k, c in compilers.items()}
+                gc.collect()
+                gc.disable()  # a collection inside a timed mask is noise between variants
+                for w in range(args.walks):
+                    walk_pair(grammars, vocab.vocab_size, 1000 * seed + w, args.max_steps,
+                              times)
+            except GrammarError:
+                continue
+            finally:
+                gc.enable()
+        ratio = sum(times["plain"]) / max(sum(times["shared"]), 1e-9)
+        print(f"{subset}: {len(times['shared'])} cold masks | shared {summary(times['shared'])}"
+              f" | plain {summary(times['plain'])} | plain/shared {ratio:.2f}x", flush=True)
+    print(f"load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
