@@ -50,8 +50,9 @@
 #define TILE_BYTES(bits, half) (CODE_BYTES(bits) + ((bits) == 8 ? 1 : 2) * ((half) ? 32 : 64))
 #define MAX_ROWS 8
 /* How far ahead of the tile being read the stream is fetched, and into L2 (T1), not L1:
-   SmolLM2's 210 matrices in model order at 1 row took 3-6% less time (int4; Q8_0 3% at 1 row,
-   ~20% at 2) than 4 KiB into L1; 8-16 KiB measured alike, as did 8 rows */
+   SmolLM2's 210 matrices in model order took 3-12% less time at 1-2 rows (int4; Q8_0 3-14% at
+   1 row, 18-21% at 2) than 4 KiB into L1, the model's GEMMs 7% (benchmarks/
+   cpu_quant_gemv_builds.py, cpu_weight_stream.py); 8-16 KiB measured alike, 8 rows unchanged */
 #ifndef PREFETCH_BYTES
 #define PREFETCH_BYTES 12288
 #endif
