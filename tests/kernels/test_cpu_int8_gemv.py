@@ -61,6 +61,28 @@ def test_gemv_matches_the_reference(rows, k, n):
     assert _within_float32(y, x, codes, scales)
 
 
+# (K, N) for 1-2 rows: 8-row tiles (both rows in one pass), then a 4-row one and/or single
+# rows: 12 = 8 + 4, 13 = 8 + 4 + 1, 15 = 8 + 4 + 3, 23 = 16 + 4 + 3, 8 and 16 exactly
+WIDE_SHAPES = [(64, 8), (577, 12), (17, 13), (65, 15), (200, 16), (1000, 23)]
+
+
+@needs_kernel
+@pytest.mark.parametrize("rows", [1, 2])
+@pytest.mark.parametrize(("k", "n"), WIDE_SHAPES)
+def test_wide_tiles_then_narrow_ones_match_the_reference_and_single_rows(rows, k, n):
+    gen = torch.Generator().manual_seed(rows * 7919 + k * 31 + n)
+    x = torch.randn(rows, k, generator=gen) * 3
+    codes, scales = _codes(n, k, gen), torch.rand(n, generator=gen) + 1e-3
+    y = int8_gemv(x, codes, scales)
+    assert _within_float32(y, x, codes, scales)
+    for r in range(rows):  # each row alone through the same tiles: the same numbers
+        assert torch.equal(int8_gemv(x[r:r + 1].contiguous(), codes, scales), y[r:r + 1])
+    for j in range(n):  # alone, a weight row takes the 1-row tile (one full reduction per
+        # output): the 4-at-once lane sums of 4- and 8-row tiles add in the same order
+        assert torch.equal(int8_gemv(x, codes[j:j + 1].contiguous(), scales[j:j + 1]),
+                           y[:, j:j + 1])
+
+
 @needs_kernel
 @pytest.mark.parametrize("rows", [1, 4, 8])
 @pytest.mark.parametrize("magnitude", [2.0**-100, 1.0, 2.0**100])

@@ -23,8 +23,9 @@ from .native import load
 
 _NATIVE = load("int8_gemv")
 # ahead along the weight (into L2): streaming SmolLM2's 210 int8 matrices one by one at batch 1
-# measured 4.4 GB/s without, 10.6 at 4 KiB and 11.7 at 8-16 KiB ahead
-PREFETCH_BYTES = 8192
+# measured 4.4 GB/s without, 10.6 at 4 KiB and 11.7 at 8-16 KiB ahead with 4-row tiles; the
+# 8-row tiles of 1-2 rows want 16-32 KiB (at 8 KiB they lose ~15% to 4-row tiles)
+PREFETCH_BYTES = 24576
 _F32 = torch.float32
 
 

@@ -49,9 +49,14 @@
 /* codes, then 16 scales (and for 4 bits 16 mins) of 2 or 4 bytes */
 #define TILE_BYTES(bits, half) (CODE_BYTES(bits) + ((bits) == 8 ? 1 : 2) * ((half) ? 32 : 64))
 #define MAX_ROWS 8
+/* How far ahead of the tile being read the stream is fetched, and into L2 (T1), not L1:
+   SmolLM2's 210 matrices in model order took 3-12% less time at 1-2 rows (int4; Q8_0 3-14% at
+   1 row, 18-21% at 2) than 4 KiB into L1, the model's GEMMs 7% (benchmarks/
+   cpu_quant_gemv_builds.py, cpu_weight_stream.py); 8-16 KiB measured alike, 8 rows unchanged */
 #ifndef PREFETCH_BYTES
-#define PREFETCH_BYTES 4096 /* how far ahead of the tile being read the stream is fetched */
+#define PREFETCH_BYTES 12288
 #endif
+#define PREFETCH_HINT _MM_HINT_T1
 #define XMAX 8355711.0f     /* 127 * (65536 + 256 + 1): the largest balanced 3-digit value */
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
@@ -182,7 +187,7 @@ VNNI static inline __attribute__((always_inline)) void block_rows(
     for (Py_ssize_t g = 0; g < groups; g++) {
         const uint8_t *tile = tiles + g * TILE_BYTES(bits, half);
         for (int line = 0; line < TILE_BYTES(bits, half); line += 64)
-            _mm_prefetch((const char *)tile + PREFETCH_BYTES + line, _MM_HINT_T0);
+            _mm_prefetch((const char *)tile + PREFETCH_BYTES + line, PREFETCH_HINT);
         __m512i q[8];
         for (int c = 0; c < 4 && bits == 4; c++) {
             __m512i raw = _mm512_loadu_si512((const void *)(tile + 64 * c));
