@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import time
 
 import cpu_speed_tasks as tasks
@@ -132,15 +133,18 @@ def llama_cpp_figures(gguf: str, args: argparse.Namespace, tok) -> dict | str:
     t_pre = median_time(prefill, args.repeats)
     ps = prompts(1, 16, vocab, seed=1)[0]
 
-    def decode(n: int) -> None:
+    def decode_seconds() -> float:
+        """The decode steps alone, the prompt's eval outside the clock: the difference of two
+        medians (with and without the steps) went to zero or below in a noisy run."""
         llm.reset()
         llm.eval(ps)
-        for _ in range(n):
+        start = time.perf_counter()
+        for _ in range(args.decode_steps):
             llm.eval([llm.sample(temp=0.0)])
-    t1 = median_time(lambda: decode(0), args.repeats)
-    tn = median_time(lambda: decode(args.decode_steps), args.repeats)
+        return time.perf_counter() - start
+    t_dec = statistics.median(decode_seconds() for _ in range(args.repeats))
     out: dict = {"prefill_tok_s": args.prefill_len / t_pre,
-                 "decode_b1_tok_s": args.decode_steps / max(tn - t1, 1e-9)}
+                 "decode_b1_tok_s": args.decode_steps / t_dec}
     if "extraction" in args.tasks:
         out["extraction"] = tasks.llama_cpp_extraction(llm)
     if "rag" in args.tasks:
