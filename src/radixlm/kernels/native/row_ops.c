@@ -290,11 +290,16 @@ static PyObject *py_decode_attention(PyObject *self, PyObject *const *args,
         }
     float *scores = malloc((size_t)(longest > 0 ? longest : 1) * sizeof(float));
     if (!scores) return PyErr_NoMemory();
+    /* The longest call of the set (up to ~0.5 ms a layer): without the GIL, as torch's ops
+     * and the GEMVs run, so the grammar compiler's worker computes masks meanwhile. The
+     * short calls keep it: releasing costs more than they take. */
+    Py_BEGIN_ALLOW_THREADS
     for (long long b = 0; b < batch; b++)
         attend_one((const float *)PTR(a[0]) + b * hq * dim, PTR(a[1]), PTR(a[2]),
                    indices + indptr[b], indptr[b + 1] - indptr[b], hq, hkv, dim,
                    (float)sm_scale, (float)cap, a[12], scores,
                    (float *)PTR(a[7]) + b * hq * dim);
+    Py_END_ALLOW_THREADS
     free(scores);
     Py_RETURN_NONE;
 }
