@@ -20,11 +20,11 @@ from .runtime.wire.ipc import free_tcp_port
 
 
 def _rank_main(rank: int, tp_size: int, addr: str, model_path: str, config: RunnerConfig,
-               job: Callable[[ModelRunner], Any], results: Any) -> None:
+               job: Callable[[ModelRunner], Any], results: Any, left: Any) -> None:
     from .runtime.model.parallel.batch_broadcast import send_stop
     from .runtime.model.parallel.process_group import (
         TPGroupConfig,
-        destroy_tp_group,
+        exit_without_teardown,
         init_tp_group,
     )
     from .runtime.model.parallel.tp_worker import serve_forwards
@@ -32,26 +32,29 @@ def _rank_main(rank: int, tp_size: int, addr: str, model_path: str, config: Runn
     torch.set_num_threads(1)
     group = init_tp_group(TPGroupConfig(tp_size=tp_size, rank=rank, dist_init_addr=addr))
     runner = ModelRunner(model_path, config, tp_group=group)
-    try:
-        if rank == 0:
-            buf = io.BytesIO()  # bytes, not shared-memory tensors: rank 0 exits right after
-            torch.save(job(runner), buf)
-            results.put(buf.getvalue())
-            send_stop(group)
-        else:
-            serve_forwards(runner)
-    finally:
-        destroy_tp_group()
+    if rank == 0:
+        buf = io.BytesIO()  # bytes, not shared-memory tensors: rank 0 exits right after
+        torch.save(job(runner), buf)
+        results.put(buf.getvalue())
+        send_stop(group)
+        for _ in range(tp_size - 1):  # rank 0 hosts the store: it leaves last
+            left.get()
+    else:
+        serve_forwards(runner)  # raises (a failed rank) if the group breaks
+        left.put(rank)
+    # No gloo teardown on any rank: it can abort in C++ against a peer's closed sockets
+    # (see exit_without_teardown); the OS closes them.
+    exit_without_teardown()
 
 
 def run_tensor_parallel(model_path: str, tp_size: int, job: Callable[[ModelRunner], Any],
                         config: RunnerConfig | None = None) -> Any:
     """``job(runner)`` on rank 0 of a ``tp_size``-process gloo group (CPU); its result."""
     ctx = tmp.get_context("spawn")
-    results = ctx.SimpleQueue()
+    results, left = ctx.SimpleQueue(), ctx.SimpleQueue()
     addr = f"127.0.0.1:{free_tcp_port()}"
     procs = tmp.start_processes(_rank_main, args=(tp_size, addr, str(model_path),
-                                                  config or RunnerConfig(), job, results),
+                                                  config or RunnerConfig(), job, results, left),
                                 nprocs=tp_size, join=False, start_method="spawn")
     result = None
     while not procs.join(timeout=0.2):  # raises if a rank failed

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
-import os
 import sys
 import traceback
 from multiprocessing.connection import Connection
@@ -24,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 def run_tp_worker_process(args: ServerArgs, rank: int, ready: Connection | None) -> None:
     """Process entry point of TP rank ``rank`` > 0."""
+    from ..model.parallel.process_group import exit_without_teardown
     from ..model.parallel.tp_worker import serve_forwards
     from .runner_setup import load_runner
 
@@ -45,21 +45,7 @@ def run_tp_worker_process(args: ServerArgs, rank: int, ready: Connection | None)
                      type(exc).__name__, exc, traceback.format_exc())
         raise SystemExit(1) from exc
     logger.info("rank %d: stopped by rank 0 after %d forwards", rank, steps)
-    _exit_without_teardown()
-
-
-def _exit_without_teardown() -> None:
-    """End a stopped rank with status 0 without tearing the process group down.
-
-    Rank 0 stops first; a gloo teardown here (``destroy_process_group`` or the interpreter's
-    own exit) can then race gloo's threads against the closed peer sockets and abort the
-    process in C++ (``terminate called without an active exception``, exit -6), which the
-    node reports as a failed rank. Nothing is left to flush but the logs, and the OS closes
-    the sockets, so the rank leaves at once."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_without_teardown()
 
 
 def node_ranks(args: ServerArgs) -> range:

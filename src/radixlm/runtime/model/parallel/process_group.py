@@ -9,6 +9,9 @@ a socket rather than spinning a GPU stream. Rank ``r`` of ``tp_size`` lives on n
 from __future__ import annotations
 
 import datetime
+import logging
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +108,20 @@ def destroy_tp_group() -> None:
     """Leave the group (at shutdown)."""
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def exit_without_teardown(code: int = 0) -> None:
+    """End a stopped non-zero rank with ``code`` without tearing the process group down.
+
+    Rank 0 stops first; a gloo teardown here (``destroy_process_group`` or the interpreter's
+    own exit) can then race gloo's threads against the closed peer sockets and abort the
+    process in C++ (``terminate called without an active exception``, exit -6), which reads
+    as a failed rank. Nothing is left to flush but the logs and stdio, and the OS closes the
+    sockets, so the rank leaves at once."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def min_over_ranks(group: TPGroup, value: int) -> int:
