@@ -12,7 +12,7 @@ import torch
 from kernel_testlib import backends_side_by_side
 
 from radixlm.kernels import cpu_row_ops
-from radixlm.kernels.decode_attention import decode_attention_ref
+from radixlm.kernels.decode_attention import decode_attention_ref, plan_decode_padded
 from radixlm.kernels.kv_store import store_kv_ref
 from radixlm.kernels.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from radixlm.kernels.rotary import rotary_rows, rotary_rows_ref
@@ -118,6 +118,47 @@ def test_decode_attention_refuses_a_slot_outside_the_pool(gen: torch.Generator) 
     indices[2] = k_cache.shape[0] * k_cache.shape[1]
     with pytest.raises(IndexError, match="outside the pool"):
         cpu_row_ops.decode_attention(q, k_cache, v_cache, indptr, indices, 0.3)
+
+
+def _cascade_case(shapes: list[tuple[int, int]], q_heads: int, kv_heads: int, dim: int,
+                  page: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """Requests (shared, own): the first ``shared`` slots of one document (two groups when
+    prefixes differ), then ``own`` slots of their own, scattered over the pool."""
+    pages = 1200 // page  # room for the longest document and every own part
+    k_cache, v_cache = _randn(pages, page, kv_heads, dim, gen=gen), \
+        _randn(pages, page, kv_heads, dim, gen=gen)
+    perm = torch.randperm(pages * page, generator=gen)
+    doc, rest = perm[:max(s for s, _ in shapes)], perm[max(s for s, _ in shapes):]
+    seqs, used = [], 0
+    for shared, own in shapes:
+        seqs.append(torch.cat([doc[:shared], rest[used:used + own]]))
+        used += own
+    lens = torch.tensor([len(s) for s in seqs])
+    padded = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)])
+    q = _randn(len(shapes), q_heads, dim, gen=gen)
+    return q, k_cache, v_cache, indptr, torch.cat(seqs), padded, lens
+
+
+@pytest.mark.parametrize(("shapes", "q_heads", "kv_heads", "dim", "page", "cap"), [
+    ([(300, 5), (300, 1), (300, 17)], 9, 3, 64, 1, 0.0),  # one group, every request
+    ([(0, 70), (211, 3), (211, 9), (97, 2), (97, 40), (5, 13)], 6, 2, 33, 4, 0.0),  # 2 + loners
+    ([(150, 1), (150, 2), (80, 30), (80, 7)], 4, 4, 17, 16, 5.0),  # logit cap
+])
+def test_decode_cascade_merges_native_suffixes_into_the_prefix(
+        shapes: list[tuple[int, int]], q_heads: int, kv_heads: int, dim: int, page: int,
+        cap: float, gen: torch.Generator) -> None:
+    q, k_cache, v_cache, indptr, indices, padded, lens = _cascade_case(
+        shapes, q_heads, kv_heads, dim, page, gen)
+    plan = plan_decode_padded(padded, lens, page, 0, {})
+    assert plan.groups and plan.suffix_indices is not None, "the case must take the cascade"
+    args = (q, k_cache, v_cache, indptr, indices, dim**-0.5, cap, 0)
+    plain = plan_decode_padded(padded, lens, page, 0, None, cascade=False)
+    want = decode_attention_ref(*args, plan=plain)
+    torch.testing.assert_close(cpu_row_ops.decode_attention(*args, plan=plan), want,
+                               rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(decode_attention_ref(*args, plan=plan), want, rtol=RTOL,
+                               atol=ATOL)
 
 
 def test_the_planner_leaves_one_request_and_small_batches_to_the_native_kernel() -> None:

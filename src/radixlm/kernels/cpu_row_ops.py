@@ -14,14 +14,22 @@ polynomial of its own (~1e-7 relative, tested).
 Decode attention reads each request's KV straight from the pool by slot, with no plan: the
 set's :func:`plan_decode` answers ``None`` (take the native kernel) for small batches of short
 contexts, where a plan's gathers and SDPA's setup cost more than the arithmetic, and the torch
-plan otherwise (long contexts, and the shared-prefix cascade of large batches).
+plan otherwise (long contexts, and the shared-prefix cascade of large batches). With a cascade
+plan the groups' prefixes go through torch (one matmul-shaped part per group) and every
+request's own suffix through the native kernel, which merges it into the prefix part by the
+log-sum-exp: no suffix gather, no padded SDPA, no merge pass.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .decode_attention import DecodePlan, decode_attention_ref, plan_decode_padded
+from .decode_attention import (
+    DecodePlan,
+    decode_attention_ref,
+    group_prefix_parts,
+    plan_decode_padded,
+)
 from .kv_store import store_kv_ref
 from .native import load
 from .rms_norm import fused_add_rms_norm_ref, rms_norm_ref
@@ -138,20 +146,41 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      kv_indptr: torch.Tensor, kv_indices: torch.Tensor, sm_scale: float,
                      logit_cap: float = 0.0, sliding_window: int = 0,
                      plan: DecodePlan | None = None) -> torch.Tensor:
-    """:func:`~.decode_attention.decode_attention_ref`; without a ``plan``, on float32 CPU
-    tensors and int64 indices, one native call reading the pool by slot."""
-    if plan is not None or not _decode_args_plain(q, k_cache, v_cache, kv_indptr, kv_indices):
+    """:func:`~.decode_attention.decode_attention_ref`; on float32 CPU tensors and int64
+    indices, without a ``plan`` one native call reading the pool by slot; with a cascade plan
+    the shared prefixes by :func:`~.decode_attention.group_prefix_parts` and each request's
+    suffix by that native call, merged into the prefix part (no suffix gather, no merge
+    pass)."""
+    plain = _decode_args_plain(q, k_cache, v_cache, kv_indptr, kv_indices)
+    if plain and plan is not None and plan.groups and plan.suffix_indices is not None:
+        o_p, l_p = group_prefix_parts(q, k_cache, v_cache, plan, sm_scale, logit_cap)
+        b, hq, d = q.shape
+        out = o_p.reshape(b, hq, d).contiguous()  # the prefix part, merged into in place
+        lse = l_p.reshape(b, hq).contiguous()
+        _native_decode(q, k_cache, v_cache, plan.suffix_indptr, plan.suffix_indices, out,
+                       0, lse.data_ptr(), sm_scale, logit_cap)
+        return out
+    if plan is not None or not plain:
         return decode_attention_ref(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale,
                                     logit_cap, sliding_window, plan)
+    out = torch.empty(q.shape)
+    _native_decode(q, k_cache, v_cache, kv_indptr, kv_indices, out, sliding_window, 0,
+                   sm_scale, logit_cap)
+    return out
+
+
+def _native_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                   indptr: torch.Tensor, indices: torch.Tensor, out: torch.Tensor,
+                   sliding_window: int, prior_lse: int, sm_scale: float,
+                   logit_cap: float) -> None:
+    """The native call: ``out`` [B, Hq, D] = attention over ``indices[indptr[b]:...]``,
+    merged into ``out``'s prior part when ``prior_lse`` (a pointer to [B, Hq]) is not 0."""
     b, hq, d = q.shape
     hkv = k_cache.shape[2]
-    out = torch.empty(b, hq, d)
     _NATIVE.decode_attention(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                             k_cache.numel() // (hkv * d), kv_indptr.data_ptr(),
-                             kv_indices.data_ptr(), kv_indices.shape[0], out.data_ptr(), b,
-                             hq, hkv, d,
-                             sliding_window, sm_scale, logit_cap)
-    return out
+                             k_cache.numel() // (hkv * d), indptr.data_ptr(),
+                             indices.data_ptr(), indices.shape[0], out.data_ptr(), b, hq,
+                             hkv, d, sliding_window, prior_lse, sm_scale, logit_cap)
 
 
 def _decode_args_plain(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

@@ -47,6 +47,11 @@ class DecodePlan:
     # one per group: the first slot when its prefix is consecutive slots (read as a view of
     # the pool), else -1 (gathered once per group and layer)
     prefix_spans: tuple[int, ...] = ()
+    # with groups: each request's slots after its group's prefix (all of them for a request in
+    # no group), ragged FlashInfer-style: int64 indptr [B + 1] and indices, for kernels that
+    # read the suffixes straight from the pool (the native set's) instead of ``index``
+    suffix_indptr: torch.Tensor | None = None
+    suffix_indices: torch.Tensor | None = None
 
 
 def _is_page_structured(slots: torch.Tensor, valid: torch.Tensor, page_size: int) -> bool:
@@ -124,9 +129,13 @@ def _suffix_plan(slots: torch.Tensor, lens: torch.Tensor, groups: list[CascadeGr
     pos = torch.arange(width, device=slots.device)
     valid = pos[None, :] < suffix[:, None]
     cols = (start[:, None] + pos[None, :]).clamp(max=slots.shape[1] - 1)
-    index = slots.gather(1, cols).masked_fill(~valid, 0).reshape(-1)
+    own = slots.gather(1, cols)  # [B, W]
+    index = own.masked_fill(~valid, 0).reshape(-1)
+    indptr = torch.zeros(slots.shape[0] + 1, dtype=torch.long, device=slots.device)
+    torch.cumsum(suffix, 0, out=indptr[1:])
     return DecodePlan(index, 1, slots.shape[0], width, valid[:, None, None, :], workspace,
-                      tuple(groups), prefix_spans=tuple(_run_start(g.prefix) for g in groups))
+                      tuple(groups), prefix_spans=tuple(_run_start(g.prefix) for g in groups),
+                      suffix_indptr=indptr, suffix_indices=own[valid].contiguous())
 
 
 def plan_decode(
@@ -212,22 +221,43 @@ def _cascade(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: DecodePlan
     """Shared-prefix parts per group + per-request suffixes, merged by log-sum-exp."""
     b, hq, d = q.shape
     hkv = k.shape[1]
+    out, lse = partial_attention(q.view(b, hkv, hq // hkv, d), k, v, plan.mask, sm_scale,
+                                 logit_cap)  # suffixes
+    o_p, l_p = group_prefix_parts(q, k_cache, v_cache, plan, sm_scale, logit_cap)
+    return merge_partial(out, lse, o_p, l_p).reshape(b, hq, d).to(q.dtype)
+
+
+def group_prefix_parts(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                       plan: DecodePlan, sm_scale: float, logit_cap: float
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of every request over its group's shared prefix: (out [B, Hkv, G, D]
+    normalized, lse [B, Hkv, G, 1]); a request in no group has out 0 and lse -inf (zero weight
+    in :func:`~.attention_common.merge_partial`). Each group's prefix K/V are read once: all
+    its members' query heads of one KV head form one matmul's rows."""
+    b, hq, d = q.shape
+    hkv = k_cache.shape[2]
     qg = q.view(b, hkv, hq // hkv, d)
-    out, lse = partial_attention(qg, k, v, plan.mask, sm_scale, logit_cap)  # suffixes
     spans = plan.prefix_spans or (-1,) * len(plan.groups)
+    out = lse = None
     for g, span in zip(plan.groups, spans, strict=True):
         kp = _prefix_rows(k_cache, g, span).transpose(0, 1)  # [Hkv, Lp, D]
         vp = _prefix_rows(v_cache, g, span).transpose(0, 1)
         n = g.members.numel()
         # every member in order (one document, all questions): slices, no index copies
-        members = slice(None) if n == b and _run_start(g.members) == 0 else g.members
-        # all members' query heads of one KV head in one matmul: [Hkv, g*G, D]
-        qm = qg[members].permute(1, 0, 2, 3).reshape(hkv, -1, d)
+        whole = n == b and _run_start(g.members) == 0
+        members = slice(None) if whole else g.members
+        qm = qg[members].permute(1, 0, 2, 3).reshape(hkv, -1, d)  # [Hkv, n * G, D]
         o_p, l_p = partial_attention(qm[None], kp[None], vp[None], None, sm_scale, logit_cap)
         o_p = o_p[0].view(hkv, n, -1, d).permute(1, 0, 2, 3)
         l_p = l_p[0].view(hkv, n, -1, 1).permute(1, 0, 2, 3)
-        out[members] = merge_partial(out[members], lse[members], o_p, l_p)
-    return out.reshape(b, hq, d).to(q.dtype)
+        if whole:
+            return o_p, l_p
+        if out is None:
+            out = q.new_zeros(qg.shape, dtype=torch.float32)
+            lse = torch.full((*qg.shape[:3], 1), float("-inf"), device=q.device)
+        out[members], lse[members] = o_p, l_p
+    assert out is not None and lse is not None, "a cascade plan has at least one group"
+    return out, lse
 
 
 def _prefix_rows(cache: torch.Tensor, group: CascadeGroup, span: int) -> torch.Tensor:

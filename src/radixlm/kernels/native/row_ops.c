@@ -138,30 +138,37 @@ WIDE static void silu_mul(const float *x, float *out, idx_t tokens, idx_t inter)
 
 /* One request's decode attention: q [Hq, D] over the keys/values at slots[0..len) of the
  * flat pools [S, Hkv, D] (only the last `window` when window > 0); out [Hq, D]. Query head h
- * reads KV head h / (Hq / Hkv). scores: scratch of len floats. */
+ * reads KV head h / (Hq / Hkv). scores: scratch of len floats.
+ *
+ * prior_lse non-NULL (cascade): out arrives holding the normalized attention of q over other
+ * keys (a group's shared prefix) and prior_lse [Hq] its log-sum-exp (-inf: no key); the
+ * result is the attention over both key sets, merged as merge_partial does: the prior part
+ * weighs exp(lse - top) against this part's exp(s_j - top). */
 WIDE static void attend_one(const float *q, const float *k_pool, const float *v_pool,
                        const int64_t *slots, idx_t len, idx_t hq, idx_t hkv, idx_t dim,
                        float sm_scale, float logit_cap, idx_t window, float *scores,
-                       float *out) {
+                       const float *prior_lse, float *out) {
     idx_t first = window > 0 && len > window ? len - window : 0;
     idx_t group = hq / hkv, row = hkv * dim;
     for (idx_t h = 0; h < hq; h++) {
         idx_t g = h / group;
         const float *qh = q + h * dim;
-        float top = -INFINITY;
+        float top = prior_lse ? prior_lse[h] : -INFINITY;
         for (idx_t j = first; j < len; j++) {
             float s = dot(qh, k_pool + slots[j] * row + g * dim, dim) * sm_scale;
             if (logit_cap > 0.0f) s = logit_cap * tanhf(s / logit_cap);
             scores[j] = s;
             if (s > top) top = s;
         }
-        float total = 0.0f;
+        /* the prior part's weight; 0 without one (or when it saw no key: lse -inf) */
+        float prior = prior_lse && prior_lse[h] > -INFINITY ? expf(prior_lse[h] - top) : 0.0f;
+        float total = prior;
         for (idx_t j = first; j < len; j++) {
             scores[j] = expf(scores[j] - top);
             total += scores[j];
         }
         float *o = out + h * dim;
-        for (idx_t i = 0; i < dim; i++) o[i] = 0.0f;
+        for (idx_t i = 0; i < dim; i++) o[i] = prior > 0.0f ? o[i] * prior : 0.0f;
         for (idx_t j = first; j < len; j++) {
             const float *vj = v_pool + slots[j] * row + g * dim;
             float p = scores[j];
@@ -257,14 +264,17 @@ static PyObject *py_store_kv(PyObject *self, PyObject *const *args, Py_ssize_t n
 }
 
 /* decode_attention(q, k_pool, v_pool, num_slots, indptr, indices, num_indices, out, batch,
- * hq, hkv, dim, window, sm_scale, logit_cap): request b attends the slots
- * indices[indptr[b]:indptr[b+1]]; every index and slot is checked before any work. */
+ * hq, hkv, dim, window, prior_lse, sm_scale, logit_cap): request b attends the slots
+ * indices[indptr[b]:indptr[b+1]]; every index and slot is checked before any work.
+ * prior_lse (0: none) [B, Hq]: out holds a partial attention over other keys to merge with
+ * (see attend_one). */
 static PyObject *py_decode_attention(PyObject *self, PyObject *const *args,
                                      Py_ssize_t nargs) {
     (void)self;
-    long long a[13];
-    if (!args_ok(nargs, 15, "decode_attention") || !as_ints(args, 13, a)) return NULL;
-    double sm_scale = PyFloat_AsDouble(args[13]), cap = PyFloat_AsDouble(args[14]);
+    long long a[14];
+    if (!args_ok(nargs, 16, "decode_attention") || !as_ints(args, 14, a)) return NULL;
+    double sm_scale = PyFloat_AsDouble(args[14]), cap = PyFloat_AsDouble(args[15]);
+    const float *prior_lse = PTR(a[13]);
     if (PyErr_Occurred()) return NULL;
     const int64_t *indptr = PTR(a[4]), *indices = PTR(a[5]);
     long long num_indices = a[6], batch = a[8], hq = a[9], hkv = a[10], dim = a[11];
@@ -298,7 +308,7 @@ static PyObject *py_decode_attention(PyObject *self, PyObject *const *args,
         attend_one((const float *)PTR(a[0]) + b * hq * dim, PTR(a[1]), PTR(a[2]),
                    indices + indptr[b], indptr[b + 1] - indptr[b], hq, hkv, dim,
                    (float)sm_scale, (float)cap, a[12], scores,
-                   (float *)PTR(a[7]) + b * hq * dim);
+                   prior_lse ? prior_lse + b * hq : NULL, (float *)PTR(a[7]) + b * hq * dim);
     Py_END_ALLOW_THREADS
     free(scores);
     Py_RETURN_NONE;
@@ -321,9 +331,10 @@ static PyMethodDef METHODS[] = {
      "pool[slots[t]] = new[t] for rows of `row` float32; slots int64 [tokens]."},
     {"decode_attention", (PyCFunction)(void (*)(void))py_decode_attention, METH_FASTCALL,
      "decode_attention(q, k_pool, v_pool, num_slots, indptr, indices, num_indices, out,\n"
-     "batch, hq, hkv, dim, window, sm_scale, logit_cap) -> None\n\n"
+     "batch, hq, hkv, dim, window, prior_lse, sm_scale, logit_cap) -> None\n\n"
      "Softmax attention of q [B, Hq, D] over each request's slots (int64 indptr [B+1],\n"
-     "indices) of the flat pools [num_slots, Hkv, D]; out [B, Hq, D] float32."},
+     "indices) of the flat pools [num_slots, Hkv, D]; out [B, Hq, D] float32. prior_lse\n"
+     "(0: none) [B, Hq]: out holds a partial attention over other keys, merged into."},
     {NULL, NULL, 0, NULL},
 };
 
