@@ -1,7 +1,9 @@
 """The native per-token kernels against their torch references, side by side in one process:
 each op at SmolLM2-135M's decode shapes (hidden 576, 9 query / 3 KV heads of 64, inter 1536),
 and decode attention over batch x context (the torch side with its plan built beforehand, the
-plan's own time reported apart: it is built once per forward, the attention runs per layer).
+plan's own time reported apart: it is built once per forward, the attention runs per layer),
+and the shared-prefix cascade of 32 questions over one 1,552-token document, both sets on
+one plan.
 
 Times are this thread's CPU time per call (medians of ``--repeats`` runs), so another process
 holding the core is not counted; one torch thread:
@@ -94,6 +96,34 @@ def _attention_row(pool_k: torch.Tensor, pool_v: torch.Tensor, batch: int, conte
     }
 
 
+def cascade_rows(repeats: int, doc: int = 1552, batch: int = 32) -> list[dict[str, float]]:
+    """Decode attention of ``batch`` questions over one ``doc``-token document (shared pool
+    slots, a cascade group) plus each one's own suffix: the torch cascade (flash prefix part,
+    gathered padded suffixes by SDPA, merge) against the native set's (the same prefix part,
+    the suffixes by the native kernel merged into it), on one plan built beforehand."""
+    pool_k, pool_v = torch.randn(doc + batch * 64, 1, HKV, D), \
+        torch.randn(doc + batch * 64, 1, HKV, D)
+    q = torch.randn(batch, HQ, D)
+    return [_cascade_row(pool_k, pool_v, q, doc, suffix, repeats) for suffix in (17, 48)]
+
+
+def _cascade_row(pool_k: torch.Tensor, pool_v: torch.Tensor, q: torch.Tensor, doc: int,
+                 suffix: int, repeats: int) -> dict[str, float]:
+    batch = q.shape[0]
+    table = torch.cat([torch.arange(doc).expand(batch, doc),
+                       doc + 64 * torch.arange(batch)[:, None] + torch.arange(suffix)], 1)
+    lens = torch.full((batch,), doc + suffix)
+    indptr, indices = torch.arange(batch + 1) * (doc + suffix), table.flatten()
+    plan = plan_decode_padded(table, lens, 1, 0, {})
+    return {
+        "cascade_batch": batch, "shared": doc, "suffix": suffix,
+        "native_us": _us(lambda: native.decode_attention(q, pool_k, pool_v, indptr, indices,
+                                                         D**-0.5, plan=plan), repeats),
+        "torch_us": _us(lambda: decode_attention_ref(q, pool_k, pool_v, indptr, indices,
+                                                     D**-0.5, plan=plan), repeats),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -103,7 +133,7 @@ def main() -> None:
                          "python setup.py build_ext --inplace")
     torch.set_num_threads(1)
     print(json.dumps({"load_avg_1min": os.getloadavg()[0], "ops": op_rows(args.repeats)}))
-    for row in attention_rows(args.repeats):
+    for row in attention_rows(args.repeats) + cascade_rows(args.repeats):
         print(json.dumps(row))
     print(json.dumps({"load_avg_1min_after": os.getloadavg()[0]}))
 
