@@ -33,12 +33,13 @@
    Per-channel int8 (the rows layout: pack_rows, gemv(..., rows_layout=1)): w[n, k] =
    scale[n] * c[n, k], one float32 scale per output row (codes c in [-128, 127], stored + 128
    as above; kernels/cpu_int8_vnni.py, `int8-vnni`). The same 16 x 32 code tiles, per block
-   all groups in order, then the block's scale[16] once (1 + 4 / K bytes per weight). No per-group float work: each plane's vpdpbusd products add
-   up in int32 over the whole row, |A_p| <= K * 255 * 128 < 2^31 for K <= 65536 (checked);
-   A_p - 128 R_p, R_p the plane's digit sum over the row, removes the offset exactly
-   (|.| <= 2^14 K), then dot = (256 A2 + A1) 256 + A0 in float (each A_p converts exactly for
-   K <= 1024, else to 2^-24 of itself: at most float32's own rounding of a K-term dot) and
-   y = 2^-e scale dot: one multiply per output.
+   all groups in order, then the block's scale[16] once (1 + 4 / K bytes per weight). No
+   per-group float work: each plane's vpdpbusd products add up in int32 over the whole row,
+   |A_p| <= K * 255 * 128 < 2^31 for K <= 65536 (checked); A_p - 128 R_p, R_p the plane's
+   digit sum over the row, removes the offset exactly (|.| <= 2^14 K), then
+   dot = (256 A2 + A1) 256 + A0 in float (each A_p converts exactly for K <= 1024, else to
+   2^-24 of itself: at most float32's own rounding of a K-term dot) and y = 2^-e scale dot:
+   one multiply per output.
 
    Everything runs with the GIL released on the caller's thread. Pointers come in as integers
    from the Python launchers (kernels/cpu_q4_gemv.py, cpu_int8_vnni.py), which check shapes,
