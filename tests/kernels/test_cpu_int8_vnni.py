@@ -148,3 +148,5 @@ def test_unsupported_shapes_and_bad_input_are_refused_with_the_reason():
         linear(torch.randn(2, 63))
     with pytest.raises(TypeError, match="x: expected dtype"):
         linear(torch.ones(2, 64, dtype=torch.int32))
+    with pytest.raises(ValueError, match="x: expected a tensor on cpu"):
+        linear(torch.ones(2, 64, device="meta"))

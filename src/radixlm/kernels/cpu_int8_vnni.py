@@ -89,11 +89,14 @@ class Int8VnniLinear:
         self._n, self._k = weight.shape
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if not (type(x) is torch.Tensor and x.dtype == _F32 and x.is_cpu and x.dim() == 2
+        if (type(x) is torch.Tensor and x.dtype == _F32 and x.is_cpu and x.dim() == 2
                 and x.shape[1] == self._k and x.is_contiguous()):
-            check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES)
-            check_dim("x", x, 1, self._k)
-            return self(x.to(_F32).contiguous()).to(x.dtype)
+            return self._run(x)
+        check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES, device=torch.device("cpu"))
+        check_dim("x", x, 1, self._k)
+        return self._run(x.to(_F32).contiguous()).to(x.dtype)
+
+    def _run(self, x: torch.Tensor) -> torch.Tensor:  # x: float32 [M, K] contiguous on CPU
         m, n, k = x.shape[0], self._n, self._k
         y = torch.empty(m, n, dtype=_F32)
         x_ptr, y_ptr = x.data_ptr(), y.data_ptr()
