@@ -100,7 +100,7 @@ def test_a_row_does_not_depend_on_its_batch():
     linear = _linear(_weight(45, 192, gen))
     x = torch.randn(13, 192, generator=gen)
     full = linear(x)
-    for i in (0, 6, 12):  # 1 row takes the two-accumulator kernel: the same integers
+    for i in (0, 6, 12):  # 1 row takes its own specialised kernel: the same integers
         assert torch.equal(linear(x[i:i + 1].contiguous()), full[i:i + 1])
 
 

@@ -293,17 +293,14 @@ VNNI static inline __attribute__((always_inline)) void gemv_m(
     }
 }
 
-/* rows layout, one 16-row block for M activation rows: y[m][0..15] = 2^-e scale dot. One row
-   keeps two accumulator sets (even and odd chunks): three chains of dependent vpdpbusd alone
-   would wait on its latency. */
+/* rows layout, one 16-row block for M activation rows: y[m][0..15] = 2^-e scale dot. (Two
+   accumulator sets for one row, against vpdpbusd's latency, measured no faster: the stream
+   is the bound.) */
 VNNI static inline __attribute__((always_inline)) void block_rows_pc(
     const uint8_t *block, Py_ssize_t groups, Py_ssize_t k, const Prepared *p, int M,
     __m512 *out) {
-    enum { SETS_MAX = 2 };
-    const int sets = M == 1 ? 2 : 1;
-    __m512i a[3][MAX_ROWS * SETS_MAX];
-    for (int i = 0; i < M * sets; i++)
-        a[0][i] = a[1][i] = a[2][i] = _mm512_setzero_si512();
+    __m512i a[3][MAX_ROWS];
+    for (int m = 0; m < M; m++) a[0][m] = a[1][m] = a[2][m] = _mm512_setzero_si512();
     for (Py_ssize_t g = 0; g < groups; g++) {
         const uint8_t *tile = block + g * CODE_BYTES(8);
         for (int line = 0; line < CODE_BYTES(8); line += 64)
@@ -312,10 +309,9 @@ VNNI static inline __attribute__((always_inline)) void block_rows_pc(
             __m512i q = _mm512_loadu_si512((const void *)(tile + 64 * s));
             for (int m = 0; m < M; m++) {
                 const int8_t *x0 = p->planes + (Py_ssize_t)m * 3 * k + g * GROUP + 4 * s;
-                int i = m * sets + (s & (sets - 1));
-                a[0][i] = _mm512_dpbusd_epi32(a[0][i], q, bcast4(x0));
-                a[1][i] = _mm512_dpbusd_epi32(a[1][i], q, bcast4(x0 + k));
-                a[2][i] = _mm512_dpbusd_epi32(a[2][i], q, bcast4(x0 + 2 * k));
+                a[0][m] = _mm512_dpbusd_epi32(a[0][m], q, bcast4(x0));
+                a[1][m] = _mm512_dpbusd_epi32(a[1][m], q, bcast4(x0 + k));
+                a[2][m] = _mm512_dpbusd_epi32(a[2][m], q, bcast4(x0 + 2 * k));
             }
         }
     }
@@ -324,9 +320,7 @@ VNNI static inline __attribute__((always_inline)) void block_rows_pc(
     for (int m = 0; m < M; m++) {
         __m512 f[3];
         for (int d = 0; d < 3; d++) { /* undo the + 128, exactly: |.| <= 2^14 K */
-            __m512i t = a[d][m * sets];
-            if (sets == 2) t = _mm512_add_epi32(t, a[d][m * sets + 1]);
-            t = _mm512_sub_epi32(t, _mm512_set1_epi32(128 * p->rowsums[4 * m + d]));
+            __m512i t = _mm512_sub_epi32(a[d][m], _mm512_set1_epi32(128 * p->rowsums[4 * m + d]));
             f[d] = _mm512_cvtepi32_ps(t);
         }
         __m512 dot = _mm512_fmadd_ps(_mm512_fmadd_ps(f[2], b, f[1]), b, f[0]);
