@@ -13,6 +13,9 @@ that every build gives the first one's numbers (``same_as_first``). One thread::
         --prefetch 8192,24576 --rows 1,2,8 --rounds 151
     python benchmarks/cpu_quant_gemv_builds.py --kernel q4_gemv --bits 4 \\
         --builds old=main,new=tree --rows 1,2,8
+    # per-channel int8 on q4_gemv's rows layout (int8-vnni)
+    python benchmarks/cpu_quant_gemv_builds.py --kernel q4_gemv --layout rows \\
+        --builds 'pf8k=tree:-DPREFETCH_BYTES=8192,pf12k=tree' --rows 1,2,8
     # a -D flag: --builds 'pf16k=tree:-DPREFETCH_BYTES=16384'
 """
 
@@ -33,7 +36,9 @@ from types import ModuleType
 
 import torch
 
+from radixlm.kernels.cpu_int8_vnni import Int8VnniWeight
 from radixlm.kernels.cpu_q4_gemv import GroupedGemvWeight, PackArena
+from radixlm.kernels.cpu_quant_linear import Int8Weight
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = "src/radixlm/kernels/native"
@@ -79,24 +84,33 @@ def int8_passes(modules: dict[str, ModuleType], prefetches: list[int], rows: int
     return passes, sum(n * k for n, k in SHAPES)
 
 
-def q4_passes(modules: dict[str, ModuleType], bits: int, rows: int,
+def q4_passes(modules: dict[str, ModuleType], bits: int, layout: str, rows: int,
               outs: list[torch.Tensor]) -> tuple[dict[str, Callable[[], None]], int]:
+    """Grouped int4/int8 (``bits``) or, for ``layout`` rows, per-channel int8 weights."""
     arena = PackArena()  # packed by this tree's module: the layout is the same in every build
 
     def scales(n: int, k: int) -> torch.Tensor:  # exact in float16, as GGUF's are
         return (torch.rand(n, k // 32) + 0.01).half().float()
-    weights = [GroupedGemvWeight.pack_int4(torch.randint(0, 16, (n, k), dtype=torch.uint8),
-                                           scales(n, k), -scales(n, k), arena) if bits == 4
-               else GroupedGemvWeight.pack_int8(torch.randint(-128, 128, (n, k),
-                                                              dtype=torch.int8),
-                                                scales(n, k), arena) for n, k in SHAPES]
+
+    def codes8(n: int, k: int) -> torch.Tensor:
+        return torch.randint(-128, 128, (n, k), dtype=torch.int8)
+    if layout == "rows":
+        weights = [Int8VnniWeight.pack(Int8Weight(codes8(n, k), torch.rand(n) + 0.01), arena)
+                   for n, k in SHAPES]
+        kinds = [(8, False, True)] * len(weights)
+    else:
+        weights = [GroupedGemvWeight.pack_int4(torch.randint(0, 16, (n, k), dtype=torch.uint8),
+                                               scales(n, k), -scales(n, k), arena) if bits == 4
+                   else GroupedGemvWeight.pack_int8(codes8(n, k), scales(n, k), arena)
+                   for n, k in SHAPES]
+        kinds = [(w.bits, w.half, False) for w in weights]
     xs = {k: torch.randn(rows, k) for _, k in LAYER}
 
     def one(module: ModuleType) -> Callable[[], None]:
         def run() -> None:
-            for w, out in zip(weights, outs):
-                module.gemv(w.packed.data_ptr(), w.n, w.k, w.bits, w.half, xs[w.k].data_ptr(),
-                            rows, out.data_ptr())
+            for w, (b, half, per_row), out in zip(weights, kinds, outs):
+                module.gemv(w.packed.data_ptr(), w.n, w.k, b, half, xs[w.k].data_ptr(), rows,
+                            out.data_ptr(), per_row)
         return run
     return {name: one(m) for name, m in modules.items()}, sum(w.nbytes for w in weights)
 
@@ -134,6 +148,8 @@ def main() -> None:
     parser.add_argument("--prefetch", default="24576",
                         help="int8_gemv: bytes ahead along each row, e.g. 8192,24576")
     parser.add_argument("--bits", type=int, choices=[4, 8], default=4, help="q4_gemv: 4 or 8")
+    parser.add_argument("--layout", choices=["grouped", "rows"], default="grouped",
+                        help="q4_gemv: grouped scales (--bits) or int8 with one scale per row")
     parser.add_argument("--rows", default="1,2,8")
     parser.add_argument("--rounds", type=int, default=151)
     args = parser.parse_args()
@@ -151,7 +167,7 @@ def main() -> None:
                 passes, nbytes = int8_passes(modules, [int(p) for p in args.prefetch.split(",")],
                                              rows, outs)
             else:
-                passes, nbytes = q4_passes(modules, args.bits, rows, outs)
+                passes, nbytes = q4_passes(modules, args.bits, args.layout, rows, outs)
             result[f"rows_{rows}"] = race(passes, outs, nbytes, args.rounds)
     result["bytes_per_pass"] = nbytes
     result["load_avg_1min_after"] = os.getloadavg()[0]

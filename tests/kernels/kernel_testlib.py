@@ -192,3 +192,43 @@ def backends_side_by_side(
         tokens[backend] = [greedy_generate(runner, prompts, new_tokens),
                            greedy_generate(runner, prompts[:1], new_tokens)]
     return logits, tokens
+
+
+def fixed_point_bound(x: torch.Tensor, w_abs_sum: torch.Tensor) -> torch.Tensor:
+    """``[M, N]`` error budget of the VNNI GEMVs (24-bit fixed-point activation rows) given
+    ``w_abs_sum[n] = sum_k |w[n, k]|``: 2^-20 of max|x_row| * w_abs_sum (the fixed-point step
+    is 2^-22 of max|x_row|, at least 2^-126; the rest is float32 rounding of the sums)."""
+    scale = x.double().abs().amax(1, keepdim=True).clamp_min(2.0**-104)
+    return (scale * w_abs_sum.double()[None] * 2**-20).float()
+
+
+def assert_within(y: torch.Tensor, ref: torch.Tensor, bound: torch.Tensor) -> None:
+    """Every ``|y - ref|`` at most its ``bound``; the message gives the worst ratio."""
+    err = (y - ref).abs()
+    assert bool((err <= bound).all()), f"max error / bound {(err / bound).max().item():.3g}"
+
+
+def needs_vnni() -> pytest.MarkDecorator:
+    """Skips a test module of the VNNI GEMVs where the native module or the CPU lacks them."""
+    from radixlm.kernels.cpu_q4_gemv import q4_gemv_available, q4_gemv_unavailable_reason
+    return pytest.mark.skipif(not q4_gemv_available(),
+                              reason=f"q4_gemv: {q4_gemv_unavailable_reason()}")
+
+
+# activation rows that stress the VNNI GEMVs' fixed-point scale (``extreme_rows``)
+EXTREME_ROWS = ("wide-x", "tiny-x", "subnormal-x", "huge-x")
+
+
+def extreme_rows(x: torch.Tensor, case: str) -> torch.Tensor:
+    """``x`` made one of :data:`EXTREME_ROWS` (a copy)."""
+    if case == "wide-x":  # one huge element per row: the small ones keep 2^-22 of it
+        x = x.clone()
+        x[:, 7] = 1e4
+        return x
+    if case == "tiny-x":
+        return x * 1e-30  # near float32's smallest normals: the fixed-point scale is 2^122
+    if case == "subnormal-x":
+        return x * 1e-40  # below them: the scale stops at 2^126 (steps of 2^-126)
+    if case == "huge-x":
+        return x * 1e30  # the fixed-point scale is 2^-77; the products stay finite
+    raise ValueError(f"case must be one of {EXTREME_ROWS}, got {case!r}")

@@ -57,6 +57,13 @@ def _require() -> None:
         raise RuntimeError(f"q4_gemv kernel unavailable: {q4_gemv_unavailable_reason()}")
 
 
+def q4_gemv_lib():
+    """The native module (also the per-channel int8 layout's, ``cpu_int8_vnni.py``), or a
+    RuntimeError naming why it is unavailable."""
+    _require()
+    return _lib
+
+
 class PackArena:
     """Hands out 64-byte aligned byte buffers back to back from chunks of ``chunk_bytes``
     (anonymous memory, advised onto huge pages). A buffer keeps its chunk alive."""
@@ -105,8 +112,30 @@ def _check_tables(n: int, k: int, **tables: torch.Tensor) -> None:
             raise ValueError(f"{name}: expected shape {(n, k // GROUP)}, got {tuple(t.shape)}")
 
 
+class PackedGemvWeight:
+    """What the packed weights share: ``packed`` uint8, the kernel's layout of an ``[n, k]``
+    weight (the subclasses are frozen dataclasses with those fields)."""
+
+    packed: torch.Tensor
+    n: int
+    k: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.n, self.k
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.packed.numel())
+
+
+def packed_buffer(nbytes: int, arena: PackArena | None) -> torch.Tensor:
+    """A uint8 ``[nbytes]`` buffer for a packed weight: from ``arena`` if given."""
+    return torch.empty(nbytes, dtype=torch.uint8) if arena is None else arena.take(nbytes)
+
+
 @dataclass(frozen=True)
-class GroupedGemvWeight:
+class GroupedGemvWeight(PackedGemvWeight):
     """``packed`` uint8: the kernel's tiles for a ``[n, k]`` weight of ``bits`` 4 or 8 (module
     docstring); ``half``: its scales (and mins) stored as float16, exactly."""
 
@@ -153,18 +182,10 @@ class GroupedGemvWeight:
         codes = codes.contiguous()
         half = _exact_half(scales) and _exact_half(mins)
         nbytes = _lib.packed_bytes(n, k, bits, half)
-        packed = torch.empty(nbytes, dtype=torch.uint8) if arena is None else arena.take(nbytes)
+        packed = packed_buffer(nbytes, arena)
         _lib.pack(packed.data_ptr(), codes.data_ptr(), scales.data_ptr(), mins.data_ptr(), n, k,
                   bits, half)
         return cls(packed, int(n), int(k), bits, half)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.n, self.k
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.packed.numel())
 
 
 def grouped_gemv_linear(x: torch.Tensor, weight: GroupedGemvWeight) -> torch.Tensor:

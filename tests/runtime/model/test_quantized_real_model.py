@@ -55,8 +55,8 @@ NATIVE = ("int4-vnni", "q8_0-vnni")  # the VNNI GEMV for int4 groups and a Q8_0 
 
 
 @pytest.mark.parametrize(("quantization", "kernel"), [
-    ("int8", "int8-onednn"), ("int8", "int8-avx512"), ("int8", "int8"), ("int4", None),
-    ("gguf", None), ("int4", "int4-vnni"), ("gguf", "int4-vnni")])
+    ("int8", "int8-onednn"), ("int8", "int8-avx512"), ("int8", "int8-vnni"), ("int8", "int8"),
+    ("int4", None), ("gguf", None), ("int4", "int4-vnni"), ("gguf", "int4-vnni")])
 def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization, kernel,
                                            monkeypatch):
     monkeypatch.setenv("RADIXLM_CACHE_DIR", str(real_model.cache_dir))
@@ -64,8 +64,8 @@ def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization
         pytest.skip("this torch build lacks oneDNN's quantized linear ops")
     if kernel == "int8-avx512" and not int8_gemv_available():
         pytest.skip("the native int8 GEMV is not built, or this CPU lacks AVX-512")
-    if kernel == "int4-vnni" and not q4_gemv_available():
-        pytest.skip(f"int4-vnni: {q4_gemv_unavailable_reason()}")
+    if kernel in ("int4-vnni", "int8-vnni") and not q4_gemv_available():
+        pytest.skip(f"{kernel}: {q4_gemv_unavailable_reason()}")
     if kernel is not None:  # this int8 kernel first where the fixed choice looks
         monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS",
                             (kernel, *(k for k in gemm_choice.QUANTIZED_KERNELS if k != kernel)))

@@ -30,9 +30,20 @@
    one exactly representable. Bytes per weight: bits 4 0.625 (f16, the size of GGUF's Q4_1)
    or 0.75; bits 8 1.0625 (f16, Q8_0's) or 1.125.
 
+   Per-channel int8 (the rows layout: pack_rows, gemv(..., rows_layout=1)): w[n, k] =
+   scale[n] * c[n, k], one float32 scale per output row (codes c in [-128, 127], stored + 128
+   as above; kernels/cpu_int8_vnni.py, `int8-vnni`). The same 16 x 32 code tiles, per block
+   all groups in order, then the block's scale[16] once (1 + 4 / K bytes per weight). No
+   per-group float work: each plane's vpdpbusd products add up in int32 over the whole row,
+   |A_p| <= K * 255 * 128 < 2^31 for K <= 65536 (checked); A_p - 128 R_p, R_p the plane's
+   digit sum over the row, removes the offset exactly (|.| <= 2^14 K), then
+   dot = (256 A2 + A1) 256 + A0 in float (each A_p converts exactly for K <= 1024, else to
+   2^-24 of itself: at most float32's own rounding of a K-term dot) and y = 2^-e scale dot:
+   one multiply per output.
+
    Everything runs with the GIL released on the caller's thread. Pointers come in as integers
-   from the Python launcher (kernels/cpu_q4_gemv.py), which checks shapes, dtypes and
-   contiguity; this file trusts them. */
+   from the Python launchers (kernels/cpu_q4_gemv.py, cpu_int8_vnni.py), which check shapes,
+   dtypes and contiguity; this file trusts them. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -56,13 +67,22 @@
 #ifndef PREFETCH_BYTES
 #define PREFETCH_BYTES 12288
 #endif
+#ifndef PREFETCH_HINT
 #define PREFETCH_HINT _MM_HINT_T1
+#endif
 #define XMAX 8355711.0f     /* 127 * (65536 + 256 + 1): the largest balanced 3-digit value */
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
 
 static Py_ssize_t packed_bytes(Py_ssize_t n, Py_ssize_t k, int bits, int half) {
     return (n + BLOCK_ROWS - 1) / BLOCK_ROWS * (k / GROUP) * TILE_BYTES(bits, half);
+}
+
+/* rows layout: per block, the groups' code tiles then scale[16] float32 */
+#define ROWS_MAX_K 65536 /* int32 plane sums: K * 255 * 128 < 2^31 */
+static Py_ssize_t block_bytes_rows(Py_ssize_t k) { return (k / GROUP) * CODE_BYTES(8) + 64; }
+static Py_ssize_t packed_bytes_rows(Py_ssize_t n, Py_ssize_t k) {
+    return (n + BLOCK_ROWS - 1) / BLOCK_ROWS * block_bytes_rows(k);
 }
 
 /* -- packing (plain C, once at load) --------------------------------------------------- */
@@ -73,6 +93,13 @@ VNNI static void put_scale(uint8_t *at, float v, int half) {
     } else {
         memcpy(at, &v, 4);
     }
+}
+
+/* row l of a tile's 8 chunks of int8 codes (chunk c: k0 + 4c .. + 3), stored + 128 */
+static void put_int8_codes(uint8_t *tile, int l, const uint8_t *q) {
+    for (int c = 0; c < 8; c++)
+        for (int j = 0; j < 4; j++)
+            tile[64 * c + 4 * l + j] = (uint8_t)((int)(int8_t)q[4 * c + j] + 128);
 }
 
 /* codes: u8 in [0, 15] (bits 4) or s8 (bits 8, stored + 128 as u8); mins unused for 8 */
@@ -93,12 +120,26 @@ VNNI static void pack_tiles(uint8_t *dst, const uint8_t *codes, const float *sca
                     for (int j = 0; j < 4; j++)
                         tile[64 * c + 4 * l + j] =
                             (uint8_t)((q[8 * c + j] & 15) | ((q[8 * c + 4 + j] & 15) << 4));
-                for (int c = 0; c < 8 && bits == 8; c++) /* chunk c: k0 + 4c .. + 3 */
-                    for (int j = 0; j < 4; j++)
-                        tile[64 * c + 4 * l + j] = (uint8_t)((int)(int8_t)q[4 * c + j] + 128);
+                if (bits == 8) put_int8_codes(tile, l, q);
                 put_scale(ts + l * width, scales[row * groups + g], half);
                 if (bits == 4) put_scale(tm + l * width, mins[row * groups + g], half);
             }
+        }
+    }
+}
+
+/* rows layout: codes s8 [n, k], scales f32 [n] */
+static void pack_tiles_rows(uint8_t *dst, const uint8_t *codes, const float *scales,
+                            Py_ssize_t n, Py_ssize_t k) {
+    Py_ssize_t groups = k / GROUP, blocks = (n + BLOCK_ROWS - 1) / BLOCK_ROWS;
+    memset(dst, 0, (size_t)packed_bytes_rows(n, k));
+    for (Py_ssize_t b = 0; b < blocks; b++) {
+        uint8_t *block = dst + b * block_bytes_rows(k);
+        for (int l = 0; l < BLOCK_ROWS && b * BLOCK_ROWS + l < n; l++) { /* padded rows: 0 */
+            Py_ssize_t row = b * BLOCK_ROWS + l;
+            for (Py_ssize_t g = 0; g < groups; g++)
+                put_int8_codes(block + g * CODE_BYTES(8), l, codes + row * k + g * GROUP);
+            memcpy(block + groups * CODE_BYTES(8) + 4 * l, scales + row, 4);
         }
     }
 }
@@ -108,6 +149,7 @@ typedef struct {
     int8_t *planes;  /* [rows][3][k] */
     float *sums;     /* [rows][groups]: S_g as float */
     int32_t *psums;  /* [rows][groups][4]: each plane's digit sum per group (3 used) */
+    int32_t *rowsums; /* [rows][4]: each plane's digit sum over the row (3 used) */
     float *unscale;  /* [rows]: 2^-e */
     int *finite;     /* [rows]: 0 when the row holds inf/nan */
 } Prepared;
@@ -251,6 +293,62 @@ VNNI static inline __attribute__((always_inline)) void gemv_m(
     }
 }
 
+/* rows layout, one 16-row block for M activation rows: y[m][0..15] = 2^-e scale dot. (Two
+   accumulator sets for one row, against vpdpbusd's latency, measured no faster: the stream
+   is the bound.) */
+VNNI static inline __attribute__((always_inline)) void block_rows_pc(
+    const uint8_t *block, Py_ssize_t groups, Py_ssize_t k, const Prepared *p, int M,
+    __m512 *out) {
+    __m512i a[3][MAX_ROWS];
+    for (int m = 0; m < M; m++) a[0][m] = a[1][m] = a[2][m] = _mm512_setzero_si512();
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        const uint8_t *tile = block + g * CODE_BYTES(8);
+        for (int line = 0; line < CODE_BYTES(8); line += 64)
+            _mm_prefetch((const char *)tile + PREFETCH_BYTES + line, PREFETCH_HINT);
+        for (int s = 0; s < 8; s++) {
+            __m512i q = _mm512_loadu_si512((const void *)(tile + 64 * s));
+            for (int m = 0; m < M; m++) {
+                const int8_t *x0 = p->planes + (Py_ssize_t)m * 3 * k + g * GROUP + 4 * s;
+                a[0][m] = _mm512_dpbusd_epi32(a[0][m], q, bcast4(x0));
+                a[1][m] = _mm512_dpbusd_epi32(a[1][m], q, bcast4(x0 + k));
+                a[2][m] = _mm512_dpbusd_epi32(a[2][m], q, bcast4(x0 + 2 * k));
+            }
+        }
+    }
+    const __m512 scale = _mm512_loadu_ps((const float *)(block + groups * CODE_BYTES(8)));
+    const __m512 b = _mm512_set1_ps(256.0f);
+    for (int m = 0; m < M; m++) {
+        __m512 f[3];
+        for (int d = 0; d < 3; d++) { /* undo the + 128, exactly: |.| <= 2^14 K */
+            __m512i t = _mm512_sub_epi32(a[d][m], _mm512_set1_epi32(128 * p->rowsums[4 * m + d]));
+            f[d] = _mm512_cvtepi32_ps(t);
+        }
+        __m512 dot = _mm512_fmadd_ps(_mm512_fmadd_ps(f[2], b, f[1]), b, f[0]);
+        out[m] = _mm512_mul_ps(_mm512_mul_ps(scale, dot), _mm512_set1_ps(p->unscale[m]));
+        if (!p->finite[m]) out[m] = _mm512_set1_ps(NAN);
+    }
+}
+
+VNNI static inline __attribute__((always_inline)) void gemv_rows_m(
+    const uint8_t *packed, Py_ssize_t n, Py_ssize_t k, const Prepared *p, int M, float *y) {
+    Py_ssize_t groups = k / GROUP, blocks = (n + BLOCK_ROWS - 1) / BLOCK_ROWS;
+    for (Py_ssize_t b = 0; b < blocks; b++) {
+        __m512 out[MAX_ROWS];
+        block_rows_pc(packed + b * block_bytes_rows(k), groups, k, p, M, out);
+        Py_ssize_t left = n - b * BLOCK_ROWS;
+        __mmask16 keep = left >= BLOCK_ROWS ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        for (int m = 0; m < M; m++) _mm512_mask_storeu_ps(y + m * n + b * BLOCK_ROWS, keep, out[m]);
+    }
+}
+
+#define GEMV_ROWS_FOR(M)                                                                   \
+    VNNI static void gemv_pc_##M(const uint8_t *w, Py_ssize_t n, Py_ssize_t k,            \
+                                 const Prepared *p, float *y) {                          \
+        gemv_rows_m(w, n, k, p, M, y);                                                   \
+    }
+GEMV_ROWS_FOR(1) GEMV_ROWS_FOR(2) GEMV_ROWS_FOR(3) GEMV_ROWS_FOR(4)
+GEMV_ROWS_FOR(5) GEMV_ROWS_FOR(6) GEMV_ROWS_FOR(7) GEMV_ROWS_FOR(8)
+
 /* one specialised kernel per (bits, half, rows): the loops above unroll on constants */
 #define GEMV_FOR(B, H, M)                                                                  \
     VNNI static void gemv_##B##_##H##_##M(const uint8_t *w, Py_ssize_t n, Py_ssize_t k,  \
@@ -270,6 +368,8 @@ typedef void (*gemv_fn)(const uint8_t *, Py_ssize_t, Py_ssize_t, const Prepared 
      gemv_##B##_##H##_5, gemv_##B##_##H##_6, gemv_##B##_##H##_7, gemv_##B##_##H##_8}
 static const gemv_fn GEMV[2][2][MAX_ROWS + 1] = {
     {GEMV_TABLE(4, 0), GEMV_TABLE(4, 1)}, {GEMV_TABLE(8, 0), GEMV_TABLE(8, 1)}};
+static const gemv_fn GEMV_PC[MAX_ROWS + 1] = {NULL, gemv_pc_1, gemv_pc_2, gemv_pc_3, gemv_pc_4,
+                                             gemv_pc_5, gemv_pc_6, gemv_pc_7, gemv_pc_8};
 
 /* -- Python entry points --------------------------------------------------------------- */
 static int cpu_ok(void) {
@@ -324,27 +424,38 @@ static PyObject *py_pack(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* rows_layout: bits 8 with one scale per output row (pack_rows); else bits 4/8 grouped */
 VNNI static void run_gemv(const uint8_t *w, Py_ssize_t n, Py_ssize_t k, const float *x, int rows,
-                          int bits, int half, float *y, Prepared *p) {
+                          int bits, int half, int rows_layout, float *y, Prepared *p) {
     Py_ssize_t groups = k / GROUP;
-    for (int m = 0; m < rows; m++)
+    for (int m = 0; m < rows; m++) {
         prepare_row(x + m * k, k, p->planes + (Py_ssize_t)m * 3 * k, p->sums + m * groups,
                     p->psums + m * groups * 4, p->unscale + m, p->finite + m);
-    GEMV[bits == 8][half][rows](w, n, k, p, y);
+        for (int d = 0; d < 4; d++) {
+            int32_t total = 0; /* |.| <= 128 K */
+            for (Py_ssize_t g = 0; g < groups; g++) total += p->psums[(m * groups + g) * 4 + d];
+            p->rowsums[4 * m + d] = total;
+        }
+    }
+    if (rows_layout)
+        GEMV_PC[rows](w, n, k, p, y);
+    else
+        GEMV[bits == 8][half][rows](w, n, k, p, y);
 }
 
-/* gemv(packed, n, k, bits, half, x, rows, y): x f32 [rows, k], y f32 [rows, n], 1..8 rows */
-static PyObject *py_gemv(PyObject *self, PyObject *args) {
-    (void)self;
-    unsigned long long w, x, y;
-    Py_ssize_t n, k;
-    int rows, bits, half;
-    if (!PyArg_ParseTuple(args, "KnnipKiK", &w, &n, &k, &bits, &half, &x, &rows, &y))
-        return NULL;
+/* checks, the workspace, then run_gemv without the GIL */
+static PyObject *gemv_call(unsigned long long w, Py_ssize_t n, Py_ssize_t k, int bits, int half,
+                           int rows_layout, unsigned long long x, int rows,
+                           unsigned long long y) {
     if (rows < 1 || rows > MAX_ROWS || k % GROUP || k < GROUP || n < 1 ||
         (bits != 4 && bits != 8)) {
         PyErr_Format(PyExc_ValueError, "q4_gemv: need 1 <= rows <= %d, k a positive multiple "
                      "of 32, n >= 1, bits 4 or 8", MAX_ROWS);
+        return NULL;
+    }
+    if (rows_layout && k > ROWS_MAX_K) {
+        PyErr_Format(PyExc_ValueError, "q4_gemv: the per-row layout needs k <= %d (int32 sums), "
+                     "got %zd; use the grouped layout (pack)", ROWS_MAX_K, k);
         return NULL;
     }
     if (!cpu_ok()) {
@@ -353,20 +464,58 @@ static PyObject *py_gemv(PyObject *self, PyObject *args) {
     }
     Py_ssize_t groups = k / GROUP;
     size_t plane_bytes = ((size_t)rows * 3 * k + 63) & ~(size_t)63;
-    size_t psum_bytes = (size_t)rows * groups * 4 * sizeof(int32_t);
+    size_t psum_bytes = (size_t)rows * (groups + 1) * 4 * sizeof(int32_t);
     size_t bytes = plane_bytes + psum_bytes + (size_t)rows * (groups + 1) * sizeof(float) +
                    rows * sizeof(int);
     char *work = malloc(bytes);
     if (!work) return PyErr_NoMemory();
-    Prepared p = {(int8_t *)work, NULL, (int32_t *)(work + plane_bytes), NULL, NULL};
+    Prepared p = {(int8_t *)work, NULL, (int32_t *)(work + plane_bytes), NULL, NULL, NULL};
+    p.rowsums = p.psums + (size_t)rows * groups * 4;
     p.sums = (float *)(work + plane_bytes + psum_bytes);
     p.unscale = p.sums + rows * groups;
     p.finite = (int *)(p.unscale + rows);
     Py_BEGIN_ALLOW_THREADS
     run_gemv((const uint8_t *)(uintptr_t)w, n, k, (const float *)(uintptr_t)x, rows, bits, half,
-             (float *)(uintptr_t)y, &p);
+             rows_layout, (float *)(uintptr_t)y, &p);
     Py_END_ALLOW_THREADS
     free(work);
+    Py_RETURN_NONE;
+}
+
+/* gemv(packed, n, k, bits, half, x, rows, y[, rows_layout]): x f32 [rows, k], y f32 [rows, n],
+   1..8 rows; rows_layout: pack_rows' per-row int8 layout (bits 8, half false) */
+static PyObject *py_gemv(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long w, x, y;
+    Py_ssize_t n, k;
+    int rows, bits, half, rows_layout = 0;
+    if (!PyArg_ParseTuple(args, "KnnipKiK|p", &w, &n, &k, &bits, &half, &x, &rows, &y,
+                          &rows_layout))
+        return NULL;
+    if (rows_layout && (bits != 8 || half)) {
+        PyErr_SetString(PyExc_ValueError, "q4_gemv: the per-row layout is bits 8, half false");
+        return NULL;
+    }
+    return gemv_call(w, n, k, bits, half, rows_layout, x, rows, y);
+}
+
+static PyObject *py_packed_bytes_rows(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t n, k;
+    if (!PyArg_ParseTuple(args, "nn", &n, &k)) return NULL;
+    return PyLong_FromSsize_t(packed_bytes_rows(n, k));
+}
+
+/* pack_rows(dst, codes, scales, n, k): codes s8 [n, k], scales f32 [n] */
+static PyObject *py_pack_rows(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long dst, codes, scales;
+    Py_ssize_t n, k;
+    if (!PyArg_ParseTuple(args, "KKKnn", &dst, &codes, &scales, &n, &k)) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    pack_tiles_rows((uint8_t *)(uintptr_t)dst, (const uint8_t *)(uintptr_t)codes,
+                    (const float *)(uintptr_t)scales, n, k);
+    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
@@ -377,11 +526,16 @@ static PyMethodDef METHODS[] = {
     {"pack", py_pack, METH_VARARGS,
      "pack(dst, codes, scales, mins, n, k, bits, half): build the layout."},
     {"gemv", py_gemv, METH_VARARGS,
-     "gemv(packed, n, k, bits, half, x, rows, y): y = x @ W.T (float32)."},
+     "gemv(packed, n, k, bits, half, x, rows, y[, rows_layout]): y = x @ W.T (float32)."},
+    {"packed_bytes_rows", py_packed_bytes_rows, METH_VARARGS,
+     "packed_bytes_rows(n, k): bytes of pack_rows()'s layout."},
+    {"pack_rows", py_pack_rows, METH_VARARGS,
+     "pack_rows(dst, codes, scales, n, k): int8 codes with one scale per output row."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "q4_gemv",
-                                    "Grouped int4 GEMV on AVX-512 VNNI.", -1, METHODS};
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "q4_gemv", "Grouped int4/int8 and per-row int8 GEMV on AVX-512 VNNI.",
+    -1, METHODS};
 
 PyMODINIT_FUNC PyInit_q4_gemv(void) { return PyModule_Create(&MODULE); }

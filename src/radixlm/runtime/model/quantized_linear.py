@@ -21,6 +21,7 @@ from ...kernels.cpu_f32_gemv import F32GemvLinear, f32_gemv_available
 from ...kernels.cpu_int8_gemv import Int8GemvLinear, int8_gemv_available
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
+from ...kernels.cpu_int8_vnni import Int8VnniLinear, Int8VnniWeight, int8_vnni_supports
 from ...kernels.cpu_linear import PackedLinear, onednn_linear_available
 from ...kernels.cpu_q4_gemv import (
     GroupedGemvWeight,
@@ -65,10 +66,11 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
     byte planes; about 2x faster than torch's int8 kernel streaming SmolLM2's MLP weights)
     and, where built and the CPU has AVX-512, the native GEMV (``int8-avx512``: float32
     exact, reads the codes themselves with prefetch; ~2.5x oneDNN's streaming SmolLM2's
-    weights at batch 1). int4 in groups of 32 and a Q8_0 head also offer the native VNNI GEMV
-    (``int4-vnni``, ``q8_0-vnni``: float32-faithful activations, ``kernels/cpu_q4_gemv.py``)
-    where it is built and the CPU has VNNI, packed into ``arena`` (weights back to back in
-    build order, i.e. model order) when given.
+    weights at batch 1). int8, int4 in groups of 32 and a Q8_0 head also offer the native
+    VNNI GEMV (``int8-vnni``: one scale per row, ``kernels/cpu_int8_vnni.py``; ``int4-vnni``,
+    ``q8_0-vnni``: ``kernels/cpu_q4_gemv.py``; float32-faithful activations) where it is built
+    and the CPU has VNNI, packed into ``arena`` (weights back to back in build order, i.e.
+    model order) when given.
 
     Only candidates that keep the quality bound are offered (perplexity within 1% of float32
     for int8): the int8 kernel runs float32 activations as two bfloat16 halves with float32
@@ -99,6 +101,8 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
             impls["int8-onednn"] = lambda x: int8_onednn_linear(x, packed)
         if int8_gemv_available():  # float32 FMAs on the widened codes (kernels/native)
             impls["int8-avx512"] = Int8GemvLinear(weight)
+        if int8_vnni_supports(weight):  # VNNI on 24-bit fixed-point rows, 1 B/weight
+            impls["int8-vnni"] = Int8VnniLinear(Int8VnniWeight.pack(weight, arena))
     return impls
 
 
