@@ -29,7 +29,7 @@ import time
 import cpu_speed_tasks as tasks
 import llama_cpp_batched as batched
 import torch
-from bench_common import median_time
+from bench_common import median_extra_time, median_time
 from cpu_step_breakdown import step_breakdown
 
 from radixlm.default_model import smollm2_gguf_path
@@ -61,10 +61,10 @@ def runner_figures(runner: ModelRunner, args: argparse.Namespace, ppl_ids: list[
     out["prefill_tok_s"] = args.prefill_len / t_pre
     for batch in (1, 32):
         ps = prompts(batch, 16, vocab, seed=batch)
-        t1 = median_time(lambda ps=ps: greedy_generate(runner, ps, 1), args.repeats)
-        tn = median_time(lambda ps=ps: greedy_generate(runner, ps, 1 + args.decode_steps),
-                         args.repeats)
-        out[f"decode_b{batch}_tok_s"] = batch * args.decode_steps / max(tn - t1, 1e-9)
+        extra = median_extra_time(lambda ps=ps: greedy_generate(runner, ps, 1),
+                                  lambda ps=ps: greedy_generate(runner, ps, 1 + args.decode_steps),
+                                  args.repeats)
+        out[f"decode_b{batch}_tok_s"] = batch * args.decode_steps / extra
     slots, _ = runner.allocator.extend_slots([], len(ppl_ids), True)
     logits = runner.forward([SeqSpec(ppl_ids, slots, logits_start=0)])
     runner.allocator.free(pages_of(slots, runner.config.page_size))
@@ -89,9 +89,9 @@ def hf_figures(model, args: argparse.Namespace, vocab: int, ppl_ids: list[int]) 
             def gen(n: int, ps=ps) -> None:
                 model.generate(ps, max_new_tokens=n, min_new_tokens=n, do_sample=False,
                                pad_token_id=0)
-            t1 = median_time(lambda: gen(1), args.repeats)
-            tn = median_time(lambda: gen(1 + args.decode_steps), args.repeats)
-            out[f"decode_b{batch}_tok_s"] = batch * args.decode_steps / max(tn - t1, 1e-9)
+            extra = median_extra_time(lambda: gen(1), lambda: gen(1 + args.decode_steps),
+                                      args.repeats)
+            out[f"decode_b{batch}_tok_s"] = batch * args.decode_steps / extra
         logits = model(torch.tensor([ppl_ids])).logits[0]
     out["perplexity"] = perplexity(logits, ppl_ids)
     return out
