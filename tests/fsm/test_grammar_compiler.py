@@ -109,13 +109,51 @@ def test_mask_time_budget(vocab) -> None:  # noqa: ANN001
 
 
 def test_mask_step_budget(vocab) -> None:  # noqa: ANN001
-    compiler = GrammarCompiler(vocab, CompileBudget(max_mask_terms=1, max_mask_seconds=1e9,
+    compiler = GrammarCompiler(vocab, CompileBudget(max_mask_steps=1, max_mask_seconds=1e9,
                                                     background_warmup_states=0))
     with pytest.raises(GrammarBudgetError, match="mask steps"):
         compiler.compile(GrammarSpec.regex("(ab|cd)[a-z]{3,9}"))
-    roomy = GrammarCompiler(vocab, CompileBudget(max_mask_terms=10_000,
+    roomy = GrammarCompiler(vocab, CompileBudget(max_mask_steps=10_000,
                                                  background_warmup_states=0))
     assert roomy.compile(GrammarSpec.regex("(ab|cd)[a-z]{3,9}")).dfa.matches(b"abxyz")
+
+
+# a pattern intersected with lengths: the mask's new states need liveness searches
+LIVENESS_SCHEMA = {"type": "object", "properties": {
+    "k": {"type": "string", "pattern": "^(ab|ba)+c?$", "minLength": 5, "maxLength": 9}},
+    "required": ["k"]}
+
+
+def _mask_steps(vocab, native: bool, steps: int | None = None) -> int:  # noqa: ANN001
+    """Work steps the first masks of LIVENESS_SCHEMA take, from a fresh compiler."""
+    budget = CompileBudget(warmup_states=8, warmup_seconds=1e9, max_mask_seconds=1e9,
+                           max_mask_steps=steps, background_warmup_states=0,
+                           native_trie_walk=native)
+    compiler = GrammarCompiler(vocab, budget)
+    compiler.wait_started()
+    grammar = compiler.compile(GrammarSpec.json_schema(LIVENESS_SCHEMA))
+    compiler.shutdown()
+    return grammar.dfa.builder.work_steps
+
+
+def test_mask_steps_are_the_same_on_every_run_and_walk(vocab) -> None:  # noqa: ANN001
+    counts = {_mask_steps(vocab, native) for native in (False, True, False)}
+    assert len(counts) == 1 and counts.pop() > 0
+
+
+def test_mask_step_budget_decides_without_the_clock(vocab) -> None:  # noqa: ANN001
+    # the seconds bound is out of reach: only the step count can refuse, the same way twice
+    for _ in range(2):
+        with pytest.raises(GrammarBudgetError, match="mask steps.*max_mask_steps"):
+            _mask_steps(vocab, native=True, steps=50)
+    assert _mask_steps(vocab, native=True, steps=10_000_000) > 50
+
+
+def test_default_mask_budget_counts_steps(vocab) -> None:  # noqa: ANN001
+    budget = CompileBudget()
+    assert budget.max_mask_steps is not None
+    with pytest.raises(ValueError, match="max_mask_steps"):
+        CompileBudget(max_mask_steps=0)
 
 
 def test_background_warm_up_continues_after_the_compile(vocab) -> None:  # noqa: ANN001
