@@ -109,13 +109,89 @@ def test_mask_time_budget(vocab) -> None:  # noqa: ANN001
 
 
 def test_mask_step_budget(vocab) -> None:  # noqa: ANN001
-    compiler = GrammarCompiler(vocab, CompileBudget(max_mask_terms=1, max_mask_seconds=1e9,
+    compiler = GrammarCompiler(vocab, CompileBudget(max_mask_steps=1, max_mask_seconds=1e9,
                                                     background_warmup_states=0))
     with pytest.raises(GrammarBudgetError, match="mask steps"):
         compiler.compile(GrammarSpec.regex("(ab|cd)[a-z]{3,9}"))
-    roomy = GrammarCompiler(vocab, CompileBudget(max_mask_terms=10_000,
+    roomy = GrammarCompiler(vocab, CompileBudget(max_mask_steps=10_000,
                                                  background_warmup_states=0))
     assert roomy.compile(GrammarSpec.regex("(ab|cd)[a-z]{3,9}")).dfa.matches(b"abxyz")
+
+
+# a pattern intersected with lengths: the mask's new states need liveness searches
+LIVENESS_SCHEMA = {"type": "object", "properties": {
+    "k": {"type": "string", "pattern": "^(ab|ba)+c?$", "minLength": 5, "maxLength": 9}},
+    "required": ["k"]}
+
+
+def _mask_steps(vocab, native: bool, steps: int | None = None) -> int:  # noqa: ANN001
+    """Work steps the first masks of LIVENESS_SCHEMA take, from a fresh compiler."""
+    budget = CompileBudget(warmup_states=8, warmup_seconds=1e9, max_mask_seconds=1e9,
+                           max_mask_steps=steps, background_warmup_states=0,
+                           native_trie_walk=native)
+    compiler = GrammarCompiler(vocab, budget)
+    compiler.wait_started()
+    grammar = compiler.compile(GrammarSpec.json_schema(LIVENESS_SCHEMA))
+    compiler.shutdown()
+    return grammar.dfa.builder.work_steps
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["numpy-walk", "compiled-walk"])
+def test_mask_steps_are_the_same_on_every_run(vocab, native: bool) -> None:  # noqa: ANN001
+    # per walk: the two walks may build rows in different orders, so their counts may differ
+    first, second = _mask_steps(vocab, native), _mask_steps(vocab, native)
+    assert first == second > 0
+
+
+def test_mask_step_budget_decides_without_the_clock(vocab) -> None:  # noqa: ANN001
+    # the seconds bound is out of reach: only the step count can refuse, the same way twice
+    for _ in range(2):
+        with pytest.raises(GrammarBudgetError, match="mask steps.*max_mask_steps"):
+            _mask_steps(vocab, native=True, steps=50)
+    assert _mask_steps(vocab, native=True, steps=10_000_000) > 50
+
+
+def _negated_pattern_triples(name: str, patterns: list[str]) -> dict:
+    return {"not": {"allOf": [{"pattern": p} for p in patterns]}, "$comment": name}
+
+
+# strings outside three negated conjunctions of three negated pattern triples (the shape of
+# JSONSchemaBench's Handwritten allany15): the first mask needs ~0.6 M steps, past what 0.5 s
+# allowed on a loaded machine
+NESTED_NEGATIONS = {"type": "string", "minLength": 1, "maxLength": 200, "allOf": [
+    {"not": {"allOf": [_negated_pattern_triples("a", ["^....$", x, y]) for x, y in
+                       (("ab1", "b12"), ("bc1", "c12"), ("ca1", "a12"))]}},
+    {"not": {"allOf": [_negated_pattern_triples("b", ["^[\\w]*$", "\\d\\d", c]) for c in
+                       ("[a|b]", "[b|c]", "[c|a]")]}},
+    {"not": {"allOf": [_negated_pattern_triples("c", ["^[\\w]+", "1.*2", c]) for c in
+                       ("ac", "a2", "a1")]}}]}
+
+
+def test_a_mask_past_the_old_time_budget_compiles_within_the_step_budget(vocab) -> None:  # noqa: ANN001
+    import json
+
+    import jsonschema
+
+    def compiled(steps: int | None):  # noqa: ANN202
+        budget = CompileBudget(max_mask_steps=steps, background_warmup_states=0)
+        return GrammarCompiler(vocab, budget).compile(GrammarSpec.json_schema(NESTED_NEGATIONS))
+
+    with pytest.raises(GrammarBudgetError, match="mask steps"):
+        compiled(100_000)
+    dfa = compiled(CompileBudget().max_mask_steps).dfa
+    judge = jsonschema.Draft202012Validator(NESTED_NEGATIONS)
+    texts = ["ab12", "ab1c12", "bc12", "x", "12", "a12b", "1a2", "zz99a", "ca12", "", "a1c2"]
+    verdicts = {t: judge.is_valid(t) for t in texts}
+    assert set(verdicts.values()) == {True, False}  # both kinds are checked
+    for text, valid in verdicts.items():
+        assert dfa.matches(json.dumps(text).encode()) == valid, text
+
+
+def test_default_mask_budget_counts_steps(vocab) -> None:  # noqa: ANN001
+    budget = CompileBudget()
+    assert budget.max_mask_steps is not None
+    with pytest.raises(ValueError, match="max_mask_steps"):
+        CompileBudget(max_mask_steps=0)
 
 
 def test_background_warm_up_continues_after_the_compile(vocab) -> None:  # noqa: ANN001

@@ -89,7 +89,7 @@ def test_waiting_for_a_mask_computes_nothing_and_wakes_when_the_worker_is_done(v
 
 
 def test_a_mask_the_warm_up_cannot_compute_fails_its_fill_at_once(vocab) -> None:  # noqa: ANN001
-    budget = CompileBudget(warmup_states=0, background_warmup_states=0, max_mask_terms=1)
+    budget = CompileBudget(warmup_states=0, background_warmup_states=0, max_mask_steps=1)
     compiler = GrammarCompiler(vocab, budget)
     grammar = compiler.compile(GrammarSpec.json_schema(SCHEMA))
     matcher = grammar.new_matcher()

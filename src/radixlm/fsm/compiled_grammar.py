@@ -25,7 +25,7 @@ from .errors import GrammarBudgetError, GrammarError
 from .grammar_spec import CompileBudget, GrammarSpec
 from .lazy_dfa import DEAD, LazyDFA, check_satisfiable
 from .matcher import GrammarMatcher
-from .token_index import MaskDeferred, TokenIndex
+from .token_index import MaskDeferred, TokenIndex, mask_steps_error
 from .vocabulary import TokenVocabulary
 
 
@@ -75,7 +75,7 @@ class CompiledGrammar:
         check_satisfiable(self.dfa)
         self.index = TokenIndex(self.dfa, vocab, max_mask_bytes=budget.max_memory_bytes,
                                 max_mask_seconds=budget.max_mask_seconds,
-                                max_mask_terms=budget.max_mask_terms,
+                                max_mask_steps=budget.max_mask_steps,
                                 native_walk=budget.native_trie_walk,
                                 short_reach=budget.short_reach_masks)
         self.cached_masks = self.index.masks  # state -> mask, read without a lock
@@ -129,10 +129,11 @@ class CompiledGrammar:
         with self._lock:
             builder = self.dfa.builder
             outer = builder.deadline
-            # a liveness search inside this mask stops at the mask budget, not after its
-            # whole state budget (seconds); the compile's own deadline resumes afterwards
-            builder.deadline = make_deadline(self.budget.max_mask_seconds,
-                                             "computing the allowed tokens of one state")
+            # a liveness search inside this mask stops at the mask budget (steps; seconds
+            # as the outer bound), not after its whole state budget; the compile's own
+            # deadline resumes afterwards
+            builder.deadline = make_mask_deadline(builder, self.index.steps_limit(),
+                                                  self.budget)
             try:
                 mask = self.index.mask(state)
             finally:
@@ -346,5 +347,21 @@ def make_deadline(seconds: float, what: str) -> Callable[[], None]:
     def check() -> None:
         if work_clock.now() > end:
             raise GrammarBudgetError("time", f"{seconds} s", f"{what} took too long")
+
+    return check
+
+
+def make_mask_deadline(builder: TermBuilder, steps_limit: int, budget: CompileBudget
+                       ) -> Callable[[], None]:
+    """The deadline of one mask's liveness searches: past ``steps_limit`` work steps of
+    ``builder`` (:attr:`TermBuilder.work_steps`, the deterministic budget), or past
+    ``budget.max_mask_seconds`` (the outer wall-clock bound), raise
+    :class:`GrammarBudgetError`."""
+    wall = make_deadline(budget.max_mask_seconds, "computing the allowed tokens of one state")
+
+    def check() -> None:
+        if builder.work_steps > steps_limit:
+            raise mask_steps_error(budget.max_mask_steps)
+        wall()
 
     return check

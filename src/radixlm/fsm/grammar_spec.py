@@ -146,15 +146,25 @@ class GrammarSpec:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+# One mask's step budget (TermBuilder.work_steps) and its outer wall-clock bound; see
+# docs/fsm.md "Budgets and bounds" for how they were chosen on the corpus.
+MAX_MASK_STEPS = 2_500_000
+MAX_MASK_SECONDS = 60.0
+
+
 @dataclass(frozen=True)
 class CompileBudget:
     """Limits on one grammar: wall time to compile, automaton states, memory, warm-up.
 
-    ``max_states``, ``max_memory_bytes``, ``max_mask_seconds`` and ``max_mask_terms`` (one
-    state's allowed tokens: wall time, and derivative terms created, a machine-independent
-    count of steps; None = no limit) also hold while decoding (the automaton grows lazily):
-    going past them raises :class:`GrammarBudgetError` from the matcher, which should fail
-    that request.
+    ``max_states``, ``max_memory_bytes``, ``max_mask_steps`` and ``max_mask_seconds`` also
+    hold while decoding (the automaton grows lazily): going past them raises
+    :class:`GrammarBudgetError` from the matcher, which should fail that request.
+    ``max_mask_steps`` is the budget of one state's allowed tokens: work steps
+    (:attr:`TermBuilder.work_steps`: derivative terms created plus liveness states expanded,
+    about 0.1-0.3 ms each), so a schema compiles or is refused the same on any machine and
+    under any load; None = no limit. ``max_mask_seconds`` is only an outer wall-clock bound
+    on the same work (a safety net, far above what the step budget takes on a working
+    machine).
     At compile time (off the caller) up to ``warmup_states`` masks are computed, for at most
     ``warmup_seconds``; after the compile returns, up to ``background_warmup_states`` more
     are computed in the compiler's worker thread in short slices (0 turns that off); the
@@ -172,8 +182,8 @@ class CompileBudget:
     warmup_states: int = 4  # more only slowed compiles (benchmarks/json_decoding.py)
     warmup_seconds: float = 0.005
     background_warmup_states: int = 256
-    max_mask_seconds: float = 0.5
-    max_mask_terms: int | None = None
+    max_mask_steps: int | None = MAX_MASK_STEPS
+    max_mask_seconds: float = MAX_MASK_SECONDS
     native_trie_walk: bool = True
     short_reach_masks: bool = True
 
@@ -188,8 +198,8 @@ class CompileBudget:
             raise ValueError(f"warmup_states must be >= 0, got {self.warmup_states}")
         if not self.max_mask_seconds > 0:
             raise ValueError(f"max_mask_seconds must be > 0, got {self.max_mask_seconds}")
-        if self.max_mask_terms is not None and self.max_mask_terms < 1:
-            raise ValueError(f"max_mask_terms must be >= 1 or None, got {self.max_mask_terms}")
+        if self.max_mask_steps is not None and self.max_mask_steps < 1:
+            raise ValueError(f"max_mask_steps must be >= 1 or None, got {self.max_mask_steps}")
         if self.background_warmup_states < 0:
             raise ValueError(f"background_warmup_states must be >= 0, got "
                              f"{self.background_warmup_states}")

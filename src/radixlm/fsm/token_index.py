@@ -47,6 +47,13 @@ def _words(ids: np.ndarray, num_words: int) -> np.ndarray:
     return np.packbits(bits, bitorder="little").view("<i4").copy()
 
 
+def mask_steps_error(limit: int | None) -> GrammarBudgetError:
+    """The error of a mask that went past ``limit`` work steps (the deterministic budget)."""
+    return GrammarBudgetError("mask steps", f"{limit} steps",
+                              "computing the allowed tokens of one state took too many "
+                              "derivative and liveness steps (raise max_mask_steps)")
+
+
 class MaskDeferred(Exception):  # noqa: N818 (a signal, not an error)
     """A mask computation stopped at its caller's ``yield_at`` (resumable: the automaton
     rows it built stay)."""
@@ -57,15 +64,16 @@ class TokenIndex:
 
     def __init__(self, dfa: LazyDFA, vocab: TokenVocabulary,
                  max_mask_bytes: int = 1 << 30, max_mask_seconds: float = float("inf"),
-                 max_mask_terms: int | None = None, native_walk: bool = False,
+                 max_mask_steps: int | None = None, native_walk: bool = False,
                  short_reach: bool = False) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.max_mask_bytes = max_mask_bytes
         self.max_mask_seconds = max_mask_seconds
-        # derivative terms one mask may create (None: no limit), liveness searches included:
-        # a budget counted in steps, the same on any machine, unlike max_mask_seconds
-        self.max_mask_terms = max_mask_terms
+        # work steps one mask may take (TermBuilder.work_steps; None: no limit), liveness
+        # searches included: a budget counted in steps, the same on any machine, unlike
+        # max_mask_seconds (kept only as an outer bound)
+        self.max_mask_steps = max_mask_steps
         self.native_walk = native_walk  # the trie walk's compiled loop (trie_walk_kernel)
         # a caller that cannot wait sets this (perf_counter time; under the grammar's lock):
         # past it the walk stops with MaskDeferred, keeping the rows it built for next time
@@ -99,10 +107,10 @@ class TokenIndex:
         return (self._distinct + len(self._short_words)) * self.vocab.num_words * 4
 
     def walk_all(self, state: int, deadline: float = float("inf"),
-                 terms_limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 steps_limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(token ids allowed from ``state``, the state each leads to); ``deadline`` on
-        :func:`work_clock.now`; ``terms_limit``: the builder's term count past which the
-        walk fails (default: ``max_mask_terms`` more than now).
+        :func:`work_clock.now`; ``steps_limit``: the builder's :attr:`work_steps` past which
+        the walk fails (default: ``max_mask_steps`` more than now).
 
         Usually the vocabulary's byte trie is walked through the DFA (tokens sharing a prefix
         share its walk: :mod:`token_trie`). In states where most bytes loop (inside an
@@ -110,13 +118,13 @@ class TokenIndex:
         byte sets, and the rest walk byte by byte, longest first, dropping dead tokens.
         """
         vocab, dfa = self.vocab, self.dfa
-        if terms_limit is None:
-            terms_limit = self._terms_limit()
+        if steps_limit is None:
+            steps_limit = self.steps_limit()
         row = dfa.row(state).copy()
-        self._check_budget(terms_limit, deadline)
+        self._check_budget(steps_limit, deadline)
         looping = row == state
         if np.count_nonzero(looping) < _LOOPING_BYTES:  # most states: the trie walk
-            return self._walk_trie(vocab.trie, state, terms_limit, deadline)
+            return self._walk_trie(vocab.trie, state, steps_limit, deadline)
         first_ok = row[vocab.walk_first] != DEAD
         if looping.any():
             inside = _subset_of(vocab.walk_bytesets, looping) & first_ok
@@ -133,7 +141,7 @@ class TokenIndex:
             live = cur[:n]
             if not dfa.built[live].all():
                 dfa.ensure_rows(live)
-                self._check_budget(terms_limit, deadline)
+                self._check_budget(steps_limit, deadline)
             flat = dfa.trans.reshape(-1)
             cur[:n] = flat[live * 256 + vocab.walk_cols[i][idx[:n]]]
             alive = cur != DEAD
@@ -147,7 +155,7 @@ class TokenIndex:
             states = np.concatenate([states, np.full(looped.size, state, dtype=states.dtype)])
         return ids, states
 
-    def _walk_trie(self, trie: TokenTrie, state: int, terms_limit: int, deadline: float
+    def _walk_trie(self, trie: TokenTrie, state: int, steps_limit: int, deadline: float
                    ) -> tuple[np.ndarray, np.ndarray]:
         """``trie``'s tokens allowed from ``state`` and where each leads (rows built as
         needed, within the budget)."""
@@ -160,20 +168,19 @@ class TokenIndex:
             # ascending, as np.unique gave (a few us less: missing is usually small)
             for s in sorted(set(missing.tolist())):
                 dfa.build_row(s)  # one row at a time: the granularity of yield_at
-                self._check_budget(terms_limit, deadline)
+                self._check_budget(steps_limit, deadline)
 
         built = (lambda: dfa.built) if self.native_walk else None
         return trie.walk(lambda: dfa.trans, state, ensure_rows, built)
 
-    def _terms_limit(self) -> int:
-        extra = self.max_mask_terms if self.max_mask_terms is not None else 1 << 62
-        return self.dfa.builder.num_terms + extra
+    def steps_limit(self) -> int:
+        """The builder's :attr:`work_steps` at which a mask started now fails."""
+        extra = self.max_mask_steps if self.max_mask_steps is not None else 1 << 62
+        return self.dfa.builder.work_steps + extra
 
-    def _check_budget(self, terms_limit: int, deadline: float) -> None:
-        if self.dfa.builder.num_terms > terms_limit:
-            raise GrammarBudgetError(
-                "mask steps", f"{self.max_mask_terms} derivative terms",
-                "computing the allowed tokens of one state created too many terms")
+    def _check_budget(self, steps_limit: int, deadline: float) -> None:
+        if self.dfa.builder.work_steps > steps_limit:
+            raise mask_steps_error(self.max_mask_steps)
         if time.perf_counter() > self.yield_at and self.dfa.builder.num_terms > self.yield_terms:
             raise MaskDeferred  # only once this attempt made progress: retries converge
         if self.yield_when is not None and self.yield_when():
@@ -225,18 +232,18 @@ class TokenIndex:
         :meth:`TermBuilder.clamp`) plus its own walk of the few longer ones."""
         vocab = self.vocab
         # one budget for both walks, as for one whole walk
-        deadline, terms_limit = work_clock.now() + self.max_mask_seconds, self._terms_limit()
+        deadline, steps_limit = work_clock.now() + self.max_mask_seconds, self.steps_limit()
         short_key = self.dfa.mask_key(state, vocab.short_reach)
         short = self._short_words.get(short_key)
         if short is None:
-            ids, nxt = self.walk_all(short_key, deadline, terms_limit)
+            ids, nxt = self.walk_all(short_key, deadline, steps_limit)
             words = _words(ids, vocab.num_words)
             self._short_words[short_key] = words & ~vocab.long_words
             self._remember_successors(short_key, ids, nxt)  # exact: a whole walk
             if short_key == state:  # no counter between the reaches: that walk is the mask
                 return self._finish_mask(state, words)
             short = self._short_words[short_key]
-        long_ids, _ = self._walk_trie(vocab.long_trie, state, terms_limit, deadline)
+        long_ids, _ = self._walk_trie(vocab.long_trie, state, steps_limit, deadline)
         words = short | _words(long_ids, vocab.num_words)
         return self._finish_mask(state, words)
 
