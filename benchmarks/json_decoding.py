@@ -13,7 +13,9 @@ radixlm's mask time has two modes. By default a mask not computed yet is compute
 runs as in the engine: after each token the state is prefetched for the compiler's worker, a
 forward of F ms passes (sleeping: the GIL is free, as in a model forward), then the scheduler's
 mask gate waits at most B for the mask; a step whose mask is still not ready is held (the wait
-is that step's mask time, "held" in the table) and tried again after another forward. Python's
+is that step's mask time, "held" in the table) and tried again after another forward; xgrammar
+then sleeps the same forward before each of its masks, so both are timed from the same step
+(caches and clocks as a forward leaves them). Python's
 garbage-collector pauses (any thread: they hold the GIL) are timed and printed at the end; by
 default the collector runs as in the scheduler process (``--gc scheduler``: the start-up heap
 frozen once the vocabulary and engines are built, the young threshold raised), for every
@@ -202,8 +204,10 @@ class XGrammarEngine:
 
     name = "xgrammar"
 
-    def __init__(self, vocab: TokenVocabulary) -> None:
+    def __init__(self, vocab: TokenVocabulary, forward_ms: float = 0.0) -> None:
         import xgrammar as xgr
+
+        self.forward_ms = forward_ms  # a forward's sleep before each mask, as radixlm's
 
         self.xgr = xgr
         encoded = [b or b"" for b in vocab.token_bytes]  # specials/EOS empty: masked
@@ -230,6 +234,8 @@ class XGrammarEngine:
         bitmask = self.xgr.allocate_token_bitmask(1, self.vocab.vocab_size)
         out, times = [], []
         for _ in range(max_steps):
+            if self.forward_ms:  # the same step as radixlm's: a forward, then the mask
+                time.sleep(self.forward_ms / 1e3)
             start = time.perf_counter()
             matcher.fill_next_token_bitmask(bitmask)
             times.append(time.perf_counter() - start)
@@ -393,7 +399,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-jump-forward", dest="jump_forward", action="store_false",
                    help="radixlm walks without jump-forward")
     p.add_argument("--forward-ms", type=float, default=0.0, help="radixlm as the scheduler: "
-                   "prefetch after each token, then a simulated forward this long")
+                   "prefetch after each token, then a simulated forward this long (xgrammar "
+                   "sleeps it before each mask too)")
     p.add_argument("--mask-bound-ms", type=float, default=None, help="with --forward-ms: "
                    "radixlm behind the scheduler's mask gate (--grammar-mask-wait-ms): wait at "
                    "most this long for the worker's mask, else the step is held (its wait "
@@ -441,7 +448,7 @@ def main() -> None:
                         max_number_digits=6, any_value_depth=3, max_recursion_depth=2)
     makers = {"radixlm": lambda: RadixEngine(tokenizer, args.timeout, limits,
                                              args.forward_ms, args.mask_bound_ms),
-              "xgrammar": lambda: XGrammarEngine(vocab),
+              "xgrammar": lambda: XGrammarEngine(vocab, args.forward_ms),
               "outlines-core": lambda: OutlinesEngine(vocab, args.timeout)}
     engines = [makers[n]() for n in args.engines.split(",")]
     if args.gc == "scheduler":  # after the vocabularies and engines are built, as it does
