@@ -185,8 +185,9 @@ def _report(states: list[Any], elapsed: float, prompt: int, cached: int) -> None
         right += sum(marks.values())
         fields = ", ".join(f"{k} {'ok' if ok else 'WRONG (expected ' + repr(truth[k]) + ')'}"
                            for k, ok in marks.items())
+        distinct = len(set(state["draft"]))
         print(f"--- {doc}\n    {record}  ({'valid JSON' if parsed else 'not JSON'}, chosen "
-              f"from {len(set(state['draft']))} distinct drafts)\n    {fields}")
+              f"from {distinct} distinct draft{'s' if distinct != 1 else ''})\n    {fields}")
     stats = [st.cache_stats() for st in states if st.error() is None]
     generated = sum(s["completion_tokens"] for s in stats)
     requests = sum(s["requests"] for s in stats)

@@ -15,8 +15,9 @@ Decode attention reads each request's KV straight from the pool by slot, with no
 set's :func:`plan_decode` answers ``None`` (take the native kernel) for small batches of short
 contexts, where a plan's gathers and SDPA's setup cost more than the arithmetic, and the torch
 plan otherwise (long contexts, and the shared-prefix cascade of large batches). With a cascade
-plan the groups' prefixes go through torch (one matmul-shaped part per group) and every
-request's own suffix through the native kernel, which merges it into the prefix part by the
+plan the groups' prefixes go through :mod:`.cpu_prefix_attention` (one flash part per group,
+torch's where that kernel is not built) and every request's own suffix through the native
+kernel, which merges it into the prefix part by the
 log-sum-exp: no suffix gather, no padded SDPA, no merge pass.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import torch
 
+from .cpu_prefix_attention import prefix_partial_attention
 from .decode_attention import (
     DecodePlan,
     decode_attention_ref,
@@ -153,7 +155,8 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     pass)."""
     plain = _decode_args_plain(q, k_cache, v_cache, kv_indptr, kv_indices)
     if plain and plan is not None and plan.groups and plan.suffix_indices is not None:
-        o_p, l_p = group_prefix_parts(q, k_cache, v_cache, plan, sm_scale, logit_cap)
+        o_p, l_p = group_prefix_parts(q, k_cache, v_cache, plan, sm_scale, logit_cap,
+                                      prefix_partial_attention)
         b, hq, d = q.shape
         out = o_p.reshape(b, hq, d).contiguous()  # the prefix part, merged into in place
         lse = l_p.reshape(b, hq).contiguous()

@@ -14,6 +14,7 @@ once per request to once per group; the result is the same attention.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +27,10 @@ from .attention_common import (
     partial_attention,
     shared_prefix_groups,
 )
+
+# (q [N, Hkv, G, D], k, v [N, Hkv, L, D], mask, sm_scale, logit_cap) -> (out, lse): one part
+PartialAttention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None,
+                             float, float], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -228,12 +233,15 @@ def _cascade(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: DecodePlan
 
 
 def group_prefix_parts(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                       plan: DecodePlan, sm_scale: float, logit_cap: float
+                       plan: DecodePlan, sm_scale: float, logit_cap: float,
+                       part: PartialAttention = partial_attention
                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of every request over its group's shared prefix: (out [B, Hkv, G, D]
     normalized, lse [B, Hkv, G, 1]); a request in no group has out 0 and lse -inf (zero weight
     in :func:`~.attention_common.merge_partial`). Each group's prefix K/V are read once: all
-    its members' query heads of one KV head form one matmul's rows."""
+    its members' query heads of one KV head form one matmul's rows. ``part`` computes each
+    group's part (:func:`~.attention_common.partial_attention`'s signature; a kernel set may
+    pass its own)."""
     b, hq, d = q.shape
     hkv = k_cache.shape[2]
     qg = q.view(b, hkv, hq // hkv, d)
@@ -247,7 +255,7 @@ def group_prefix_parts(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
         whole = n == b and _run_start(g.members) == 0
         members = slice(None) if whole else g.members
         qm = qg[members].permute(1, 0, 2, 3).reshape(hkv, -1, d)  # [Hkv, n * G, D]
-        o_p, l_p = partial_attention(qm[None], kp[None], vp[None], None, sm_scale, logit_cap)
+        o_p, l_p = part(qm[None], kp[None], vp[None], None, sm_scale, logit_cap)
         o_p = o_p[0].view(hkv, n, -1, d).permute(1, 0, 2, 3)
         l_p = l_p[0].view(hkv, n, -1, 1).permute(1, 0, 2, 3)
         if whole:
