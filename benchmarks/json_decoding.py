@@ -207,9 +207,8 @@ class XGrammarEngine:
     def __init__(self, vocab: TokenVocabulary, forward_ms: float = 0.0) -> None:
         import xgrammar as xgr
 
-        self.forward_ms = forward_ms  # a forward's sleep before each mask, as radixlm's
-
         self.xgr = xgr
+        self.forward_ms = forward_ms  # a forward's sleep before each mask, as radixlm's
         encoded = [b or b"" for b in vocab.token_bytes]  # specials/EOS empty: masked
         info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=vocab.vocab_size,
                                  stop_token_ids=list(vocab.eos_token_ids))

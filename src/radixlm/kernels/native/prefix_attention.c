@@ -218,7 +218,7 @@ static PyObject *py_prefix_attention(PyObject *self, PyObject *args) {
         return NULL;
     }
 #if HAVE_X86
-    const idx_t padded = rows + 6;
+    const idx_t padded = rows + 6; /* one_head pads rows to its block (6 or 3 rows) */
     float *work = malloc(sizeof(float) * (size_t)(2 * padded * d + 2 * padded + d * KB));
     if (!work) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
