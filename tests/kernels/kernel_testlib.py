@@ -232,3 +232,17 @@ def extreme_rows(x: torch.Tensor, case: str) -> torch.Tensor:
     if case == "huge-x":
         return x * 1e30  # the fixed-point scale is 2^-77; the products stay finite
     raise ValueError(f"case must be one of {EXTREME_ROWS}, got {case!r}")
+
+
+def assert_float32_linear_refuses_bad_x(linear: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """A prepared float32 linear of a ``[4, 8]`` weight refuses a wrong width, dtype, rank or
+    type with the checks' messages, and maps zero rows to ``[0, 4]``."""
+    with pytest.raises(ValueError, match="x: expected size 8 at dim 1"):
+        linear(torch.zeros(2, 9))
+    with pytest.raises(TypeError, match="x: expected dtype"):
+        linear(torch.zeros(2, 8, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="x: expected 2 dimensions"):
+        linear(torch.zeros(8))
+    with pytest.raises(TypeError, match="x: expected a torch.Tensor"):
+        linear([[0.0] * 8])  # type: ignore[arg-type]
+    assert linear(torch.zeros(0, 8)).shape == (0, 4)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernel_testlib import assert_float32_linear_refuses_bad_x
 
 from radixlm.kernels import cpu_f32_gemv
 from radixlm.kernels.cpu_f32_gemv import (
@@ -104,16 +105,7 @@ def test_prepared_linear_refuses_bad_weights_and_inputs():
         F32GemvLinear(torch.zeros(4, 8, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="prefetch must be >= 0"):
         F32GemvLinear(torch.zeros(4, 8), prefetch=-1)
-    linear = F32GemvLinear(torch.zeros(4, 8))
-    with pytest.raises(ValueError, match="x: expected size 8 at dim 1"):
-        linear(torch.zeros(2, 9))
-    with pytest.raises(TypeError, match="x: expected dtype"):
-        linear(torch.zeros(2, 8, dtype=torch.bfloat16))
-    with pytest.raises(ValueError, match="x: expected 2 dimensions"):
-        linear(torch.zeros(8))
-    with pytest.raises(TypeError, match="x: expected a torch.Tensor"):
-        linear([[0.0] * 8])  # type: ignore[arg-type]
-    assert linear(torch.zeros(0, 8)).shape == (0, 4)
+    assert_float32_linear_refuses_bad_x(F32GemvLinear(torch.zeros(4, 8)))
     assert torch.equal(F32GemvLinear(torch.zeros(4, 0))(torch.zeros(3, 0)), torch.zeros(3, 4))
 
 

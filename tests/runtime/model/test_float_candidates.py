@@ -1,5 +1,6 @@
-"""The float candidates of a CPU linear: the native float32 GEMV is offered where it runs
-(built, AVX-512, a contiguous float32 weight) and, chosen, computes the linear's product."""
+"""The float candidates of a CPU linear: the native float32 GEMV and panel GEMM are offered
+where they run (built, AVX-512, a float32 weight; the GEMV reads it in place, so only a
+contiguous one) and, chosen, compute the linear's product."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from radixlm.kernels.cpu_f32_gemv import f32_gemv_available
+from radixlm.kernels.cpu_f32_panel_gemm import f32_panel_gemm_available
 from radixlm.runtime.model.gemm_choice import GemmChooser
 from radixlm.runtime.model.quantized_linear import float_impls
 
@@ -20,13 +22,24 @@ def test_the_gemv_is_offered_exactly_where_it_runs():
     assert "f32-avx512" not in float_impls(torch.randn(40, 12).T)  # strided: torch's only
 
 
-@pytest.mark.skipif(not f32_gemv_available(), reason="the native float32 GEMV is not "
-                    "built or this CPU lacks AVX-512 F")
-def test_a_linear_fixed_on_the_gemv_computes_the_product_with_its_bias():
+def test_the_panel_gemm_is_offered_exactly_where_it_runs():
+    w = torch.randn(12, 40)
+    assert ("f32-panel" in float_impls(w)) == f32_panel_gemm_available()
+    assert ("f32-panel" in float_impls(torch.randn(40, 12).T)) == f32_panel_gemm_available()
+    assert "f32-panel" not in float_impls(w.to(torch.bfloat16))
+
+
+NATIVE = {"f32-avx512": f32_gemv_available(), "f32-panel": f32_panel_gemm_available()}
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE))
+def test_a_linear_fixed_on_a_native_kernel_computes_the_product_with_its_bias(name):
+    if not NATIVE[name]:
+        pytest.skip(f"{name}: the native kernel is not built or this CPU lacks AVX-512 F")
     gen = torch.Generator().manual_seed(8)
-    w, bias = torch.randn(37, 70, generator=gen), torch.randn(37, generator=gen)
-    lin = GemmChooser(fixed="f32-avx512").build("f32-gemv-test", float_impls(w), bias, 70, 37)
-    assert lin.plan.used == {"f32-avx512"}
+    w, bias = torch.randn(53, 70, generator=gen), torch.randn(53, generator=gen)
+    lin = GemmChooser(fixed=name).build(f"{name}-test", float_impls(w), bias, 70, 53)
+    assert lin.plan.used == {name}
     for rows in (1, 8, 33):
         x = torch.randn(rows, 70, generator=gen)
         torch.testing.assert_close(lin(x), F.linear(x, w, bias), atol=1e-5, rtol=1e-5)

@@ -30,7 +30,11 @@ from torch import nn
 logger = logging.getLogger(__name__)
 
 ROW_BUCKETS = (1, 8, 32, 128, 512)  # row counts measured; a call uses the next one up
-STREAMED_ROWS = 8  # up to here a call is bound by streaming its weight (GemmChooser.finish)
+# up to here a call is bound by, or shares its time with, streaming its weight (timed by
+# GemmChooser.finish): at 32 rows MKL ran a SmolLM2 576x576 linear at 135 GFLOP/s on one
+# weight in L2 but all the model's linears at 64-72 streamed in model order (the panel GEMM
+# 113), and timed alone it won qkv's 32-row bucket
+STREAMED_ROWS = 32
 Impl = Callable[[torch.Tensor], torch.Tensor]
 
 

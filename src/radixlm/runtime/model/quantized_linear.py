@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...kernels.cpu_f32_gemv import F32GemvLinear, f32_gemv_available
+from ...kernels.cpu_f32_panel_gemm import F32PanelLinear, f32_panel_gemm_available
 from ...kernels.cpu_int8_gemv import Int8GemvLinear, int8_gemv_available
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
@@ -48,7 +49,9 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Im
     """MKL ``F.linear`` on the plain weight, where available oneDNN on a packed copy and, for
     a contiguous float32 weight where built and the CPU has AVX-512, the native GEMV on the
     plain weight (``f32-avx512``: reads each weight tile once for all rows, with prefetch;
-    for batch-1..32 decode, ``kernels/cpu_f32_gemv.py``)."""
+    for batch-1..32 decode, ``kernels/cpu_f32_gemv.py``) and the native GEMM on a copy packed
+    in panels of 48 columns (``f32-panel``: 8-64 rows, arithmetic and memory stream kept
+    going together, ``kernels/cpu_f32_panel_gemm.py``)."""
     w = weight.detach()
     impls: dict[str, Impl] = {"torch": lambda x: F.linear(x, w)}
     if allow_onednn and w.device.type == "cpu" and onednn_linear_available(w.dtype):
@@ -56,6 +59,8 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Im
         impls["onednn"] = packed
     if w.is_cpu and w.dtype == torch.float32 and w.is_contiguous() and f32_gemv_available():
         impls["f32-avx512"] = F32GemvLinear(w)
+    if w.is_cpu and w.dtype == torch.float32 and f32_panel_gemm_available():
+        impls["f32-panel"] = F32PanelLinear(w)
     return impls
 
 
