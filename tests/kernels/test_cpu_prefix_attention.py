@@ -1,4 +1,4 @@
-"""The native shared-prefix attention (prefix_attention.c through
+"""The native shared-prefix attention (avx512_attention.c through
 kernels/cpu_prefix_attention.py) against the float64 matmul reference on random odd sizes,
 on pool views as the cascade decode passes them; the cases it was not built for go to torch's
 ``partial_attention`` unchanged."""

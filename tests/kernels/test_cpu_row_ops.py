@@ -100,24 +100,44 @@ def _decode_case(lens: list[int], q_heads: int, kv_heads: int, dim: int,
     return q, k_cache, v_cache, indptr, indices
 
 
+@pytest.fixture(params=["avx512", "portable"])
+def decode_kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each decode test on both native kernels: the AVX-512 one (head sizes 64 and 128, where
+    built and the CPU has it) and the portable row_ops one (everything else)."""
+    if request.param == "avx512" and not cpu_row_ops.AVX512_DECODE:
+        pytest.skip("avx512_attention is not built or this CPU lacks AVX-512 F")
+    monkeypatch.setattr(cpu_row_ops, "AVX512_DECODE", request.param == "avx512")
+    return request.param
+
+
+# head sizes 64 / 128 take the AVX-512 kernel: 1-8 query heads per KV head (its passes over
+# the values: 4 heads of 64 or 2 of 128 at a time, and every remainder), windows, a cap
 @pytest.mark.parametrize(("lens", "q_heads", "kv_heads", "dim", "window", "cap"), [
     ([1], 1, 1, 1, 0, 0.0), ([17], 9, 3, 64, 0, 0.0), ([5, 33, 1], 8, 2, 24, 0, 0.0),
     ([40, 3], 4, 4, 17, 6, 0.0), ([29], 6, 2, 64, 0, 5.0), ([100, 71, 9, 2], 2, 1, 128, 50, 0.0),
+    ([3, 50], 8, 1, 64, 0, 0.0), ([7, 16, 1], 5, 1, 64, 0, 0.0), ([20, 1], 6, 2, 128, 0, 0.0),
+    ([33], 7, 1, 128, 9, 3.0), ([2, 18], 2, 2, 64, 0, 0.0),
 ])
 def test_decode_attention_matches_the_reference(lens: list[int], q_heads: int, kv_heads: int,
                                                 dim: int, window: int, cap: float,
-                                                gen: torch.Generator) -> None:
+                                                gen: torch.Generator, decode_kernel: str) -> None:
     q, k_cache, v_cache, indptr, indices = _decode_case(lens, q_heads, kv_heads, dim, gen)
     args = (q, k_cache, v_cache, indptr, indices, dim**-0.5, cap, window)
     torch.testing.assert_close(cpu_row_ops.decode_attention(*args), decode_attention_ref(*args),
                                rtol=RTOL, atol=ATOL)
 
 
-def test_decode_attention_refuses_a_slot_outside_the_pool(gen: torch.Generator) -> None:
-    q, k_cache, v_cache, indptr, indices = _decode_case([4], 2, 1, 8, gen)
+@pytest.mark.parametrize("dim", [8, 64])
+def test_decode_attention_refuses_a_slot_outside_the_pool_or_a_keyless_request(
+        gen: torch.Generator, dim: int,
+        decode_kernel: str) -> None:
+    q, k_cache, v_cache, indptr, indices = _decode_case([4], 2, 1, dim, gen)
     indices[2] = k_cache.shape[0] * k_cache.shape[1]
     with pytest.raises(IndexError, match="outside the pool"):
         cpu_row_ops.decode_attention(q, k_cache, v_cache, indptr, indices, 0.3)
+    empty = torch.tensor([0, 4, 4])  # a second request with no key
+    with pytest.raises(ValueError, match="request 1 has no KV token"):
+        cpu_row_ops.decode_attention(torch.cat([q, q]), k_cache, v_cache, empty, indices, 0.3)
 
 
 def _cascade_case(shapes: list[tuple[int, int]], q_heads: int, kv_heads: int, dim: int,
@@ -144,10 +164,11 @@ def _cascade_case(shapes: list[tuple[int, int]], q_heads: int, kv_heads: int, di
     ([(300, 5), (300, 1), (300, 17)], 9, 3, 64, 1, 0.0),  # one group, every request
     ([(0, 70), (211, 3), (211, 9), (97, 2), (97, 40), (5, 13)], 6, 2, 33, 4, 0.0),  # 2 + loners
     ([(150, 1), (150, 2), (80, 30), (80, 7)], 4, 4, 17, 16, 5.0),  # logit cap
+    ([(120, 4), (120, 9), (40, 2), (40, 1)], 5, 1, 128, 8, 2.0),  # 128: the AVX-512 suffixes
 ])
 def test_decode_cascade_merges_native_suffixes_into_the_prefix(
         shapes: list[tuple[int, int]], q_heads: int, kv_heads: int, dim: int, page: int,
-        cap: float, gen: torch.Generator) -> None:
+        cap: float, gen: torch.Generator, decode_kernel: str) -> None:
     q, k_cache, v_cache, indptr, indices, padded, lens = _cascade_case(
         shapes, q_heads, kv_heads, dim, page, gen)
     plan = plan_decode_padded(padded, lens, page, 0, {})

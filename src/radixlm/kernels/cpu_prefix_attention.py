@@ -3,7 +3,7 @@
 The shared-prefix (cascade) decode puts every member's query heads of one KV head into one
 row block against the group's prefix keys (:func:`~.decode_attention.group_prefix_parts`);
 this is that part with :func:`~.attention_common.partial_attention`'s signature, one C call
-(``native/prefix_attention.c``: flash attention, register-blocked 6 rows x 64 keys). It reads
+(``native/avx512_attention.c``: flash attention, register-blocked 6 rows x 64 keys). It reads
 the keys and values through their strides, so a view of the paged pool ``[L, Hkv, D]``
 transposed to ``[1, Hkv, L, D]`` needs no copy. Anything it was not built for (a mask, a
 logit cap, another dtype or head size, no AVX-512) goes to ``partial_attention`` unchanged.
@@ -19,7 +19,7 @@ import torch
 from .attention_common import partial_attention
 from .native import load
 
-_NATIVE = load("prefix_attention")
+_NATIVE = load("avx512_attention")
 _F32 = torch.float32
 HEAD_DIMS = (64, 128)  # the kernel's register blocking is written for these
 

@@ -8,8 +8,9 @@ costs microseconds of dispatch; 30 layers of ~25 calls were ~20% of a quantized 
 
 Numbers: :func:`rotary_rows` and :func:`store_kv` are bit-identical to the references;
 :func:`fused_add_rms_norm` / :func:`rms_norm` sum the squares in another order,
-:func:`decode_attention` computes its softmax with libm and :func:`silu_mul` its e^x with a
-polynomial of its own (~1e-7 relative, tested).
+:func:`decode_attention` computes its softmax with libm (the portable kernel) or a
+polynomial e^x (the AVX-512 one, head sizes 64 and 128) and :func:`silu_mul` its e^x with a
+polynomial of its own (~1e-7 relative; the AVX-512 attention ~1e-6; tested).
 
 Decode attention reads each request's KV straight from the pool by slot, with no plan: the
 set's :func:`plan_decode` answers ``None`` (take the native kernel) for small batches of short
@@ -39,6 +40,13 @@ from .rotary import rotary_rows_ref
 from .silu_mul import silu_mul_ref
 
 _NATIVE = load("row_ops")
+# decode attention for head sizes 64 / 128 on AVX-512 (native/avx512_attention.c: a KV head's
+# query heads together, e^x 16 at a time; ~10x the portable row_ops kernel at 32 requests x
+# 32 keys), the portable one otherwise
+_AVX512 = load("avx512_attention")
+AVX512_DECODE = _AVX512 is not None and bool(_AVX512.supported())
+AVX512_HEAD_DIMS = (64, 128)
+AVX512_MAX_GROUP = 64  # query heads per KV head the kernel's scratch holds
 _F32, _I64 = torch.float32, torch.int64
 # The native decode attention takes one request of any length, and batches whose padded KV
 # (requests x longest) is at most this many tokens. Measured against the torch plan + SDPA
@@ -180,10 +188,12 @@ def _native_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     merged into ``out``'s prior part when ``prior_lse`` (a pointer to [B, Hq]) is not 0."""
     b, hq, d = q.shape
     hkv = k_cache.shape[2]
-    _NATIVE.decode_attention(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                             k_cache.numel() // (hkv * d), indptr.data_ptr(),
-                             indices.data_ptr(), indices.shape[0], out.data_ptr(), b, hq,
-                             hkv, d, sliding_window, prior_lse, sm_scale, logit_cap)
+    kernel = _NATIVE.decode_attention
+    if AVX512_DECODE and d in AVX512_HEAD_DIMS and hq // hkv <= AVX512_MAX_GROUP:
+        kernel = _AVX512.decode_attention
+    kernel(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), k_cache.numel() // (hkv * d),
+           indptr.data_ptr(), indices.data_ptr(), indices.shape[0], out.data_ptr(), b, hq, hkv,
+           d, sliding_window, prior_lse, float(sm_scale), float(logit_cap))
 
 
 def _decode_args_plain(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
