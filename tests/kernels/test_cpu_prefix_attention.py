@@ -1,4 +1,4 @@
-"""The native shared-prefix attention (avx512_attention.c through
+"""The native shared-prefix and causal prefill attention (avx512_attention.c through
 kernels/cpu_prefix_attention.py) against the float64 matmul reference on random odd sizes,
 on pool views as the cascade decode passes them; the cases it was not built for go to torch's
 ``partial_attention`` unchanged."""
@@ -15,7 +15,7 @@ from radixlm.kernels.decode_attention import decode_attention_ref, plan_decode_p
 
 pytestmark = pytest.mark.skipif(
     not native.prefix_attention_available(),
-    reason="radixlm.kernels.native.prefix_attention is not built or this CPU lacks AVX-512 "
+    reason="radixlm.kernels.native.avx512_attention is not built or this CPU lacks AVX-512 "
            "(python setup.py build_ext --inplace)")
 
 
@@ -107,3 +107,68 @@ def test_the_native_set_cascade_takes_the_kernel(monkeypatch: pytest.MonkeyPatch
     torch.testing.assert_close(got, decode_attention_ref(*args, plan=plain), rtol=1e-5,
                                atol=1e-6)
     assert len(calls) == 1
+
+
+def _causal_want(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: int,
+                 sm_scale: float) -> torch.Tensor:
+    """float64 causal attention: token t (key position first + t) sees keys 0 .. first + t."""
+    n, hq, d = q.shape
+    hkv, length = k.shape[1], first + n
+    kk = k[0, :, :length].double().repeat_interleave(hq // hkv, dim=0)  # [Hq, L, D]
+    vv = v[0, :, :length].double().repeat_interleave(hq // hkv, dim=0)
+    scores = torch.einsum("thd,hld->htl", q.double(), kk) * sm_scale
+    visible = torch.arange(length)[None, :] <= (first + torch.arange(n))[:, None]  # [n, L]
+    probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+    return torch.einsum("htl,hld->thd", probs, vv)
+
+
+# (tokens, first, Hq, Hkv, D): one token; rows across 64-key blocks and 6-row blocks (tokens
+# whose limits straddle a key block, so a row block has rows that see none of it); a prefix
+# before the tokens; one query head per KV head; D 128
+@pytest.mark.parametrize(("n", "first", "hq", "hkv", "dim"), [
+    (1, 0, 9, 3, 64), (65, 0, 9, 3, 64), (130, 0, 2, 1, 64), (64, 64, 4, 4, 64),
+    (23, 301, 9, 3, 64), (200, 0, 6, 2, 128), (7, 120, 1, 1, 128), (97, 31, 8, 2, 64)])
+def test_causal_prefill_matches_the_float64_reference(n: int, first: int, hq: int, hkv: int,
+                                                      dim: int) -> None:
+    gen = torch.Generator().manual_seed(n * 7 + first)
+    q = torch.randn(n, hq, dim, generator=gen)
+    _, k, v = _pool_case(hkv, 1, first + n + 9, dim, gen)  # longer than needed: cut at L
+    got = native.causal_prefill_attention(q, k, v, dim**-0.5, 0.0, first)
+    assert got is not None and got.shape == (n, hq, dim)
+    torch.testing.assert_close(got, _causal_want(q, k, v, first, dim**-0.5).float(),
+                               rtol=1e-5, atol=2e-6)
+
+
+def test_causal_prefill_declines_what_it_was_not_built_for() -> None:
+    """None (the caller's torch path) for a logit cap, another head size or dtype, a query
+    past the keys; the native set's extend attention then gives the reference's result."""
+    gen = torch.Generator().manual_seed(2)
+    q = torch.randn(5, 4, 64, generator=gen)
+    _, k, v = _pool_case(2, 1, 5, 64, gen)
+    assert native.causal_prefill_attention(q, k, v, 0.125, 30.0, 0) is None
+    assert native.causal_prefill_attention(q.double(), k, v, 0.125, 0.0, 0) is None
+    assert native.causal_prefill_attention(q, k, v, 0.125, 0.0, 1) is None  # 6 > 5 keys
+    _, k32, v32 = _pool_case(2, 1, 5, 32, gen)
+    assert native.causal_prefill_attention(q[..., :32].contiguous(), k32, v32, 0.2, 0.0,
+                                           0) is None
+
+
+def test_the_native_set_prefill_takes_the_causal_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The native kernel set's extend attention reaches the causal kernel for a request with
+    no shared prefix, and equals the torch set's result."""
+    from radixlm.kernels.native_ops import NATIVE_OPS
+    from radixlm.kernels.torch_ops import TORCH_OPS
+    calls = []
+    real = native._NATIVE.prefix_attention
+    monkeypatch.setattr(native, "_NATIVE", type("Spy", (), {
+        "prefix_attention": staticmethod(lambda *a: calls.append(a) or real(*a))})())
+    gen = torch.Generator().manual_seed(4)
+    k_cache, v_cache = torch.randn(40, 8, 3, 64, generator=gen), \
+        torch.randn(40, 8, 3, 64, generator=gen)
+    slots = torch.randperm(320, generator=gen)[:150]
+    q = torch.randn(150, 9, 64, generator=gen)
+    args = (q, k_cache, v_cache, torch.tensor([0, 100, 150]), torch.tensor([0, 100, 150]),
+            slots, 0.125)
+    got = NATIVE_OPS.extend_attention(*args)
+    assert len(calls) == 2, "one call per request"
+    torch.testing.assert_close(got, TORCH_OPS.extend_attention(*args), rtol=1e-5, atol=2e-6)

@@ -61,5 +61,37 @@ def prefix_partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     lse = torch.empty(1, hkv, rows, 1)
     _NATIVE.prefix_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), k.stride(2),
                              k.stride(1), out.data_ptr(), lse.data_ptr(), hkv, rows, length, d,
-                             float(sm_scale))
+                             float(sm_scale), -1, 1)
     return out, lse
+
+
+def causal_prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                             sm_scale: float, logit_cap: float, first: int
+                             ) -> torch.Tensor | None:
+    """One request's new tokens, q ``[n, Hq, D]`` (token ``t`` at key position ``first + t``),
+    causally over k, v ``[1, Hkv, L, D]`` (views of the pool, as
+    :func:`prefix_partial_attention` takes them): ``[n, Hq, D]`` in one native call, the
+    same kernel with each row's keys cut at its own position and the key blocks past a row
+    block's last position skipped; ``None`` where the kernel does not apply (no AVX-512, a
+    logit cap, another head size or dtype): the caller's torch path then runs.
+
+    A 512-token prefill on SmolLM2's 9 query / 3 KV heads of 64: 1.6 vs 4.6 ms a layer for
+    torch's SDPA in blocks of 128 query rows (the masked flash kernel materializes its bias).
+    """
+    if not (type(q) is torch.Tensor and q.dtype is _F32 and q.is_cpu and q.dim() == 3):
+        return None
+    n, hq, d = q.shape
+    hkv = k.shape[1] if k.dim() == 4 else 0
+    if n == 0 or hkv == 0 or hq % hkv or first < 0 or first + n > k.shape[2]:
+        return None
+    group = hq // hkv
+    qg = q.reshape(n, hkv, group, d).permute(1, 0, 2, 3).reshape(1, hkv, n * group, d)
+    qg = qg.contiguous()  # a view when group is 1
+    if not _native_case(qg, k, v, None, logit_cap):
+        return None
+    out = torch.empty(qg.shape)
+    lse = torch.empty(1, hkv, n * group, 1)
+    _NATIVE.prefix_attention(qg.data_ptr(), k.data_ptr(), v.data_ptr(), k.stride(2),
+                             k.stride(1), out.data_ptr(), lse.data_ptr(), hkv, n * group,
+                             first + n, d, float(sm_scale), first, group)
+    return out.view(hkv, n, group, d).permute(1, 0, 2, 3).reshape(n, hq, d)

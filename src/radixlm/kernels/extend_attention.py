@@ -13,6 +13,8 @@ by log-sum-exp (see :mod:`decode_attention`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ._checks import INDEX_DTYPES, check_tensor
@@ -25,6 +27,9 @@ from .attention_common import (
     shared_prefix_groups,
 )
 
+# a kernel for one request's new tokens over its own keys (see extend_attention_ref)
+CausalPart = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float, float, int],
+                      torch.Tensor | None]
 GROUP_SCORE_BUDGET = 8 * 1024 * 1024  # max score elements per group matmul (memory bound)
 # A prefill chunk attends in blocks of this many query rows, each over the keys up to its last
 # query only: the causal mask's upper triangle is skipped but for within-block parts (a
@@ -74,6 +79,30 @@ def extend_attention_ref(
     sliding_window: int = 0,
 ) -> torch.Tensor:
     """q [T, Hq, D] (all requests' new tokens, concatenated); returns [T, Hq, D]."""
+    return _extend(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, sm_scale, logit_cap,
+                   sliding_window, None)
+
+
+def extend_attention_with(causal_part: CausalPart) -> Callable[..., torch.Tensor]:
+    """:func:`extend_attention_ref` (its signature) with ``causal_part(q_i [n, Hq, D], k, v
+    [1, Hkv, L, D], sm_scale, logit_cap, first)`` for each request's new tokens over its own
+    keys where it has no shared prefix and no window: ``[n, Hq, D]``, or ``None`` where the
+    kernel does not apply (then torch's blocks run). The native set passes
+    :func:`~.cpu_prefix_attention.causal_prefill_attention`."""
+
+    def extend_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                         qo_indptr: torch.Tensor, kv_indptr: torch.Tensor,
+                         kv_indices: torch.Tensor, sm_scale: float, logit_cap: float = 0.0,
+                         sliding_window: int = 0) -> torch.Tensor:
+        return _extend(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, sm_scale,
+                       logit_cap, sliding_window, causal_part)
+    return extend_attention
+
+
+def _extend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+            qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
+            sm_scale: float, logit_cap: float, sliding_window: int,
+            causal_part: CausalPart | None) -> torch.Tensor:
     check_extend_args(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices)
     qo = qo_indptr.tolist()
     kv = kv_indptr.tolist()
@@ -93,7 +122,8 @@ def extend_attention_ref(
     for i in range(len(qo) - 1):
         if qo[i + 1] > qo[i] and i not in batched:
             _own_keys(q, k_cache, v_cache, kv_indices, (qo[i], qo[i + 1]), (kv[i], kv[i + 1]),
-                      skip.get(i, 0), sm_scale, logit_cap, sliding_window, out, lse)
+                      skip.get(i, 0), sm_scale, logit_cap, sliding_window, out, lse,
+                      causal_part)
     for g in groups:
         _shared_keys(q, k_cache, v_cache, qo, g, sm_scale, logit_cap, out, lse)
     return out
@@ -113,7 +143,8 @@ def _groups(qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.
 def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
               kv_indices: torch.Tensor, q_span: tuple[int, int], kv_span: tuple[int, int],
               skip: int, sm_scale: float, logit_cap: float, sliding_window: int,
-              out: torch.Tensor, lse: torch.Tensor | None) -> None:
+              out: torch.Tensor, lse: torch.Tensor | None,
+              causal_part: CausalPart | None = None) -> None:
     """Attention of one request's queries over its keys after the first ``skip`` (the shared
     prefix, handled per group); with ``skip`` the LSE is kept for the merge."""
     h, d = k_cache.shape[2], k_cache.shape[3]
@@ -121,8 +152,13 @@ def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     slots = kv_indices[kv_span[0] + skip : kv_span[1]].long()
     k = _pool_rows(k_cache, slots).transpose(0, 1).unsqueeze(0)
     v = _pool_rows(v_cache, slots).transpose(0, 1).unsqueeze(0)
-    mask = causal_mask(n, kv_len, sliding_window, q.device)[..., skip:]  # [1, 1, n, L - skip]
     qi = q[q_span[0] : q_span[1]]
+    if not skip and sliding_window <= 0 and causal_part is not None:
+        part = causal_part(qi, k, v, sm_scale, logit_cap, kv_len - n)
+        if part is not None:
+            out[q_span[0] : q_span[1]] = part
+            return
+    mask = causal_mask(n, kv_len, sliding_window, q.device)[..., skip:]  # [1, 1, n, L - skip]
     if not skip:
         for start in range(0, n, CAUSAL_ROW_BLOCK):
             # queries [start, end) see no key past kv_len - n + end - 1: the keys after it are

@@ -1,6 +1,7 @@
 """The native CPU kernel set: the torch references with a decoder layer's per-token kernels
 (norms, rotary, SiLU * up, KV store, short-context decode attention) on the native
-``row_ops`` module.
+``row_ops`` module, and the AVX-512 attention kernels where they run (shared prefixes and
+decode by slot in :mod:`.cpu_row_ops`, a request's own causal keys in extend attention).
 
 Offered only when that module was built (:func:`~.cpu_row_ops.row_ops_available`); each of its
 kernels hands any case it was not built for to the torch reference, so the set computes what
@@ -13,6 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import cpu_row_ops
+from .cpu_prefix_attention import causal_prefill_attention
+from .extend_attention import extend_attention_with
 from .torch_ops import TORCH_OPS
 
 NATIVE_OPS = replace(
@@ -25,4 +28,6 @@ NATIVE_OPS = replace(
     decode_attention=cpu_row_ops.decode_attention,
     rotary_rows=cpu_row_ops.rotary_rows,
     silu_mul=cpu_row_ops.silu_mul,
+    # a request's own causal keys on the AVX-512 flash kernel (the rest: torch's path)
+    extend_attention=extend_attention_with(causal_prefill_attention),
 )

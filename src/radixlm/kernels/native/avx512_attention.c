@@ -108,11 +108,13 @@ static TARGET __attribute__((noinline)) void transpose_block(const float *k, idx
 }
 
 /* One block of keys for RB rows (padded: the caller's buffers hold RB rows):
- * kt [D][KB] the block's keys transposed (zero past nk), vb the block's first value row.
- * acc [RB][D] the running unnormalized output, m / l [RB] the running max and sum. */
+ * kt [D][KB] the block's keys transposed (zero past nk), vb the block's first value row;
+ * row r sees the block's first nv[r] <= nk keys (all nk but near a causal diagonal; a row
+ * that sees none keeps its state). acc [RB][D] the running unnormalized output, m / l [RB]
+ * the running max and sum. */
 INLINE TARGET void rows_block(const float *q, const float *kt, const float *vb, idx_t v_stride,
-                              int nk, float scale, float *acc, float *m, float *l, int RB,
-                              int DV) {
+                              int nk, const int *nv, float scale, float *acc, float *m,
+                              float *l, int RB, int DV) {
     const int d = 16 * DV;
     __m512 s[8][4];
     for (int r = 0; r < RB; r++)
@@ -125,16 +127,21 @@ INLINE TARGET void rows_block(const float *q, const float *kt, const float *vb, 
             for (int c = 0; c < 4; c++) s[r][c] = _mm512_fmadd_ps(qb, kc[c], s[r][c]);
         }
     }
-    __mmask16 valid[4];
-    for (int c = 0; c < 4; c++) {
-        int left = nk - 16 * c;
-        valid[c] = left >= 16 ? (__mmask16)0xffff
-                              : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-    }
     float p[8][KB] __attribute__((aligned(64)));
     float alpha[8];
     const __m512 ninf = _mm512_set1_ps(-INFINITY), vscale = _mm512_set1_ps(scale);
     for (int r = 0; r < RB; r++) { /* the running softmax */
+        if (nv[r] <= 0) { /* no key of this block for the row: nothing changes */
+            alpha[r] = 1.0f;
+            for (int c = 0; c < 4; c++) _mm512_store_ps(p[r] + 16 * c, _mm512_setzero_ps());
+            continue;
+        }
+        __mmask16 valid[4];
+        for (int c = 0; c < 4; c++) {
+            const int left = nv[r] - 16 * c;
+            valid[c] = left >= 16 ? (__mmask16)0xffff
+                                  : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+        }
         __m512 top = ninf;
         for (int c = 0; c < 4; c++) {
             s[r][c] = _mm512_mask_mov_ps(ninf, valid[c], _mm512_mul_ps(s[r][c], vscale));
@@ -174,21 +181,31 @@ INLINE TARGET void rows_block(const float *q, const float *kt, const float *vb, 
 
 /* rows_block specialised on constants (the loops unroll, the accumulators stay in zmm) */
 TARGET static void rows_block_64(const float *q, const float *kt, const float *vb,
-                                 idx_t v_stride, int nk, float scale, float *acc, float *m,
-                                 float *l) {
-    rows_block(q, kt, vb, v_stride, nk, scale, acc, m, l, 6, 4);
+                                 idx_t v_stride, int nk, const int *nv, float scale, float *acc,
+                                 float *m, float *l) {
+    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 6, 4);
 }
 
 TARGET static void rows_block_128(const float *q, const float *kt, const float *vb,
-                                  idx_t v_stride, int nk, float scale, float *acc, float *m,
-                                  float *l) {
-    rows_block(q, kt, vb, v_stride, nk, scale, acc, m, l, 3, 8);
+                                  idx_t v_stride, int nk, const int *nv, float scale,
+                                  float *acc, float *m, float *l) {
+    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 3, 8);
 }
 
-/* One KV head: q [R, D] -> out [R, D], lse [R]. work: padded rows of q, acc, m, l and kt. */
+/* The keys row r sees: all L, or with a causal diagonal (first >= 0: row r is query token
+ * r / group at key position first + r / group) those up to and including its own. */
+INLINE idx_t row_limit(idx_t r, idx_t L, idx_t first, idx_t group) {
+    if (first < 0) return L;
+    const idx_t lim = first + r / group + 1;
+    return lim < L ? lim : L;
+}
+
+/* One KV head: q [R, D] -> out [R, D], lse [R]; causal when first >= 0 (row_limit). work:
+ * padded rows of q, acc, m, l and kt. A row block skips the key blocks past its last row's
+ * limit (a causal prefill computes ~half the scores). */
 TARGET static void one_head(const float *q, const float *k, const float *v, idx_t row_stride,
-                            idx_t rows, idx_t L, int d, float scale, float *out, float *lse,
-                            float *work) {
+                            idx_t rows, idx_t L, int d, float scale, idx_t first, idx_t group,
+                            float *out, float *lse, float *work) {
     const int RB = d == 64 ? 6 : 3;
     const idx_t padded = (rows + RB - 1) / RB * RB;
     float *qp = work, *acc = qp + padded * d, *m = acc + padded * d, *l = m + padded;
@@ -213,12 +230,19 @@ TARGET static void one_head(const float *q, const float *k, const float *v, idx_
                 _mm_prefetch((const char *)(base + (next + line / (d / 16)) * row_stride +
                                             16 * (line % (d / 16))), _MM_HINT_T1);
             }
+            const idx_t last = r + RB - 1 < rows ? r + RB - 1 : rows - 1; /* its last real row */
+            if (kb >= row_limit(last, L, first, group)) continue;
+            int nv[8];
+            for (int i = 0; i < RB; i++) { /* padded rows: as the last real one (discarded) */
+                const idx_t lim = row_limit(r + i < rows ? r + i : last, L, first, group) - kb;
+                nv[i] = lim >= nk ? nk : lim <= 0 ? 0 : (int)lim;
+            }
             if (d == 64)
-                rows_block_64(qp + r * d, kt, vb, row_stride, nk, scale, acc + r * d, m + r,
+                rows_block_64(qp + r * d, kt, vb, row_stride, nk, nv, scale, acc + r * d, m + r,
                               l + r);
             else
-                rows_block_128(qp + r * d, kt, vb, row_stride, nk, scale, acc + r * d, m + r,
-                               l + r);
+                rows_block_128(qp + r * d, kt, vb, row_stride, nk, nv, scale, acc + r * d,
+                               m + r, l + r);
         }
     }
     for (idx_t r = 0; r < rows; r++) {
@@ -412,19 +436,22 @@ static PyObject *py_supported(PyObject *self, PyObject *noargs) {
     return PyBool_FromLong(cpu_supported());
 }
 
-/* prefix_attention(q, k, v, row_stride, head_stride, out, lse, hkv, rows, L, d, scale) */
+/* prefix_attention(q, k, v, row_stride, head_stride, out, lse, hkv, rows, L, d, scale,
+ * first, group): first -1 for no mask, else causal (row r is query token r / group at key
+ * position first + r / group). */
 static PyObject *py_prefix_attention(PyObject *self, PyObject *args) {
     (void)self;
     unsigned long long q, k, v, out, lse;
-    Py_ssize_t row_stride, head_stride, hkv, rows, L;
+    Py_ssize_t row_stride, head_stride, hkv, rows, L, first, group;
     int d;
     float scale;
-    if (!PyArg_ParseTuple(args, "KKKnnKKnnnif", &q, &k, &v, &row_stride, &head_stride, &out,
-                          &lse, &hkv, &rows, &L, &d, &scale))
+    if (!PyArg_ParseTuple(args, "KKKnnKKnnnifnn", &q, &k, &v, &row_stride, &head_stride, &out,
+                          &lse, &hkv, &rows, &L, &d, &scale, &first, &group))
         return NULL;
-    if ((d != 64 && d != 128) || hkv < 1 || rows < 1 || L < 0 || row_stride < d) {
+    if ((d != 64 && d != 128) || hkv < 1 || rows < 1 || L < 0 || row_stride < d ||
+        first < -1 || group < 1) {
         PyErr_SetString(PyExc_ValueError, "prefix_attention: need D 64 or 128, hkv >= 1, "
-                        "rows >= 1, L >= 0, row_stride >= D");
+                        "rows >= 1, L >= 0, row_stride >= D, first >= -1, group >= 1");
         return NULL;
     }
     if (!cpu_supported()) {
@@ -440,8 +467,8 @@ static PyObject *py_prefix_attention(PyObject *self, PyObject *args) {
         one_head((const float *)(uintptr_t)q + h * rows * d,
                  (const float *)(uintptr_t)k + h * head_stride,
                  (const float *)(uintptr_t)v + h * head_stride, row_stride, rows, L, d, scale,
-                 (float *)(uintptr_t)out + h * rows * d, (float *)(uintptr_t)lse + h * rows,
-                 work);
+                 first, group, (float *)(uintptr_t)out + h * rows * d,
+                 (float *)(uintptr_t)lse + h * rows, work);
     Py_END_ALLOW_THREADS
     free(work);
 #endif
@@ -504,7 +531,8 @@ static PyObject *py_decode_attention(PyObject *self, PyObject *args) {
 static PyMethodDef METHODS[] = {
     {"supported", py_supported, METH_NOARGS, "True if this CPU has AVX-512 F."},
     {"prefix_attention", py_prefix_attention, METH_VARARGS,
-     "prefix_attention(q, k, v, row_stride, head_stride, out, lse, hkv, rows, L, d, scale)"},
+     "prefix_attention(q, k, v, row_stride, head_stride, out, lse, hkv, rows, L, d, scale,\n"
+     "first, group): first -1, or causal with row r at key position first + r // group"},
     {"decode_attention", py_decode_attention, METH_VARARGS,
      "decode_attention(q, k_pool, v_pool, num_slots, indptr, indices, num_indices, out, batch,\n"
      "hq, hkv, dim, window, prior_lse, sm_scale, logit_cap): row_ops.decode_attention's\n"
