@@ -83,13 +83,20 @@ def test_other_cases_go_to_partial_attention(case: str) -> None:
         torch.testing.assert_close(a, b)
 
 
-def test_the_native_set_cascade_takes_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The native kernel set's shared-prefix decode reaches this kernel (a silent fallback to
-    torch would lose the point)."""
-    calls = []
+@pytest.fixture
+def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """The native kernel's calls from here on (each runs the real kernel)."""
+    calls: list[tuple] = []
     real = native._NATIVE.prefix_attention
     monkeypatch.setattr(native, "_NATIVE", type("Spy", (), {
         "prefix_attention": staticmethod(lambda *a: calls.append(a) or real(*a))})())
+    return calls
+
+
+def test_the_native_set_cascade_takes_the_kernel(kernel_calls: list[tuple]) -> None:
+    """The native kernel set's shared-prefix decode reaches this kernel (a silent fallback to
+    torch would lose the point)."""
+    calls = kernel_calls
     gen = torch.Generator().manual_seed(3)
     k_cache, v_cache = torch.randn(400, 1, 3, 64, generator=gen), \
         torch.randn(400, 1, 3, 64, generator=gen)
@@ -153,15 +160,12 @@ def test_causal_prefill_declines_what_it_was_not_built_for() -> None:
                                            0) is None
 
 
-def test_the_native_set_prefill_takes_the_causal_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_native_set_prefill_takes_the_causal_kernel(kernel_calls: list[tuple]) -> None:
     """The native kernel set's extend attention reaches the causal kernel for a request with
     no shared prefix, and equals the torch set's result."""
     from radixlm.kernels.native_ops import NATIVE_OPS
     from radixlm.kernels.torch_ops import TORCH_OPS
-    calls = []
-    real = native._NATIVE.prefix_attention
-    monkeypatch.setattr(native, "_NATIVE", type("Spy", (), {
-        "prefix_attention": staticmethod(lambda *a: calls.append(a) or real(*a))})())
+    calls = kernel_calls
     gen = torch.Generator().manual_seed(4)
     k_cache, v_cache = torch.randn(40, 8, 3, 64, generator=gen), \
         torch.randn(40, 8, 3, 64, generator=gen)
