@@ -1,8 +1,9 @@
 """The native float32 panel GEMM equals its float64 torch reference to float32 rounding on
 odd sizes (N below, at and past multiples of the 48-column panel: the padded last panel's
 masked stores; K from 1), 1-65 rows (register blocks of 8 and every tail of 1-7); packing
-round-trips any weight; exactly representable sums are exact; a row does not depend on the
-others; bad arguments raise a clear error before the kernel runs."""
+round-trips any weight and states its shape; a missing module or CPU is a clear error. What
+it shares with the AMX GEMM (exact sums, row independence, the prepared linear, bad
+arguments) is tested in test_native_f32_linear.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_testlib import assert_float32_linear_refuses_bad_x
 
 from radixlm.kernels import cpu_f32_panel_gemm
 from radixlm.kernels.cpu_f32_panel_gemm import (
@@ -67,53 +67,6 @@ def test_packing_round_trips_and_pads_with_zeros(n, k, seed):
     assert torch.equal(packed.panels[(n - 1) // PANEL, :, (n - 1) % PANEL], w[n - 1])
 
 
-@needs_kernel
-@pytest.mark.parametrize("rows", [1, 8, 13])
-@pytest.mark.parametrize("scale", [2.0**-100, 1.0, 2.0**100])
-def test_exactly_representable_sums_are_exact(rows, scale):
-    """Small integers times 2^e: every partial sum is an integer below 2^24 times 2^e, so
-    float32 holds the result exactly, whatever the summation order."""
-    gen = torch.Generator().manual_seed(5)
-    k, n = 203, 61
-    x = torch.randint(-64, 65, (rows, k), generator=gen).float() * scale
-    w = torch.randint(-64, 65, (n, k), generator=gen).float()
-    y = f32_panel_gemm(x, F32PanelWeight.pack(w))
-    assert torch.equal(y, (x.double() @ w.double().T).float())
-
-
-@needs_kernel
-def test_a_row_does_not_depend_on_the_other_rows():
-    """Each output is one FMA chain over K in order, whatever the row count or block."""
-    gen = torch.Generator().manual_seed(6)
-    x, w = torch.randn(19, 577, generator=gen), F32PanelWeight.pack(torch.randn(99, 577))
-    full = f32_panel_gemm(x, w)
-    for rows in (1, 7, 8, 9, 16):
-        assert torch.equal(f32_panel_gemm(x[:rows].contiguous(), w), full[:rows])
-    assert torch.equal(f32_panel_gemm(x[11:].contiguous(), w), full[11:])
-
-
-@needs_kernel
-@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
-def test_linear_on_a_float32_weight(strided):
-    """The prepared linear: a contiguous x (the unchecked fast path) gives f32_panel_gemm's
-    result, a strided one is copied first; a weight already packed is used as it is."""
-    gen = torch.Generator().manual_seed(4)
-    w = torch.randn(70, 131, generator=gen)
-    x = torch.randn(131, 5, generator=gen).T if strided else torch.randn(5, 131, generator=gen)
-    y = F32PanelLinear(w)(x)
-    assert y.shape == (5, 70) and y.dtype == torch.float32
-    assert torch.equal(y, f32_panel_gemm(x.contiguous(), F32PanelWeight.pack(w)))
-    assert torch.equal(F32PanelLinear(F32PanelWeight.pack(w))(x), y)
-
-
-@needs_kernel
-def test_prepared_linear_refuses_bad_weights_and_inputs():
-    with pytest.raises(TypeError, match="weight: expected dtype"):
-        F32PanelLinear(torch.zeros(4, 8, dtype=torch.bfloat16))
-    assert_float32_linear_refuses_bad_x(F32PanelLinear(torch.zeros(4, 8)))
-    assert torch.equal(F32PanelLinear(torch.zeros(4, 0))(torch.zeros(3, 0)), torch.zeros(3, 4))
-
-
 def test_a_packed_weight_of_the_wrong_shape_is_refused():
     """Runs everywhere: the packed weight states its invariant on construction."""
     with pytest.raises(ValueError, match=r"panels: expected shape \(1, 8, 48\)"):
@@ -122,30 +75,6 @@ def test_a_packed_weight_of_the_wrong_shape_is_refused():
         F32PanelWeight(torch.zeros(1, PANEL, 8).transpose(1, 2), out_features=4, in_features=8)
     with pytest.raises(TypeError, match="weight: expected dtype"):
         F32PanelWeight.pack(torch.zeros(4, 8, dtype=torch.float64))
-
-
-@needs_kernel
-@pytest.mark.parametrize(("x", "error", "match"), [
-    (torch.zeros(2, 8, dtype=torch.float64), TypeError, "x: expected dtype"),
-    (torch.zeros(2, 16), ValueError, "x: expected size 8 at dim 1"),
-    (torch.zeros(2, 2, 8), ValueError, "x: expected 2 dimensions"),
-    (torch.zeros(8, 2).T, ValueError, "x: expected a contiguous tensor"),
-], ids=["x-dtype", "x-width", "x-ndim", "x-strided"])
-def test_bad_arguments_are_refused_with_the_reason(x, error, match):
-    with pytest.raises(error, match=match):
-        f32_panel_gemm(x, F32PanelWeight.pack(torch.zeros(4, 8)))
-
-
-@needs_kernel
-def test_the_native_entry_point_checks_its_own_arguments():
-    native = load("f32_panel_gemm")
-    assert native.panel_width() == PANEL
-    x, w, out = torch.zeros(1, 8), F32PanelWeight.pack(torch.zeros(4, 8)), torch.empty(1, 4)
-    ptrs = (x.data_ptr(), w.panels.data_ptr(), out.data_ptr())
-    with pytest.raises(ValueError, match="M, N and K must be >= 1"):
-        native.gemm(*ptrs, 1, 4, 0)
-    with pytest.raises(ValueError, match="data pointer is null"):
-        native.gemm(ptrs[0], 0, ptrs[2], 1, 4, 8)
 
 
 def test_missing_module_is_a_clear_error(monkeypatch):
@@ -168,3 +97,8 @@ def test_a_cpu_without_the_instructions_is_a_clear_error(monkeypatch):
     assert not f32_panel_gemm_available()
     with pytest.raises(RuntimeError, match="needs a CPU with AVX-512 F; this one lacks it"):
         F32PanelLinear(torch.zeros(4, 8))
+
+
+@needs_kernel
+def test_the_native_module_states_its_panel_width():
+    assert load("f32_panel_gemm").panel_width() == PANEL

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_dim, check_tensor
+from ._checks import check_tensor
 from .native import load, require, unavailable_reason
+from .native_f32_linear import NativeF32Linear, checked_gemm
 
 _NATIVE = load("f32_panel_gemm")
 _NEEDS = "AVX-512 F"  # what its supported() checks
@@ -71,41 +72,21 @@ def f32_panel_gemm(x: torch.Tensor, weight: F32PanelWeight) -> torch.Tensor:
     """``x`` float32 ``[M, K]`` (contiguous, CPU) times the packed weight transposed: float32
     ``[M, N]``; anything else raises before the kernel runs."""
     native = require(_NATIVE, "f32_panel_gemm", _NEEDS)
-    check_tensor("x", x, ndim=2, dtypes=(_F32,), device=_CPU, contiguous=True)
-    check_dim("x", x, 1, weight.in_features)
-    m, n, k = x.shape[0], weight.out_features, weight.in_features
-    if m == 0 or n == 0 or k == 0:
-        return x.new_zeros(m, n)
-    out = torch.empty(m, n, dtype=_F32)
-    native.gemm(x.data_ptr(), weight.panels.data_ptr(), out.data_ptr(), m, n, k)
-    return out
+    return checked_gemm(native.gemm, x, weight.panels, weight.out_features, weight.in_features)
 
 
-class F32PanelLinear:
+class F32PanelLinear(NativeF32Linear):
     """``x @ weight.T`` on the panel GEMM, the weight packed once: ``[M, K] -> [M, N]``
     float32. A contiguous float32 ``x`` goes straight to the kernel (a step makes ~120 such
     calls); anything else takes :func:`f32_panel_gemm`'s checked path."""
 
-    __slots__ = ("weight", "_gemm", "_w", "_n", "_k", "_nonempty")
+    __slots__ = ()
 
     def __init__(self, weight: torch.Tensor | F32PanelWeight) -> None:
         native = require(_NATIVE, "f32_panel_gemm", _NEEDS)
         packed = weight if isinstance(weight, F32PanelWeight) else F32PanelWeight.pack(weight)
-        self.weight = packed  # holds the tensor whose pointer is kept below
-        self._gemm = native.gemm
-        self._w = packed.panels.data_ptr()
-        self._n, self._k = packed.out_features, packed.in_features
-        self._nonempty = self._n > 0 and self._k > 0
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if (type(x) is torch.Tensor and x.dtype == _F32 and x.is_cpu and x.dim() == 2
-                and x.shape[1] == self._k and x.shape[0] > 0 and self._nonempty
-                and x.is_contiguous()):
-            out = torch.empty(x.shape[0], self._n)
-            self._gemm(x.data_ptr(), self._w, out.data_ptr(), x.shape[0], self._n, self._k)
-            return out
-        check_tensor("x", x)
-        return f32_panel_gemm(x.contiguous(), self.weight)
+        super().__init__(packed, packed.panels, packed.out_features, packed.in_features,
+                         native.gemm, lambda x: f32_panel_gemm(x, packed))
 
 
 def f32_panel_gemm_reference(x: torch.Tensor, weight: F32PanelWeight) -> torch.Tensor:

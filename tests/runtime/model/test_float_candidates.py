@@ -1,6 +1,6 @@
-"""The float candidates of a CPU linear: the native float32 GEMV and panel GEMM are offered
-where they run (built, AVX-512, a float32 weight; the GEMV reads it in place, so only a
-contiguous one) and, chosen, compute the linear's product."""
+"""The float candidates of a CPU linear: the native float32 GEMV, panel GEMM and AMX GEMM are
+offered where they run (built, AVX-512 / AMX, a float32 weight; the GEMV reads it in place,
+so only a contiguous one) and, chosen, compute the linear's product."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from radixlm.kernels.cpu_f32_amx_gemm import f32_amx_gemm_available
 from radixlm.kernels.cpu_f32_gemv import f32_gemv_available
 from radixlm.kernels.cpu_f32_panel_gemm import f32_panel_gemm_available
 from radixlm.runtime.model.gemm_choice import GemmChooser
@@ -22,20 +23,25 @@ def test_the_gemv_is_offered_exactly_where_it_runs():
     assert "f32-avx512" not in float_impls(torch.randn(40, 12).T)  # strided: torch's only
 
 
-def test_the_panel_gemm_is_offered_exactly_where_it_runs():
+@pytest.mark.parametrize(("name", "available"), [("f32-panel", f32_panel_gemm_available()),
+                                                  ("f32-amx", f32_amx_gemm_available())])
+def test_the_packed_gemms_are_offered_exactly_where_they_run(name, available):
+    """They pack a copy, so a strided weight is offered them too."""
     w = torch.randn(12, 40)
-    assert ("f32-panel" in float_impls(w)) == f32_panel_gemm_available()
-    assert ("f32-panel" in float_impls(torch.randn(40, 12).T)) == f32_panel_gemm_available()
-    assert "f32-panel" not in float_impls(w.to(torch.bfloat16))
+    assert (name in float_impls(w)) == available
+    assert (name in float_impls(torch.randn(40, 12).T)) == available
+    assert name not in float_impls(w.to(torch.bfloat16))
 
 
-NATIVE = {"f32-avx512": f32_gemv_available(), "f32-panel": f32_panel_gemm_available()}
+NATIVE = {"f32-avx512": f32_gemv_available(), "f32-panel": f32_panel_gemm_available(),
+          "f32-amx": f32_amx_gemm_available()}
 
 
 @pytest.mark.parametrize("name", sorted(NATIVE))
 def test_a_linear_fixed_on_a_native_kernel_computes_the_product_with_its_bias(name):
     if not NATIVE[name]:
-        pytest.skip(f"{name}: the native kernel is not built or this CPU lacks AVX-512 F")
+        pytest.skip(f"{name}: the native kernel is not built or this CPU lacks its "
+                    "instructions (AVX-512 F; AMX-BF16 for f32-amx)")
     gen = torch.Generator().manual_seed(8)
     w, bias = torch.randn(53, 70, generator=gen), torch.randn(53, generator=gen)
     lin = GemmChooser(fixed=name).build(f"{name}-test", float_impls(w), bias, 70, 53)

@@ -1,6 +1,8 @@
 """The real GGUF (SmolLM2-135M-Instruct, Q4_1) served by radixlm equals transformers'
 ``from_pretrained(folder, gguf_file=...)`` on the same file: prefill logits, greedy tokens at
-page sizes 1 and 16, and a radix-cache hit giving the tokens of a cold run.
+page sizes 1 and 16, the same with every linear on one native float32 kernel (the panel GEMM,
+the AMX GEMM: each alone, whatever the load-time measurement would pick), and a radix-cache
+hit giving the tokens of a cold run.
 
 Bounded on purpose (30 layers on one CPU thread): three short chat prompts, 16 new tokens.
 """
@@ -10,7 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from radixlm.kernels.cpu_f32_amx_gemm import f32_amx_gemm_available
+from radixlm.kernels.cpu_f32_panel_gemm import f32_panel_gemm_available
 from radixlm.runtime.api.engine import Engine
+from radixlm.runtime.model import quantized_linear
 from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.testing import greedy_generate
@@ -57,7 +62,11 @@ def runner_for(real_model, page_size: int) -> ModelRunner:
 
 @pytest.mark.parametrize("page_size", [1, 16])
 def test_prefill_logits_match_transformers(gguf_env, hf, prompts, page_size):
-    runner = runner_for(gguf_env, page_size)
+    assert_prefill_matches(runner_for(gguf_env, page_size), hf, prompts)
+
+
+def assert_prefill_matches(runner: ModelRunner, hf, prompts: list[list[int]]) -> None:
+    """The prompts' prefill logits, all rows, within REL_TOL of transformers'."""
     assert runner.model_config.num_layers == 30 and runner.vocab_size == 49152
     specs = []
     for ids in prompts:
@@ -82,6 +91,29 @@ def test_greedy_tokens_match_transformers(gguf_env, prompts, hf_greedy, page_siz
     ours = greedy_generate(runner, prompts, NEW_TOKENS, stop_token_ids=[2])
     assert ours == hf_greedy
     assert any(len(set(out)) > 3 for out in ours), "the model must say something"
+
+
+NATIVE_F32 = {"f32-panel": f32_panel_gemm_available(), "f32-amx": f32_amx_gemm_available()}
+
+
+@pytest.mark.parametrize("kernel", sorted(NATIVE_F32))
+def test_one_native_float32_kernel_everywhere_matches_transformers(
+        gguf_env, hf, prompts, hf_greedy, kernel, monkeypatch):
+    """Every projection and the LM head on that kernel alone, at every row count (prefill's
+    rows and decode's one): the oracle's logits and greedy tokens."""
+    if not NATIVE_F32[kernel]:
+        pytest.skip(f"{kernel}: the native kernel is not built or this CPU lacks its "
+                    "instructions (AVX-512 F; AMX-BF16 for f32-amx)")
+    offered = quantized_linear.float_impls
+
+    def only(weight, allow_onednn=True):  # noqa: ANN001, ANN202
+        return {kernel: offered(weight, allow_onednn)[kernel]}
+    monkeypatch.setattr(quantized_linear, "float_impls", only)
+    runner = runner_for(gguf_env, 1)
+    assert runner.model.layers[0].mlp.gate_up_proj.plan.used == {kernel}
+    assert runner.model.head.plan.used == {kernel}
+    assert_prefill_matches(runner, hf, prompts)
+    assert greedy_generate(runner, prompts, NEW_TOKENS, stop_token_ids=[2]) == hf_greedy
 
 
 def test_prefix_cache_hit_gives_the_cold_runs_tokens(gguf_env, prompts, hf_greedy):

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...kernels.cpu_f32_amx_gemm import F32AmxLinear, f32_amx_gemm_available
 from ...kernels.cpu_f32_gemv import F32GemvLinear, f32_gemv_available
 from ...kernels.cpu_f32_panel_gemm import F32PanelLinear, f32_panel_gemm_available
 from ...kernels.cpu_int8_gemv import Int8GemvLinear, int8_gemv_available
@@ -51,7 +52,9 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Im
     plain weight (``f32-avx512``: reads each weight tile once for all rows, with prefetch;
     for batch-1..32 decode, ``kernels/cpu_f32_gemv.py``) and the native GEMM on a copy packed
     in panels of 48 columns (``f32-panel``: 8-64 rows, arithmetic and memory stream kept
-    going together, ``kernels/cpu_f32_panel_gemm.py``)."""
+    going together, ``kernels/cpu_f32_panel_gemm.py``) and, where the CPU has AMX, the AMX
+    GEMM on a copy packed in tile units (``f32-amx``: float32-accurate from three bfloat16
+    pieces per operand; prefill, ``kernels/cpu_f32_amx_gemm.py``)."""
     w = weight.detach()
     impls: dict[str, Impl] = {"torch": lambda x: F.linear(x, w)}
     if allow_onednn and w.device.type == "cpu" and onednn_linear_available(w.dtype):
@@ -61,6 +64,8 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Im
         impls["f32-avx512"] = F32GemvLinear(w)
     if w.is_cpu and w.dtype == torch.float32 and f32_panel_gemm_available():
         impls["f32-panel"] = F32PanelLinear(w)
+    if w.is_cpu and w.dtype == torch.float32 and f32_amx_gemm_available():
+        impls["f32-amx"] = F32AmxLinear(w)
     return impls
 
 
