@@ -267,25 +267,6 @@ static int parse_gemm(PyObject *args, float **ptrs, long long *sizes) {
     return 1;
 }
 
-#if HAVE_X86
-/* The calling thread's scratch for the pieces, kept between calls and grown when a call needs
- * more: a fresh buffer per call (above malloc's mmap threshold at 32 rows) cost a page fault
- * per 4 KiB touched, more than the call's arithmetic. */
-static _Thread_local uint16_t *scratch_buf;
-static _Thread_local size_t scratch_bytes;
-
-static uint16_t *workspace(size_t bytes) {
-    if (bytes <= scratch_bytes) return scratch_buf;
-    const size_t grown = (bytes + 4095) / 4096 * 4096;
-    uint16_t *fresh = aligned_alloc(64, grown);
-    if (!fresh) return NULL;
-    free(scratch_buf);
-    scratch_buf = fresh;
-    scratch_bytes = grown;
-    return fresh;
-}
-#endif
-
 static PyObject *py_gemm(PyObject *self, PyObject *args) {
     (void)self;
     float *ptrs[3];
@@ -303,11 +284,13 @@ static PyObject *py_gemm(PyObject *self, PyObject *args) {
     /* x's pieces, then one column tile's weight pieces; 64-byte aligned for the tiles */
     const size_t xp_bytes = (size_t)(PIECES * M16 * K32) * sizeof(uint16_t);
     const size_t wp_bytes = (size_t)(PIECES * K32 * TN) * sizeof(uint16_t);
-    uint16_t *buf = workspace(xp_bytes + wp_bytes);
+    /* a buffer a call: kept between calls per thread it measured the same */
+    uint16_t *buf = aligned_alloc(64, (xp_bytes + wp_bytes + 63) / 64 * 64);
     if (!buf) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     gemm_all(ptrs[0], ptrs[1], ptrs[2], M, N, K, buf, buf + xp_bytes / sizeof(uint16_t));
     Py_END_ALLOW_THREADS
+    free(buf);
 #endif
     Py_RETURN_NONE;
 }
