@@ -99,8 +99,9 @@ NATIVE_F32 = {"f32-panel": f32_panel_gemm_available(), "f32-amx": f32_amx_gemm_a
 @pytest.mark.parametrize("kernel", sorted(NATIVE_F32))
 def test_one_native_float32_kernel_everywhere_matches_transformers(
         gguf_env, hf, prompts, hf_greedy, kernel, monkeypatch):
-    """Every projection and the LM head on that kernel alone, at every row count (prefill's
-    rows and decode's one): the oracle's logits and greedy tokens."""
+    """Every projection and the LM head on that kernel alone, at every row count (the three
+    prompts' prefill rows, then decode steps of three rows and fewer): the oracle's logits and
+    greedy tokens."""
     if not NATIVE_F32[kernel]:
         pytest.skip(f"{kernel}: the native kernel is not built or this CPU lacks its "
                     "instructions (AVX-512 F; AMX-BF16 for f32-amx)")

@@ -60,11 +60,12 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Im
     if allow_onednn and w.device.type == "cpu" and onednn_linear_available(w.dtype):
         packed = PackedLinear(w, None)
         impls["onednn"] = packed
-    if w.is_cpu and w.dtype == torch.float32 and w.is_contiguous() and f32_gemv_available():
+    f32_cpu = w.is_cpu and w.dtype == torch.float32
+    if f32_cpu and w.is_contiguous() and f32_gemv_available():
         impls["f32-avx512"] = F32GemvLinear(w)
-    if w.is_cpu and w.dtype == torch.float32 and f32_panel_gemm_available():
+    if f32_cpu and f32_panel_gemm_available():
         impls["f32-panel"] = F32PanelLinear(w)
-    if w.is_cpu and w.dtype == torch.float32 and f32_amx_gemm_available():
+    if f32_cpu and f32_amx_gemm_available():
         impls["f32-amx"] = F32AmxLinear(w)
     return impls
 
