@@ -85,8 +85,23 @@ def test_select_without_a_local_tokenizer_matches_the_exact_path(runtime, monkey
         exact["normalized_prompt_logprobs"], abs=1e-4)
 
 
+@sgl.function
+def long_answer(s, question):
+    # ignore_eos: the answer is exactly STREAM_STEPS tokens long, whatever the model says
+    s += "Question: " + question + "\nAnswer:" + sgl.gen(
+        "answer", max_tokens=STREAM_STEPS, ignore_eos=True)
+
+
+# The tokenizer manager hands the SSE handler whatever piled up since it last woke (as
+# SGLang's does), so a short answer can arrive in one event when the handler is slow to be
+# scheduled (CI once got a 10-token answer in 1). A step budget instead of a timing hope:
+# for fewer than three events, the handler would have to sleep through all of these decode
+# steps but two.
+STREAM_STEPS = 256
+
+
 def test_streaming_over_sse_gives_the_same_text(runtime, monkeypatch):
-    plain = qa.run("Is Oslo in Norway?", backend=runtime, temperature=0).text()
+    plain = long_answer.run("Is Oslo in Norway?", backend=runtime, temperature=0)["answer"]
     events = []
     send_stream = runtime.endpoint.send_stream
 
@@ -96,12 +111,14 @@ def test_streaming_over_sse_gives_the_same_text(runtime, monkeypatch):
             yield event
 
     monkeypatch.setattr(runtime.endpoint, "send_stream", counted)
-    chunks = list(qa.run("Is Oslo in Norway?", backend=runtime, temperature=0,
-                         stream=True).text_iter())
-    # text_iter reads the state each time it is woken (as SGLang's does), so how many pieces
-    # it yields depends on thread timing (a loaded machine gave 2); the SSE events the
-    # frontend received do not: the gen arrived over several of them
-    assert len(events) > 2 and "".join(chunks) == plain
+    state = long_answer.run("Is Oslo in Norway?", backend=runtime, temperature=0, stream=True)
+    chunks = list(state.text_iter("answer"))
+    assert "".join(chunks) == plain
+    assert events[-1]["meta_info"]["completion_tokens"] == STREAM_STEPS
+    # text_iter reads the state each time it is woken, so how many pieces it yields depends
+    # on thread timing; the SSE events the frontend received carry the gen across several
+    assert len(events) > 2
+    assert all(e["meta_info"]["finish_reason"] is None for e in events[:-1])
 
 
 def test_fork_over_http_hits_the_cache(runtime):
