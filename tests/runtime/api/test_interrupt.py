@@ -1,15 +1,20 @@
-"""Ctrl-C (SIGINT) stops a program holding an Engine, and the engine's children, promptly."""
+"""Ctrl-C (SIGINT) stops a program holding an Engine, and the engine's children, promptly,
+whichever of the program's threads the kernel hands the signal to."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from radixlm.runtime.api.engine import wait_interruptibly
 
 # x 0.1 s: the whole process tree must be gone within these polls. Engine.shutdown itself
 # allows 5 s for the close, then 5 s for each process group to stop on SIGTERM before a
@@ -77,3 +82,61 @@ def test_sigint_stops_the_program_and_its_engine_children(tiny_llama_path):
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=10)
+
+
+class Interrupted(Exception):
+    pass
+
+
+raised_in_wait = [False]
+
+
+def signal_once_waited_on(future: concurrent.futures.Future) -> None:
+    """Once a caller sleeps in ``future``'s condition (CPython's Condition keeps its sleepers
+    in ``_waiters``), SIGUSR2 to this thread itself."""
+    while not future._condition._waiters:  # noqa: SLF001 - the only sign of a sleeper
+        time.sleep(0.01)
+    raised_in_wait[0] = True
+    signal.pthread_kill(threading.get_ident(), signal.SIGUSR2)
+
+
+def test_a_signal_caught_by_another_thread_still_interrupts_the_waiting_caller():
+    """The C handler runs in whichever thread the kernel picked (here a worker that signals
+    itself); the caller waiting on a call that never finishes runs the Python handler at its
+    next wake instead of sleeping until the call returns (a plain ``future.result()`` runs it
+    only then). A fail-safe finishes the future after 60 s, so a broken wait fails the test
+    instead of hanging CI."""
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    def interrupt(*_: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR2, interrupt)
+    fired: list[bool] = []
+
+    def finish() -> None:
+        fired.append(True)
+        future.set_result("not interrupted")
+    fail_safe = threading.Timer(60.0, finish)
+    try:
+        fail_safe.start()
+        worker = threading.Thread(target=signal_once_waited_on, args=(future,), daemon=True)
+        with pytest.raises(Interrupted):
+            worker.start()
+            wait_interruptibly(future, None)
+        assert raised_in_wait[0], "the handler must run in the wait, not before it"
+        assert not fired, "the handler ran only once the call returned (the fail-safe's)"
+    finally:
+        fail_safe.cancel()
+        signal.signal(signal.SIGUSR2, previous)
+
+
+def test_the_wait_keeps_the_results_and_the_errors_of_the_call():
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    done.set_result(7)
+    assert wait_interruptibly(done, None) == 7
+    failed: concurrent.futures.Future = concurrent.futures.Future()
+    failed.set_exception(TimeoutError("the call's own"))
+    with pytest.raises(TimeoutError, match="the call's own"):
+        wait_interruptibly(failed, None)
+    with pytest.raises(TimeoutError):  # the caller's deadline, on a call that never ends
+        wait_interruptibly(concurrent.futures.Future(), 0.25)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -23,6 +25,28 @@ from ..server_args import ServerArgs
 from ..wire.launch import EngineProcesses, launch_engine_processes
 from .request_limits import RequestLimits
 from .tokenizer_manager import EngineDeadError, GenerateError, TokenizerManager
+
+# How often a caller blocked on the engine wakes to run pending signal handlers. Linux may
+# deliver a process's SIGINT to any of its threads (the event loop's, a pool worker's); the
+# main thread, asleep in a lock acquire with no timeout, then runs Python's handler (Ctrl-C's
+# KeyboardInterrupt) only when its call returns, and a call can be long. A bounded wait
+# returns to the interpreter, which runs the handler: Ctrl-C lands within this delay.
+SIGNAL_POLL_S = 0.1
+
+
+def wait_interruptibly(future: concurrent.futures.Future, timeout: float | None) -> Any:
+    """``future.result(timeout)``, waking every :data:`SIGNAL_POLL_S` so that pending signal
+    handlers run in the waiting thread (see there)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        step = SIGNAL_POLL_S if deadline is None else max(
+            0.0, min(SIGNAL_POLL_S, deadline - time.monotonic()))
+        try:
+            return future.result(step)
+        except concurrent.futures.TimeoutError:
+            # the call's own TimeoutError, or the caller's deadline: as result() raises them
+            if future.done() or (deadline is not None and time.monotonic() >= deadline):
+                raise
 
 
 class Engine:
@@ -65,7 +89,7 @@ class Engine:
         if self._procs is None:  # the loop is stopped: a submitted call would never return
             coro.close()
             raise EngineDeadError("the engine has been shut down; create a new Engine")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+        return wait_interruptibly(asyncio.run_coroutine_threadsafe(coro, self._loop), timeout)
 
     @staticmethod
     def _body(prompt: Any, input_ids: Any, sampling_params: Any, **fields: Any
