@@ -12,7 +12,8 @@ radixlm runs them), one after another, best of ``--rounds``:
 
 ``max_tok_s`` is ``1000 / gemms_ms``: what batch 1 would reach if everything but the GEMMs
 were free. ``--candidates 1,8,32`` adds, for the float32 linears, every float candidate side
-by side (MKL ``torch``, ``onednn``, the native ``f32-avx512``): a pass over weights of the
+by side (MKL ``torch``, ``onednn``, the native ``f32-avx512``, ``f32-panel``, ``f32-amx``,
+``f32-amx-fx24``): a pass over weights of the
 model's shapes in model order on one candidate, the candidates taking turns, at each row
 count: the pass's ms and GB/s streamed per shape (best of ``--rounds``), next to the plan the
 chooser picked per shape. Run on a quiet machine, one thread (the default)::
@@ -33,6 +34,7 @@ import torch
 from cpu_step_breakdown import step_breakdown
 
 from radixlm.default_model import smollm2_gguf_path
+from radixlm.kernels.cpu_q4_gemv import PackArena
 from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.gguf_conversion import resolve_model_path
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
@@ -85,8 +87,9 @@ def float_candidates(linears: list[gemm_choice.ChosenLinear], rows_list: list[in
     ms}, "gb_s": {shape: {candidate: GB/s}}}}``, best of ``rounds``."""
     shapes = [(m.out_features, m.in_features) for m in linears]
     passes: dict[str, list] = {}
+    arena = PackArena()  # packed copies back to back in model order, as the model packs them
     for n, k in shapes:
-        for name, impl in float_impls(torch.randn(n, k)).items():
+        for name, impl in float_impls(torch.randn(n, k), arena=arena).items():
             passes.setdefault(name, []).append(impl)
     out: dict[str, dict] = {}
     for rows in rows_list:

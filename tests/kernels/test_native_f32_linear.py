@@ -1,9 +1,9 @@
-"""What the native packed float32 GEMMs (panel, AMX) share: exactly representable sums come out
-exact and a row does not depend on the others (whatever the row blocks or tiles); their
-prepared linears (one base): a contiguous ``x`` (the unchecked fast path) gives the checked
-launcher's result, a strided one is copied first, a weight already packed is used as it is;
-bad weights, inputs and raw pointer arguments are refused with the reason before any kernel
-runs."""
+"""What the native packed float32 GEMMs (panel, AMX bfloat16, AMX fixed point) share:
+exactly representable sums come out exact and a row does not depend on the others (whatever
+the row blocks or tiles); their prepared linears (one base): a contiguous ``x`` (the
+unchecked fast path) gives the checked launcher's result, a strided one is copied first, a
+weight already packed is used as it is; bad weights, inputs and raw pointer arguments are
+refused with the reason before any kernel runs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,12 @@ import pytest
 import torch
 from kernel_testlib import assert_float32_linear_refuses_bad_x
 
+from radixlm.kernels.cpu_f32_amx_fx24_gemm import (
+    F32AmxFx24Linear,
+    F32AmxFx24Weight,
+    f32_amx_fx24_available,
+    f32_amx_fx24_gemm,
+)
 from radixlm.kernels.cpu_f32_amx_gemm import (
     F32AmxLinear,
     F32AmxWeight,
@@ -35,13 +41,16 @@ class Kernel(NamedTuple):
     module: str
     available: bool
     needs: str
+    data: str  # the packed weight's field holding the buffer the kernel reads
 
 
 KERNELS = {
     "panel": Kernel(F32PanelLinear, F32PanelWeight, f32_panel_gemm, "f32_panel_gemm",
-                    f32_panel_gemm_available(), "AVX-512 F"),
+                    f32_panel_gemm_available(), "AVX-512 F", "panels"),
     "amx": Kernel(F32AmxLinear, F32AmxWeight, f32_amx_gemm, "amx_f32_gemm",
-                  f32_amx_gemm_available(), "AMX-BF16 and AVX512-BF16"),
+                  f32_amx_gemm_available(), "AMX-BF16 and AVX512-BF16", "units"),
+    "amx-fx24": Kernel(F32AmxFx24Linear, F32AmxFx24Weight, f32_amx_fx24_gemm, "amx_fx24_gemm",
+                       f32_amx_fx24_available(), "AMX-INT8 and AVX-512 F/BW/DQ/VL", "packed"),
 }
 
 
@@ -57,8 +66,8 @@ def kernel(request) -> Kernel:
 @pytest.mark.parametrize("scale", [2.0**-100, 1.0, 2.0**100])
 def test_exactly_representable_sums_are_exact(kernel, rows, scale):
     """Small integers times 2^e: every partial sum is an integer below 2^24 times 2^e (and
-    each such float32 is its own first bfloat16 piece), so float32 holds the result exactly,
-    whatever the summation order."""
+    each such float32 is its own first bfloat16 piece, and exact in 24-bit fixed point), so
+    float32 holds the result exactly, whatever the summation order."""
     gen = torch.Generator().manual_seed(5)
     k, n = 203, 61
     x = torch.randint(-64, 65, (rows, k), generator=gen).float() * scale
@@ -109,7 +118,7 @@ def test_bad_arguments_are_refused_with_the_reason(kernel, x, error, match):
 def test_the_native_entry_point_checks_its_own_arguments(kernel):
     native = load(kernel.module)
     packed = kernel.weight.pack(torch.zeros(4, 8))
-    data = packed.panels if kernel.weight is F32PanelWeight else packed.units
+    data = getattr(packed, kernel.data)
     x, out = torch.zeros(1, 8), torch.empty(1, 4)
     with pytest.raises(ValueError, match="M, N and K must be >= 1"):
         native.gemm(x.data_ptr(), data.data_ptr(), out.data_ptr(), 1, 4, 0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from radixlm.kernels.cpu_f32_amx_fx24_gemm import f32_amx_fx24_available
 from radixlm.kernels.cpu_f32_amx_gemm import f32_amx_gemm_available
 from radixlm.kernels.cpu_f32_panel_gemm import f32_panel_gemm_available
 from radixlm.runtime.api.engine import Engine
@@ -93,7 +94,8 @@ def test_greedy_tokens_match_transformers(gguf_env, prompts, hf_greedy, page_siz
     assert any(len(set(out)) > 3 for out in ours), "the model must say something"
 
 
-NATIVE_F32 = {"f32-panel": f32_panel_gemm_available(), "f32-amx": f32_amx_gemm_available()}
+NATIVE_F32 = {"f32-panel": f32_panel_gemm_available(), "f32-amx": f32_amx_gemm_available(),
+              "f32-amx-fx24": f32_amx_fx24_available()}
 
 
 @pytest.mark.parametrize("kernel", sorted(NATIVE_F32))
@@ -104,11 +106,12 @@ def test_one_native_float32_kernel_everywhere_matches_transformers(
     greedy tokens."""
     if not NATIVE_F32[kernel]:
         pytest.skip(f"{kernel}: the native kernel is not built or this CPU lacks its "
-                    "instructions (AVX-512 F; AMX-BF16 for f32-amx)")
+                    "instructions (AVX-512 F; AMX-BF16 for f32-amx, AMX-INT8 for "
+                    "f32-amx-fx24)")
     offered = quantized_linear.float_impls
 
-    def only(weight, allow_onednn=True):  # noqa: ANN001, ANN202
-        return {kernel: offered(weight, allow_onednn)[kernel]}
+    def only(weight, allow_onednn=True, arena=None):  # noqa: ANN001, ANN202
+        return {kernel: offered(weight, allow_onednn, arena)[kernel]}
     monkeypatch.setattr(quantized_linear, "float_impls", only)
     runner = runner_for(gguf_env, 1)
     assert runner.model.layers[0].mlp.gate_up_proj.plan.used == {kernel}

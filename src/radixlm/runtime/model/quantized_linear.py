@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...kernels.cpu_f32_amx_fx24_gemm import MAX_K as FX24_MAX_K
+from ...kernels.cpu_f32_amx_fx24_gemm import F32AmxFx24Linear, f32_amx_fx24_available
 from ...kernels.cpu_f32_amx_gemm import F32AmxLinear, f32_amx_gemm_available
 from ...kernels.cpu_f32_gemv import F32GemvLinear, f32_gemv_available
 from ...kernels.cpu_f32_panel_gemm import F32PanelLinear, f32_panel_gemm_available
@@ -46,7 +48,8 @@ QUANTIZATIONS = ("int8", "int4", "gguf")
 QuantWeight = Int8Weight | Int4Weight | Int8GroupedWeight
 
 
-def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Impl]:
+def float_impls(weight: torch.Tensor, allow_onednn: bool = True,
+                arena: PackArena | None = None) -> dict[str, Impl]:
     """MKL ``F.linear`` on the plain weight, where available oneDNN on a packed copy and, for
     a contiguous float32 weight where built and the CPU has AVX-512, the native GEMV on the
     plain weight (``f32-avx512``: reads each weight tile once for all rows, with prefetch;
@@ -54,7 +57,10 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Im
     in panels of 48 columns (``f32-panel``: 8-64 rows, arithmetic and memory stream kept
     going together, ``kernels/cpu_f32_panel_gemm.py``) and, where the CPU has AMX, the AMX
     GEMM on a copy packed in tile units (``f32-amx``: float32-accurate from three bfloat16
-    pieces per operand; prefill, ``kernels/cpu_f32_amx_gemm.py``)."""
+    pieces per operand; prefill, ``kernels/cpu_f32_amx_gemm.py``) and, where the CPU has
+    AMX-INT8 and the weight is finite, the AMX GEMM on 24-bit fixed-point rows
+    (``f32-amx-fx24``: 3 bytes a weight, packed into ``arena`` when given; decode,
+    ``kernels/cpu_f32_amx_fx24_gemm.py``)."""
     w = weight.detach()
     impls: dict[str, Impl] = {"torch": lambda x: F.linear(x, w)}
     if allow_onednn and w.device.type == "cpu" and onednn_linear_available(w.dtype):
@@ -67,6 +73,9 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True) -> dict[str, Im
         impls["f32-panel"] = F32PanelLinear(w)
     if f32_cpu and f32_amx_gemm_available():
         impls["f32-amx"] = F32AmxLinear(w)
+    if (f32_cpu and f32_amx_fx24_available() and w.numel() and w.shape[1] <= FX24_MAX_K
+            and bool(torch.isfinite(w).all())):
+        impls["f32-amx-fx24"] = F32AmxFx24Linear(w, arena)
     return impls
 
 
@@ -168,6 +177,9 @@ class CpuLinearBuilder:
         self.gguf_kept = gguf_kept or {}
         self.kinds: dict[str, int] = {}  # weight kind -> linears built (start-up log)
         self.arena = PackArena()  # native packed weights, in build (= model) order
+        # the float weights' fixed-point copies apart: a copy that loses everywhere then
+        # frees its chunks rather than sharing them with the winners
+        self.float_arena = PackArena()
 
     def __call__(self, name: str, weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
         qweight: QuantWeight | None = None
@@ -186,7 +198,8 @@ class CpuLinearBuilder:
         elif qweight is not None:
             impls, kind = quant_impls(qweight, self.arena), kind_of(qweight)
         else:
-            impls, kind = float_impls(weight, self.allow_onednn), kind_of(weight)
+            impls = float_impls(weight, self.allow_onednn, self.float_arena)
+            kind = kind_of(weight)
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
         out_features, in_features = weight.shape
         max_rows = self.HEAD_MAX_ROWS if name == "lm_head" else None
