@@ -23,6 +23,10 @@ POLLS = 200
 PROGRAM = """
 import faulthandler, signal, sys, time
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's post-mortem, on failure
+# Ctrl-C as a terminal's program has it: a process started with SIGINT ignored (as POSIX
+# shells start a background job's commands, e.g. `bash .ci/run &`) keeps it ignored, and
+# Python then installs no KeyboardInterrupt handler at all
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from radixlm.runtime.api.engine import Engine
 with Engine(model_path=sys.argv[1]) as engine:
     engine.generate("x", {"max_new_tokens": 2})
