@@ -108,14 +108,14 @@ def test_packing_keeps_the_digits_and_pads_with_zeros(n, k, seed, scale):
     """Runs everywhere (packing is torch): the planes recombine to the rows' fixed-point
     integers, each digit in [-128, 127], within half a step (1 / XMAX, ~2^-23) of the row's
     largest |w|; zeros past N
-    and K; the unscale after the units is 2^-e."""
+    and K; the row factor after the units is 2^(16 - e)."""
     w = torch.randn(n, k, generator=torch.Generator().manual_seed(seed)) * scale
     packed = F32AmxFx24Weight.pack(w)
-    planes, unscale = packed.planes()
+    planes, factor = packed.planes()
     v, e = fixed_rows(w)
     assert planes.abs().max() <= 128 and planes.min() >= -128 and planes.max() <= 127
     assert torch.equal(planes[0] * 65536 + planes[1] * 256 + planes[2], v.to(torch.int64))
-    assert torch.equal(unscale, torch.pow(2.0, -e.double()).float())
+    assert torch.equal(factor, torch.pow(2.0, 16 - e.double()).float())
     assert bool((v.abs().amax(1) >= XMAX / 2).all() and (v.abs() <= XMAX).all())
     rowmax = w.double().abs().amax(1, keepdim=True)
     assert bool(((packed.unpack() - w.double()).abs() <= rowmax / XMAX).all())

@@ -71,6 +71,32 @@ def digit_planes(v: torch.Tensor) -> torch.Tensor:
     return torch.stack([rest, digits[1], digits[0]])
 
 
+def check_packed(packed: torch.Tensor, out_features: int, in_features: int,
+                 expected_bytes: int) -> None:
+    """What every weight packed for ``amx_fx24_gemm`` states on construction: one contiguous
+    CPU uint8 buffer of ``expected_bytes``, ``N >= 0`` and ``0 <= K <= MAX_K``."""
+    check_tensor("packed", packed, ndim=1, dtypes=(torch.uint8,), device=_CPU,
+                 contiguous=True)
+    if not 0 <= in_features <= MAX_K or out_features < 0:
+        raise ValueError(f"need N >= 0 and 0 <= K <= {MAX_K} (the int32 sums), got "
+                         f"[{out_features}, {in_features}]")
+    if packed.numel() != expected_bytes:
+        raise ValueError(f"packed: expected {expected_bytes} bytes for a [{out_features}, "
+                         f"{in_features}] weight, got {packed.numel()}")
+
+
+def write_packed(units: torch.Tensor, row_values: torch.Tensor,
+                 arena: PackArena | None) -> torch.Tensor:
+    """``units`` (int8, the kernel's order) then ``row_values`` (float32, one a padded row)
+    into one uint8 buffer, from ``arena`` when given."""
+    split = units.numel()
+    nbytes = split + 4 * row_values.numel()
+    packed = arena.take(nbytes) if arena is not None else torch.empty(nbytes, dtype=torch.uint8)
+    packed[:split].view(torch.int8).view(units.shape).copy_(units)
+    packed[split:].view(_F32).copy_(row_values)
+    return packed
+
+
 def _packed_bytes(out_features: int, in_features: int) -> tuple[int, int, int]:
     tiles, blocks = -(-out_features // TILE_N), -(-in_features // TILE_K)
     return tiles, blocks, tiles * blocks * 3 * TILE_K * TILE_N + 4 * tiles * TILE_N
@@ -81,22 +107,15 @@ class F32AmxFx24Weight:
     """A float32 weight ``[N, K]`` as ``packed`` bytes: the digit planes int8
     ``[ceil(N / 16), ceil(K / 64), 3, 16, 16, 4]`` (``[t, b, p, r, c, i]`` is plane ``p`` of
     ``weight[16t + c, 64b + 4r + i]``, zeros past ``N`` and ``K``) followed by each padded
-    row's ``2^-e`` float32."""
+    row's factor ``2^(16 - e)`` float32 (the kernel's level sum is ``X.W / 2^16``)."""
 
     packed: torch.Tensor
     out_features: int
     in_features: int
 
     def __post_init__(self) -> None:
-        check_tensor("packed", self.packed, ndim=1, dtypes=(torch.uint8,), device=_CPU,
-                     contiguous=True)
-        if not 0 <= self.in_features <= MAX_K or self.out_features < 0:
-            raise ValueError(f"need N >= 0 and 0 <= K <= {MAX_K} (the int32 sums), got "
-                             f"[{self.out_features}, {self.in_features}]")
-        expected = _packed_bytes(self.out_features, self.in_features)[2]
-        if self.packed.numel() != expected:
-            raise ValueError(f"packed: expected {expected} bytes for a [{self.out_features}, "
-                             f"{self.in_features}] weight, got {self.packed.numel()}")
+        check_packed(self.packed, self.out_features, self.in_features,
+                     _packed_bytes(self.out_features, self.in_features)[2])
 
     @classmethod
     def pack(cls, weight: torch.Tensor, arena: PackArena | None = None) -> F32AmxFx24Weight:
@@ -107,7 +126,7 @@ class F32AmxFx24Weight:
             raise ValueError("weight: holds inf or nan; the fixed-point GEMM needs finite "
                              "weights (use another --cpu-gemm for this model)")
         n, k = weight.shape
-        tiles, blocks, nbytes = _packed_bytes(n, k)
+        tiles, blocks, _ = _packed_bytes(n, k)
         if n == 0 or k == 0:  # nothing to multiply: the linear maps to zeros without a call
             v, e = weight.detach().to(_F64).new_zeros(n, k), torch.zeros(n, dtype=torch.int64)
         else:
@@ -115,32 +134,27 @@ class F32AmxFx24Weight:
         v = F.pad(v, (0, blocks * TILE_K - k, 0, tiles * TILE_N - n))  # [N16, K64]
         planes = digit_planes(v).to(torch.int8)  # [3, N16, K64]
         units = planes.view(3, tiles, TILE_N, blocks, TILE_K // 4, 4).permute(1, 3, 0, 4, 2, 5)
-        unscale = F.pad(torch.pow(2.0, -e.to(_F64)).to(_F32), (0, tiles * TILE_N - n),
-                        value=1.0)
-        packed = arena.take(nbytes) if arena is not None else torch.empty(nbytes,
-                                                                          dtype=torch.uint8)
-        split = nbytes - 4 * tiles * TILE_N
-        packed[:split].view(torch.int8).view(units.shape).copy_(units)
-        packed[split:].view(_F32).copy_(unscale)
-        return cls(packed, n, k)
+        factor = F.pad(torch.pow(2.0, 16 - e.to(_F64)).to(_F32), (0, tiles * TILE_N - n),
+                       value=1.0)
+        return cls(write_packed(units, factor, arena), n, k)
 
     def planes(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(digit planes int64 ``[3, N, K]``, ``2^-e`` float32 ``[N]``): the weight as the
-        kernel sees it (for the reference and tests)."""
+        """(digit planes int64 ``[3, N, K]``, row factors ``2^(16 - e)`` float32 ``[N]``): the
+        weight as the kernel sees it (for the reference and tests)."""
         tiles, blocks, nbytes = _packed_bytes(self.out_features, self.in_features)
         split = nbytes - 4 * tiles * TILE_N
         units = self.packed[:split].view(torch.int8).view(tiles, blocks, 3, TILE_K // 4,
                                                            TILE_N, 4)
         planes = units.permute(2, 0, 4, 1, 3, 5).reshape(3, tiles * TILE_N, blocks * TILE_K)
-        unscale = self.packed[split:].view(_F32)
+        factor = self.packed[split:].view(_F32)
         n, k = self.out_features, self.in_features
-        return planes[:, :n, :k].to(torch.int64), unscale[:n].clone()
+        return planes[:, :n, :k].to(torch.int64), factor[:n].clone()
 
     def unpack(self) -> torch.Tensor:
         """The weight's fixed-point values, float64 ``[N, K]``."""
-        planes, unscale = self.planes()
+        planes, factor = self.planes()
         v = planes[0] * 65536 + planes[1] * 256 + planes[2]
-        return v.to(_F64) * unscale.to(_F64)[:, None]
+        return v.to(_F64) * (factor.to(_F64) / 65536)[:, None]
 
 
 def f32_amx_fx24_gemm(x: torch.Tensor, weight: F32AmxFx24Weight) -> torch.Tensor:
@@ -174,12 +188,12 @@ def f32_amx_fx24_reference(x: torch.Tensor, weight: F32AmxFx24Weight) -> torch.T
     finite = torch.isfinite(x).all(1)
     v, e = fixed_rows(torch.where(finite[:, None], x, torch.zeros_like(x)))
     xd = digit_planes(v).to(_F64)
-    wd, unscale = weight.planes()
+    wd, factor = weight.planes()
     wd = wd.to(_F64)
     p0 = xd[0] @ wd[0].T
     p1 = xd[1] @ wd[0].T + xd[0] @ wd[1].T
     p2 = xd[2] @ wd[0].T + xd[1] @ wd[1].T + xd[0] @ wd[2].T
     t = p0 * 65536 + p1 * 256 + p2
-    scale = torch.pow(2.0, -e.to(_F64))[:, None] * (65536.0 * unscale.to(_F64))[None, :]
+    scale = torch.pow(2.0, -e.to(_F64))[:, None] * factor.to(_F64)[None, :]
     y = (t * scale).to(_F32)
     return torch.where(finite[:, None], y, torch.full_like(y, float("nan")))

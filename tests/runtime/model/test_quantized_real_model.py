@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from radixlm.kernels.cpu_int8_amx import int8_amx_available
 from radixlm.kernels.cpu_int8_gemv import int8_gemv_available
 from radixlm.kernels.cpu_int8_onednn import onednn_int8_available
 from radixlm.kernels.cpu_q4_gemv import q4_gemv_available, q4_gemv_unavailable_reason
@@ -55,7 +56,8 @@ NATIVE = ("int4-vnni", "q8_0-vnni")  # the VNNI GEMV for int4 groups and a Q8_0 
 
 
 @pytest.mark.parametrize(("quantization", "kernel"), [
-    ("int8", "int8-onednn"), ("int8", "int8-avx512"), ("int8", "int8-vnni"), ("int8", "int8"),
+    ("int8", "int8-onednn"), ("int8", "int8-avx512"), ("int8", "int8-vnni"),
+    ("int8", "int8-amx"), ("int8", "int8"),
     ("int4", None), ("gguf", None), ("int4", "int4-vnni"), ("gguf", "int4-vnni")])
 def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization, kernel,
                                            monkeypatch):
@@ -64,6 +66,8 @@ def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization
         pytest.skip("this torch build lacks oneDNN's quantized linear ops")
     if kernel == "int8-avx512" and not int8_gemv_available():
         pytest.skip("the native int8 GEMV is not built, or this CPU lacks AVX-512")
+    if kernel == "int8-amx" and not int8_amx_available():
+        pytest.skip("int8-amx: the native module is not built, or this CPU lacks AMX-INT8")
     if kernel in ("int4-vnni", "int8-vnni") and not q4_gemv_available():
         pytest.skip(f"{kernel}: {q4_gemv_unavailable_reason()}")
     if kernel is not None:  # this int8 kernel first where the fixed choice looks

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from radixlm.kernels.cpu_int8_amx import int8_amx_available
 from radixlm.kernels.cpu_int8_gemv import int8_gemv_available
 from radixlm.kernels.cpu_int8_onednn import onednn_int8_available
 from radixlm.kernels.cpu_q4_gemv import q4_gemv_available
@@ -50,6 +51,9 @@ INT8_KERNELS = [
     pytest.param("int8-vnni", marks=pytest.mark.skipif(
         not q4_gemv_available(), reason="the native VNNI GEMV is not built, or this CPU lacks "
         "AVX-512 VNNI (python setup.py build_ext --inplace)")),
+    pytest.param("int8-amx", marks=pytest.mark.skipif(
+        not int8_amx_available(), reason="the native AMX GEMM is not built, or this CPU lacks "
+        "AMX-INT8 (python setup.py build_ext --inplace)")),
 ]
 
 

@@ -33,8 +33,14 @@
  * 16 output columns x 64 k x 3 planes in the order AMX's B operand wants: unit (t, b), plane
  * p, bytes [r][c][i] for r = 0..15, c = 0..15, i = 0..3 hold w_p[16t + c, 64b + 4r + i]; the
  * units of a column tile over all of K back to back, tiles back to back (one stream in the
- * order the kernel reads it), zeros past N and K; then 2^-ew per padded row, float32, in the
- * same buffer right after the units.
+ * order the kernel reads it), zeros past N and K; then 2^(16 - ew) per padded row, float32,
+ * in the same buffer right after the units (the level sum's 2^16 folded in).
+ *
+ * `gemm_codes` is the same kernel for a per-row int8 weight w[n, k] = scale[n] c[n, k]
+ * (--quantization int8; radixlm/kernels/cpu_int8_amx.py): one weight plane, the codes c
+ * themselves (1 byte a weight), so x's three planes times it are P_L = sum_k x_L c (three
+ * tile products a block, no level dropped), out = float32(T 2^-ex[m] scale[n]): the only
+ * approximation is x's rounding to 24 bits of its row's largest element.
  * Per call x's rows are cut into planes [3][M16][K64] (zeros past M and K) in a per-thread
  * buffer; then per column tile and row tile of 16 x rows, three accumulator tiles take the
  * six products over K, and the tile is combined in int64 and scaled in double. Meanwhile the
@@ -72,7 +78,6 @@ typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
 #define TK 64                   /* k per tile: 16 rows of 4 s8 */
 #define TM 16                   /* rows of x per tile */
 #define PLANE_UNIT (TK * TN)    /* bytes of one plane of a weight unit: 1024 */
-#define UNIT (3 * PLANE_UNIT)   /* bytes of a weight unit, three planes */
 #define XMAX 8355711.0f         /* 127 * (65536 + 256 + 1): the largest balanced 3-digit value */
 #define MAX_K 43690             /* 3 K 128^2 < 2^31: a level's int32 sum cannot overflow */
 
@@ -158,7 +163,7 @@ static TARGET void cut_rows(const float *x, idx_t M, idx_t K, idx_t M16, idx_t K
     }
 }
 
-/* 8 int32 levels -> 2^16 T in double, T = 65536 P0 + 256 P1 + P2 exact in int64. */
+/* 8 int32 levels -> T = 65536 P0 + 256 P1 + P2 in double (exact in int64, then in double). */
 INLINE TARGET __m512d combine8(__m256i p0, __m256i p1, __m256i p2) {
     const __m512i t = _mm512_add_epi64(
         _mm512_add_epi64(_mm512_slli_epi64(_mm512_cvtepi32_epi64(p0), 16),
@@ -168,16 +173,14 @@ INLINE TARGET __m512d combine8(__m256i p0, __m256i p1, __m256i p2) {
 }
 
 /* The three level tiles (in `acc`, [3][16][16] int32) of row tile m0.., column tile n0.. ->
- * out, as many rows and columns as lie inside [M, N]. */
+ * out = T ux[m] uw[n], as many rows and columns as lie inside [M, N]. */
 static TARGET void store_tile(const int32_t *acc, float *out, idx_t M, idx_t N, idx_t m0,
                               idx_t n0, const double *ux, const float *uw, const int *finite) {
     const idx_t rows = M - m0 < TM ? M - m0 : TM, cols = N - n0 < TN ? N - n0 : TN;
     const __mmask8 first = cols >= 8 ? 0xFF : (__mmask8)((1u << cols) - 1u);
     const __mmask8 second = cols >= 16 ? 0xFF : cols > 8 ? (__mmask8)((1u << (cols - 8)) - 1u) : 0;
-    const __m512d w_lo = _mm512_mul_pd(_mm512_set1_pd(65536.0),
-                                       _mm512_cvtps_pd(_mm256_loadu_ps(uw + n0)));
-    const __m512d w_hi = _mm512_mul_pd(_mm512_set1_pd(65536.0),
-                                       _mm512_cvtps_pd(_mm256_loadu_ps(uw + n0 + 8)));
+    const __m512d w_lo = _mm512_cvtps_pd(_mm256_loadu_ps(uw + n0));
+    const __m512d w_hi = _mm512_cvtps_pd(_mm256_loadu_ps(uw + n0 + 8));
     for (idx_t i = 0; i < rows; i++) {
         float *dst = out + (m0 + i) * N + n0;
         if (!finite[m0 + i]) {
@@ -213,15 +216,31 @@ INLINE TARGET void prefetch_step(prefetch_t *pf) {
 }
 
 /* Row tile `mt` times column tile t (its units from `units`) over all K blocks, into the
- * accumulator tiles 0-2. */
+ * accumulator tiles 0-2; `wplanes` 3 (a fixed-point weight: six products a block) or 1
+ * (int8 codes: x's three planes times the codes, three products a block, every level). */
 INLINE TARGET void tile_products(const int8_t *units, const int8_t *planes, idx_t plane,
-                                 idx_t mt, idx_t K64, idx_t blocks, prefetch_t *pf) {
+                                 idx_t mt, idx_t K64, idx_t blocks, int wplanes,
+                                 prefetch_t *pf) {
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     const int8_t *a = planes + mt * TM * K64;
+    if (wplanes == 1) {
+        for (idx_t b = 0; b < blocks; b++) {
+            const int8_t *u = units + b * PLANE_UNIT;
+            prefetch_step(pf);
+            _tile_loadd(3, a + b * TK, K64);
+            _tile_loadd(4, a + plane + b * TK, K64);
+            _tile_loadd(5, a + 2 * plane + b * TK, K64);
+            _tile_loadd(6, u, 64);
+            _tile_dpbssd(0, 3, 6);
+            _tile_dpbssd(1, 4, 6);
+            _tile_dpbssd(2, 5, 6);
+        }
+        return;
+    }
     for (idx_t b = 0; b < blocks; b++) {
-        const int8_t *u = units + b * UNIT;
+        const int8_t *u = units + b * 3 * PLANE_UNIT;
         prefetch_step(pf);
         _tile_loadd(3, a + b * TK, K64);
         _tile_loadd(4, a + plane + b * TK, K64);
@@ -239,21 +258,21 @@ INLINE TARGET void tile_products(const int8_t *units, const int8_t *planes, idx_
 }
 
 static TARGET void gemm_all(const float *x, const int8_t *packed, float *out, idx_t M, idx_t N,
-                            idx_t K, int8_t *planes, double *ux, int *finite) {
+                            idx_t K, int wplanes, int8_t *planes, double *ux, int *finite) {
     const idx_t M16 = (M + TM - 1) / TM * TM, K64 = (K + TK - 1) / TK * TK;
     const idx_t tiles = (N + TN - 1) / TN, blocks = K64 / TK, row_tiles = M16 / TM;
-    const idx_t plane = M16 * K64;
-    const float *uw = (const float *)(packed + tiles * blocks * UNIT); /* after the units */
+    const idx_t plane = M16 * K64, unit = wplanes * PLANE_UNIT;
+    const float *uw = (const float *)(packed + tiles * blocks * unit); /* after the units */
     int32_t acc[3 * TM * TN];
     cut_rows(x, M, K, M16, K64, planes, ux, finite);
     configure_tiles(M < TM ? (int)M : TM);
     for (idx_t t = 0; t < tiles; t++) {
-        const int8_t *units = packed + t * blocks * UNIT;
+        const int8_t *units = packed + t * blocks * unit;
         /* the next column tile, a share per K block of each row tile's pass */
-        prefetch_t pf = {(const char *)(units + blocks * UNIT),
-                         (int)((UNIT / 64 + row_tiles - 1) / row_tiles)};
+        prefetch_t pf = {(const char *)(units + blocks * unit),
+                         (int)((unit / 64 + row_tiles - 1) / row_tiles)};
         for (idx_t mt = 0; mt < row_tiles; mt++) {
-            tile_products(units, planes, plane, mt, K64, blocks, &pf);
+            tile_products(units, planes, plane, mt, K64, blocks, wplanes, &pf);
             _tile_stored(0, acc, TN * (idx_t)sizeof(int32_t));
             _tile_stored(1, acc + TM * TN, TN * (idx_t)sizeof(int32_t));
             _tile_stored(2, acc + 2 * TM * TN, TN * (idx_t)sizeof(int32_t));
@@ -309,8 +328,7 @@ static PyObject *py_unit_shape(PyObject *self, PyObject *noargs) {
     return Py_BuildValue("(iin)", TN, TK, (Py_ssize_t)MAX_K);
 }
 
-static PyObject *py_gemm(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *gemm_entry(PyObject *args, int wplanes) {
     unsigned long long px, pw, pout;
     long long M, N, K;
     if (!cpu_supported()) {
@@ -339,11 +357,23 @@ static PyObject *py_gemm(PyObject *self, PyObject *args) {
     if (!buf) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     gemm_all((const float *)(uintptr_t)px, (const int8_t *)(uintptr_t)pw,
-             (float *)(uintptr_t)pout, (idx_t)M, (idx_t)N, (idx_t)K, (int8_t *)buf,
+             (float *)(uintptr_t)pout, (idx_t)M, (idx_t)N, (idx_t)K, wplanes, (int8_t *)buf,
              (double *)(buf + ux_off), (int *)(buf + finite_off));
     Py_END_ALLOW_THREADS
+#else
+    (void)wplanes;
 #endif
     Py_RETURN_NONE;
+}
+
+static PyObject *py_gemm(PyObject *self, PyObject *args) {
+    (void)self;
+    return gemm_entry(args, 3);
+}
+
+static PyObject *py_gemm_codes(PyObject *self, PyObject *args) {
+    (void)self;
+    return gemm_entry(args, 1);
 }
 
 static PyMethodDef METHODS[] = {
@@ -357,9 +387,15 @@ static PyMethodDef METHODS[] = {
      "gemm(x, packed, out, M, N, K) -> None\n\n"
      "out[m, n] = sum_k x[m, k] * w[n, k] on data pointers (ints): x float32 [M, K], packed\n"
      "bytes: int8 [ceil(N / 16), ceil(K / 64), 3, 16, 16, 4] (w's digit planes, zero-padded)\n"
-     "then float32 [16 ceil(N / 16)] (2^-e of each row of w); out float32 [M, N];\n"
+     "then float32 [16 ceil(N / 16)] (2^(16 - e) of each row of w); out float32 [M, N];\n"
      "contiguous. The caller owns the checks of the buffers themselves\n"
      "(radixlm.kernels.cpu_f32_amx_fx24_gemm)."},
+    {"gemm_codes", py_gemm_codes, METH_VARARGS,
+     "gemm_codes(x, packed, out, M, N, K) -> None\n\n"
+     "The same product for a per-row int8 weight w[n, k] = scale[n] c[n, k]: packed bytes\n"
+     "int8 [ceil(N / 16), ceil(K / 64), 1, 16, 16, 4] (the codes c in the same order)\n"
+     "then float32 [16 ceil(N / 16)] (scale); every digit level kept\n"
+     "(radixlm.kernels.cpu_int8_amx)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -22,6 +22,7 @@ from ...kernels.cpu_f32_amx_fx24_gemm import F32AmxFx24Linear, f32_amx_fx24_avai
 from ...kernels.cpu_f32_amx_gemm import F32AmxLinear, f32_amx_gemm_available
 from ...kernels.cpu_f32_gemv import F32GemvLinear, f32_gemv_available
 from ...kernels.cpu_f32_panel_gemm import F32PanelLinear, f32_panel_gemm_available
+from ...kernels.cpu_int8_amx import Int8AmxLinear, int8_amx_available
 from ...kernels.cpu_int8_gemv import Int8GemvLinear, int8_gemv_available
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
@@ -87,7 +88,8 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
     and, where built and the CPU has AVX-512, the native GEMV (``int8-avx512``: float32
     exact, reads the codes themselves with prefetch; ~2.5x oneDNN's streaming SmolLM2's
     weights at batch 1). int8, int4 in groups of 32 and a Q8_0 head also offer the native
-    VNNI GEMV (``int8-vnni``: one scale per row, ``kernels/cpu_int8_vnni.py``; ``int4-vnni``,
+    VNNI GEMV (``int8-vnni``: one scale per row, ``kernels/cpu_int8_vnni.py``; for int8 also
+    its AMX form, ``int8-amx``, ``kernels/cpu_int8_amx.py``; ``int4-vnni``,
     ``q8_0-vnni``: ``kernels/cpu_q4_gemv.py``; float32-faithful activations) where it is built
     and the CPU has VNNI, packed into ``arena`` (weights back to back in build order, i.e.
     model order) when given.
@@ -123,6 +125,8 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
             impls["int8-avx512"] = Int8GemvLinear(weight)
         if int8_vnni_supports(weight):  # VNNI on 24-bit fixed-point rows, 1 B/weight
             impls["int8-vnni"] = Int8VnniLinear(Int8VnniWeight.pack(weight, arena))
+        if int8_amx_available() and weight.shape[1] <= FX24_MAX_K:  # the same, on AMX tiles
+            impls["int8-amx"] = Int8AmxLinear(weight, arena)
     return impls
 
 
