@@ -29,6 +29,8 @@ from radixlm.kernels.cpu_f32_amx_fx24_gemm import (
     f32_amx_fx24_reference,
     fixed_rows,
 )
+from radixlm.kernels.cpu_int8_amx import Int8AmxWeight
+from radixlm.kernels.cpu_quant_linear import quantize_int8
 from radixlm.kernels.native import load, unavailable_reason
 
 needs_kernel = pytest.mark.skipif(not f32_amx_fx24_available(), reason=unavailable_reason(
@@ -160,3 +162,33 @@ def test_without_the_module_or_the_cpu_it_is_a_clear_error(monkeypatch):
 @needs_kernel
 def test_the_native_module_states_its_unit_shape():
     assert load("amx_fx24_gemm").unit_shape() == (TILE_N, TILE_K, MAX_K)
+
+
+@needs_kernel
+@pytest.mark.parametrize("threads", [2, 3, 64])
+def test_threads_split_the_column_tiles_and_change_no_bit(threads):
+    """From 8 rows up a call splits its column tiles over ``threads`` (7 tiles here: uneven
+    shares, and more threads than tiles); every output is computed as alone. Fewer rows stay
+    on the caller's thread. A linear keeps the torch thread count it was built under."""
+    native = load("amx_fx24_gemm")
+    gen = torch.Generator().manual_seed(threads)
+    w = torch.randn(100, 577, generator=gen)
+    fx24, codes = F32AmxFx24Weight.pack(w), Int8AmxWeight.pack(quantize_int8(w))
+    for x in (torch.randn(rows, 577, generator=gen) for rows in (3, 8, 40)):
+        for gemm, packed in ((native.gemm, fx24), (native.gemm_codes, codes)):
+            alone = torch.empty(x.shape[0], 100)
+            split = torch.empty(x.shape[0], 100)
+            gemm(x.data_ptr(), packed.packed.data_ptr(), alone.data_ptr(), x.shape[0], 100, 577)
+            gemm(x.data_ptr(), packed.packed.data_ptr(), split.data_ptr(), x.shape[0], 100, 577,
+                 threads=threads)
+            assert torch.equal(split, alone)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        native.gemm(x.data_ptr(), fx24.packed.data_ptr(), alone.data_ptr(), 1, 100, 577,
+                    threads=0)
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        linear = F32AmxFx24Linear(fx24)
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(linear(x), f32_amx_fx24_gemm(x, fx24))

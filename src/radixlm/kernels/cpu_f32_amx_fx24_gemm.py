@@ -18,11 +18,15 @@ for bit.
 
 Needs the built module ``radixlm.kernels.native.amx_fx24_gemm``, a CPU with AMX-INT8 and
 AVX-512 F/BW/DQ/VL, and a Linux kernel that lets the process use AMX
-(:func:`f32_amx_fx24_available`). One thread; the GIL is released while it runs.
+(:func:`f32_amx_fx24_available`). The GIL is released while it runs; from 8 rows up a call
+splits its column tiles over torch's thread count at the linear's construction
+(:func:`threaded`; bit-identical results whatever the count).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -69,6 +73,13 @@ def digit_planes(v: torch.Tensor) -> torch.Tensor:
         digits.append(d)
         rest = (rest - d) >> 8
     return torch.stack([rest, digits[1], digits[0]])
+
+
+def threaded(gemm: Callable[..., None]) -> Callable[..., None]:
+    """The kernel entry with this thread's torch thread count bound: a call of 8 rows or more
+    splits its column tiles over that many threads (the runner sets the count before it
+    builds its linears; each linear keeps the count it was built under)."""
+    return functools.partial(gemm, threads=torch.get_num_threads())
 
 
 def check_packed(packed: torch.Tensor, out_features: int, in_features: int,
@@ -176,8 +187,10 @@ class F32AmxFx24Linear(NativeF32Linear):
         native = require(_NATIVE, "amx_fx24_gemm", _NEEDS)
         packed = (weight if isinstance(weight, F32AmxFx24Weight)
                   else F32AmxFx24Weight.pack(weight, arena))
+        gemm = threaded(native.gemm)
         super().__init__(packed, packed.packed, packed.out_features, packed.in_features,
-                         native.gemm, lambda x: f32_amx_fx24_gemm(x, packed))
+                         gemm, lambda x: checked_gemm(gemm, x, packed.packed,
+                                                      packed.out_features, packed.in_features))
 
 
 def f32_amx_fx24_reference(x: torch.Tensor, weight: F32AmxFx24Weight) -> torch.Tensor:

@@ -32,6 +32,7 @@ from .cpu_f32_amx_fx24_gemm import (
     check_packed,
     digit_planes,
     fixed_rows,
+    threaded,
     write_packed,
 )
 from .cpu_q4_gemv import PackArena
@@ -114,8 +115,10 @@ class Int8AmxLinear(NativeF32Linear):
         native = require(_NATIVE, "amx_fx24_gemm", _NEEDS)
         packed = weight if isinstance(weight, Int8AmxWeight) else Int8AmxWeight.pack(weight,
                                                                                     arena)
+        gemm = threaded(native.gemm_codes)
         super().__init__(packed, packed.packed, packed.out_features, packed.in_features,
-                         native.gemm_codes, lambda x: int8_amx_gemm(x, packed))
+                         gemm, lambda x: checked_gemm(gemm, x, packed.packed,
+                                                      packed.out_features, packed.in_features))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if type(x) is torch.Tensor and x.dtype != _F32 and x.is_floating_point():

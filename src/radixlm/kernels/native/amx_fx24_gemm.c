@@ -66,6 +66,7 @@
 #define HAVE_X86 1
 #include <cpuid.h>
 #include <immintrin.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #else
@@ -80,6 +81,7 @@ typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
 #define PLANE_UNIT (TK * TN)    /* bytes of one plane of a weight unit: 1024 */
 #define XMAX 8355711.0f         /* 127 * (65536 + 256 + 1): the largest balanced 3-digit value */
 #define MAX_K 43690             /* 3 K 128^2 < 2^31: a level's int32 sum cannot overflow */
+#define MAX_THREADS_ARG 64      /* a call's threads at most (gemm_all's MAX_THREADS) */
 
 #if HAVE_X86
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,amx-tile,amx-int8")))
@@ -257,29 +259,73 @@ INLINE TARGET void tile_products(const int8_t *units, const int8_t *planes, idx_
     }
 }
 
-static TARGET void gemm_all(const float *x, const int8_t *packed, float *out, idx_t M, idx_t N,
-                            idx_t K, int wplanes, int8_t *planes, double *ux, int *finite) {
+/* One thread's share of a call: column tiles [t0, t1) over every row tile. */
+typedef struct {
+    const int8_t *packed;
+    float *out;
+    idx_t M, N, K, t0, t1;
+    int wplanes;
+    const int8_t *planes;
+    const double *ux;
+    const int *finite;
+} share_t;
+
+static TARGET void column_tiles(const share_t *sh) {
+    const idx_t M = sh->M, N = sh->N, K = sh->K;
     const idx_t M16 = (M + TM - 1) / TM * TM, K64 = (K + TK - 1) / TK * TK;
     const idx_t tiles = (N + TN - 1) / TN, blocks = K64 / TK, row_tiles = M16 / TM;
-    const idx_t plane = M16 * K64, unit = wplanes * PLANE_UNIT;
-    const float *uw = (const float *)(packed + tiles * blocks * unit); /* after the units */
+    const idx_t plane = M16 * K64, unit = sh->wplanes * PLANE_UNIT;
+    const float *uw = (const float *)(sh->packed + tiles * blocks * unit); /* after the units */
     int32_t acc[3 * TM * TN];
-    cut_rows(x, M, K, M16, K64, planes, ux, finite);
-    configure_tiles(M < TM ? (int)M : TM);
-    for (idx_t t = 0; t < tiles; t++) {
-        const int8_t *units = packed + t * blocks * unit;
+    configure_tiles(M < TM ? (int)M : TM); /* tile state is per thread */
+    for (idx_t t = sh->t0; t < sh->t1; t++) {
+        const int8_t *units = sh->packed + t * blocks * unit;
         /* the next column tile, a share per K block of each row tile's pass */
         prefetch_t pf = {(const char *)(units + blocks * unit),
                          (int)((unit / 64 + row_tiles - 1) / row_tiles)};
         for (idx_t mt = 0; mt < row_tiles; mt++) {
-            tile_products(units, planes, plane, mt, K64, blocks, wplanes, &pf);
+            tile_products(units, sh->planes, plane, mt, K64, blocks, sh->wplanes, &pf);
             _tile_stored(0, acc, TN * (idx_t)sizeof(int32_t));
             _tile_stored(1, acc + TM * TN, TN * (idx_t)sizeof(int32_t));
             _tile_stored(2, acc + 2 * TM * TN, TN * (idx_t)sizeof(int32_t));
-            store_tile(acc, out, M, N, mt * TM, t * TN, ux, uw, finite);
+            store_tile(acc, sh->out, M, N, mt * TM, t * TN, sh->ux, uw, sh->finite);
         }
     }
     _tile_release();
+}
+
+static void *column_tiles_thread(void *arg) {
+    column_tiles((const share_t *)arg);
+    return NULL;
+}
+
+#define MAX_THREADS 64 /* a call's threads at most (the caller's and those it starts) */
+/* Fewer rows stay on one thread: a call there is bound by the weight stream, which a second
+ * core shares, and starting a thread (~10-30 us) would cost more than it brings. */
+#define THREADED_ROWS 8
+
+static TARGET void gemm_all(const float *x, const int8_t *packed, float *out, idx_t M, idx_t N,
+                            idx_t K, int wplanes, int threads, int8_t *planes, double *ux,
+                            int *finite) {
+    const idx_t M16 = (M + TM - 1) / TM * TM, K64 = (K + TK - 1) / TK * TK;
+    const idx_t tiles = (N + TN - 1) / TN;
+    cut_rows(x, M, K, M16, K64, planes, ux, finite);
+    int n = M >= THREADED_ROWS ? threads : 1;
+    if (n > tiles) n = (int)tiles;
+    share_t shares[MAX_THREADS];
+    pthread_t ids[MAX_THREADS];
+    int started[MAX_THREADS];
+    for (int i = 0; i < n; i++) {
+        shares[i] = (share_t){packed, out, M, N, K, tiles * i / n, tiles * (i + 1) / n,
+                              wplanes, planes, ux, finite};
+        started[i] = i > 0 && pthread_create(&ids[i], NULL, column_tiles_thread,
+                                             &shares[i]) == 0;
+    }
+    column_tiles(&shares[0]);
+    for (int i = 1; i < n; i++) {
+        if (started[i]) pthread_join(ids[i], NULL);
+        else column_tiles(&shares[i]); /* no thread to be had: this one does it */
+    }
 }
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
@@ -328,16 +374,25 @@ static PyObject *py_unit_shape(PyObject *self, PyObject *noargs) {
     return Py_BuildValue("(iin)", TN, TK, (Py_ssize_t)MAX_K);
 }
 
-static PyObject *gemm_entry(PyObject *args, int wplanes) {
+static PyObject *gemm_entry(PyObject *args, PyObject *kwargs, int wplanes) {
+    static char *kwlist[] = {"x", "packed", "out", "M", "N", "K", "threads", NULL};
     unsigned long long px, pw, pout;
     long long M, N, K;
+    int threads = 1;
     if (!cpu_supported()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "amx_fx24_gemm.gemm needs a CPU with AMX-INT8 and AVX-512 F/BW/DQ/VL and "
                         "the kernel's leave to use AMX (check supported())");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "KKKLLL:gemm", &px, &pw, &pout, &M, &N, &K)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKKLLL|i:gemm", kwlist, &px, &pw, &pout,
+                                     &M, &N, &K, &threads))
+        return NULL;
+    if (threads < 1) {
+        PyErr_Format(PyExc_ValueError, "gemm: threads must be >= 1, got %d", threads);
+        return NULL;
+    }
+    if (threads > MAX_THREADS_ARG) threads = MAX_THREADS_ARG;
     if (M < 1 || N < 1 || K < 1 || K > MAX_K) {
         PyErr_Format(PyExc_ValueError,
                      "gemm: M, N and K must be >= 1 and K <= %d, got M=%lld, N=%lld, K=%lld",
@@ -357,23 +412,24 @@ static PyObject *gemm_entry(PyObject *args, int wplanes) {
     if (!buf) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     gemm_all((const float *)(uintptr_t)px, (const int8_t *)(uintptr_t)pw,
-             (float *)(uintptr_t)pout, (idx_t)M, (idx_t)N, (idx_t)K, wplanes, (int8_t *)buf,
-             (double *)(buf + ux_off), (int *)(buf + finite_off));
+             (float *)(uintptr_t)pout, (idx_t)M, (idx_t)N, (idx_t)K, wplanes, threads,
+             (int8_t *)buf, (double *)(buf + ux_off), (int *)(buf + finite_off));
     Py_END_ALLOW_THREADS
 #else
     (void)wplanes;
+    (void)threads;
 #endif
     Py_RETURN_NONE;
 }
 
-static PyObject *py_gemm(PyObject *self, PyObject *args) {
+static PyObject *py_gemm(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    return gemm_entry(args, 3);
+    return gemm_entry(args, kwargs, 3);
 }
 
-static PyObject *py_gemm_codes(PyObject *self, PyObject *args) {
+static PyObject *py_gemm_codes(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    return gemm_entry(args, 1);
+    return gemm_entry(args, kwargs, 1);
 }
 
 static PyMethodDef METHODS[] = {
@@ -383,15 +439,16 @@ static PyMethodDef METHODS[] = {
     {"unit_shape", py_unit_shape, METH_NOARGS,
      "unit_shape() -> (16, 64, max_k): output columns and k per packed weight unit, and the "
      "largest K the int32 sums allow."},
-    {"gemm", py_gemm, METH_VARARGS,
-     "gemm(x, packed, out, M, N, K) -> None\n\n"
+    {"gemm", (PyCFunction)(void (*)(void))py_gemm, METH_VARARGS | METH_KEYWORDS,
+     "gemm(x, packed, out, M, N, K, threads=1) -> None\n\n"
      "out[m, n] = sum_k x[m, k] * w[n, k] on data pointers (ints): x float32 [M, K], packed\n"
      "bytes: int8 [ceil(N / 16), ceil(K / 64), 3, 16, 16, 4] (w's digit planes, zero-padded)\n"
      "then float32 [16 ceil(N / 16)] (2^(16 - e) of each row of w); out float32 [M, N];\n"
-     "contiguous. The caller owns the checks of the buffers themselves\n"
-     "(radixlm.kernels.cpu_f32_amx_fx24_gemm)."},
-    {"gemm_codes", py_gemm_codes, METH_VARARGS,
-     "gemm_codes(x, packed, out, M, N, K) -> None\n\n"
+     "contiguous. From 8 rows up the column tiles are split over `threads` threads (the\n"
+     "caller's and threads - 1 started for the call; at most 64). The caller owns the\n"
+     "checks of the buffers themselves (radixlm.kernels.cpu_f32_amx_fx24_gemm)."},
+    {"gemm_codes", (PyCFunction)(void (*)(void))py_gemm_codes, METH_VARARGS | METH_KEYWORDS,
+     "gemm_codes(x, packed, out, M, N, K, threads=1) -> None\n\n"
      "The same product for a per-row int8 weight w[n, k] = scale[n] c[n, k]: packed bytes\n"
      "int8 [ceil(N / 16), ceil(K / 64), 1, 16, 16, 4] (the codes c in the same order)\n"
      "then float32 [16 ceil(N / 16)] (scale); every digit level kept\n"
