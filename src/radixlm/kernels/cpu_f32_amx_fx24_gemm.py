@@ -51,6 +51,14 @@ def f32_amx_fx24_available() -> bool:
     return not unavailable_reason(_NATIVE, "amx_fx24_gemm", _NEEDS)
 
 
+def f32_amx_fx24_supports(weight: torch.Tensor) -> bool:
+    """True if the kernel is available and takes ``weight``: float32 on the CPU, finite, K at
+    most :data:`MAX_K` (what :meth:`F32AmxFx24Weight.pack` would otherwise refuse)."""
+    return (f32_amx_fx24_available() and weight.dtype == _F32 and weight.is_cpu
+            and weight.dim() == 2 and weight.shape[1] <= MAX_K
+            and bool(torch.isfinite(weight).all()))
+
+
 def fixed_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """float32 ``[R, K]`` -> (``V`` float64 ``[R, K]`` integers, ``e`` int64 ``[R]``) with
     ``V = round(t 2^e)``: the row's largest ``|V|`` in ``[XMAX / 2, XMAX]``, ``e <= 126``, ``e = 0``

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from ._checks import check_tensor
 from .cpu_f32_amx_fx24_gemm import (
+    MAX_K,
     TILE_K,
     TILE_N,
     check_packed,
@@ -49,6 +50,12 @@ _CPU = torch.device("cpu")
 def int8_amx_available() -> bool:
     """True if the native module is built and this CPU and kernel can run it."""
     return not unavailable_reason(_NATIVE, "amx_fx24_gemm", _NEEDS)
+
+
+def int8_amx_supports(weight: Int8Weight) -> bool:
+    """True if the kernel is available and takes ``weight``'s shape (K at most
+    :data:`MAX_K`)."""
+    return int8_amx_available() and weight.shape[1] <= MAX_K
 
 
 def _packed_bytes(out_features: int, in_features: int) -> tuple[int, int, int]:
@@ -78,8 +85,7 @@ class Int8AmxWeight:
             raise TypeError(f"weight: expected an Int8Weight, got {type(weight).__name__}")
         n, k = weight.shape
         tiles, blocks, _ = _packed_bytes(n, k)
-        codes = F.pad(weight.codes.to(torch.int16), (0, blocks * TILE_K - k,
-                                                     0, tiles * TILE_N - n)).to(torch.int8)
+        codes = F.pad(weight.codes, (0, blocks * TILE_K - k, 0, tiles * TILE_N - n))
         units = codes.view(tiles, TILE_N, blocks, TILE_K // 4, 4).permute(0, 2, 3, 1, 4)
         scales = F.pad(weight.scales.to(_F32), (0, tiles * TILE_N - n), value=1.0)
         return cls(write_packed(units, scales, arena), n, k)
@@ -116,14 +122,16 @@ class Int8AmxLinear(NativeF32Linear):
         packed = weight if isinstance(weight, Int8AmxWeight) else Int8AmxWeight.pack(weight,
                                                                                     arena)
         gemm = threaded(native.gemm_codes)
-        super().__init__(packed, packed.packed, packed.out_features, packed.in_features,
-                         gemm, lambda x: checked_gemm(gemm, x, packed.packed,
-                                                      packed.out_features, packed.in_features))
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if type(x) is torch.Tensor and x.dtype != _F32 and x.is_floating_point():
-            return super().__call__(x.to(_F32)).to(x.dtype)
-        return super().__call__(x)
+        def checked(x: torch.Tensor) -> torch.Tensor:
+            """Off the fast path (a float32 x goes straight to the kernel): another float
+            dtype is converted in and out, anything else refused by the checks."""
+            if x.is_floating_point() and x.dtype != _F32:
+                return checked(x.to(_F32)).to(x.dtype)
+            return checked_gemm(gemm, x, packed.packed, packed.out_features,
+                                packed.in_features)
+        super().__init__(packed, packed.packed, packed.out_features, packed.in_features,
+                         gemm, checked)
 
 
 def int8_amx_reference(x: torch.Tensor, weight: Int8AmxWeight) -> torch.Tensor:

@@ -92,15 +92,12 @@ class Interrupted(Exception):
     pass
 
 
-raised_in_wait = [False]
-
-
-def signal_once_waited_on(future: concurrent.futures.Future) -> None:
+def signal_once_waited_on(future: concurrent.futures.Future, signalled: list[bool]) -> None:
     """Once a caller sleeps in ``future``'s condition (CPython's Condition keeps its sleepers
-    in ``_waiters``), SIGUSR2 to this thread itself."""
+    in ``_waiters``), SIGUSR2 to this thread itself (noted in ``signalled`` first)."""
     while not future._condition._waiters:  # noqa: SLF001 - the only sign of a sleeper
         time.sleep(0.01)
-    raised_in_wait[0] = True
+    signalled.append(True)
     signal.pthread_kill(threading.get_ident(), signal.SIGUSR2)
 
 
@@ -111,11 +108,13 @@ def test_a_signal_caught_by_another_thread_still_interrupts_the_waiting_caller()
     only then). A fail-safe finishes the future after 60 s, so a broken wait fails the test
     instead of hanging CI."""
     future: concurrent.futures.Future = concurrent.futures.Future()
+
     def interrupt(*_: object) -> None:
         raise Interrupted
 
     previous = signal.signal(signal.SIGUSR2, interrupt)
     fired: list[bool] = []
+    signalled: list[bool] = []
 
     def finish() -> None:
         fired.append(True)
@@ -123,11 +122,12 @@ def test_a_signal_caught_by_another_thread_still_interrupts_the_waiting_caller()
     fail_safe = threading.Timer(60.0, finish)
     try:
         fail_safe.start()
-        worker = threading.Thread(target=signal_once_waited_on, args=(future,), daemon=True)
+        worker = threading.Thread(target=signal_once_waited_on, args=(future, signalled),
+                                  daemon=True)
         with pytest.raises(Interrupted):
             worker.start()
             wait_interruptibly(future, None)
-        assert raised_in_wait[0], "the handler must run in the wait, not before it"
+        assert signalled, "the handler must run in the wait, not before it"
         assert not fired, "the handler ran only once the call returned (the fail-safe's)"
     finally:
         fail_safe.cancel()

@@ -17,12 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...kernels.cpu_f32_amx_fx24_gemm import MAX_K as FX24_MAX_K
-from ...kernels.cpu_f32_amx_fx24_gemm import F32AmxFx24Linear, f32_amx_fx24_available
+from ...kernels.cpu_f32_amx_fx24_gemm import F32AmxFx24Linear, f32_amx_fx24_supports
 from ...kernels.cpu_f32_amx_gemm import F32AmxLinear, f32_amx_gemm_available
 from ...kernels.cpu_f32_gemv import F32GemvLinear, f32_gemv_available
 from ...kernels.cpu_f32_panel_gemm import F32PanelLinear, f32_panel_gemm_available
-from ...kernels.cpu_int8_amx import Int8AmxLinear, int8_amx_available
+from ...kernels.cpu_int8_amx import Int8AmxLinear, int8_amx_supports
 from ...kernels.cpu_int8_gemv import Int8GemvLinear, int8_gemv_available
 from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
 from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
@@ -74,8 +73,7 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True,
         impls["f32-panel"] = F32PanelLinear(w)
     if f32_cpu and f32_amx_gemm_available():
         impls["f32-amx"] = F32AmxLinear(w)
-    if (f32_cpu and f32_amx_fx24_available() and w.numel() and w.shape[1] <= FX24_MAX_K
-            and bool(torch.isfinite(w).all())):
+    if f32_amx_fx24_supports(w):
         impls["f32-amx-fx24"] = F32AmxFx24Linear(w, arena)
     return impls
 
@@ -125,7 +123,7 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
             impls["int8-avx512"] = Int8GemvLinear(weight)
         if int8_vnni_supports(weight):  # VNNI on 24-bit fixed-point rows, 1 B/weight
             impls["int8-vnni"] = Int8VnniLinear(Int8VnniWeight.pack(weight, arena))
-        if int8_amx_available() and weight.shape[1] <= FX24_MAX_K:  # the same, on AMX tiles
+        if int8_amx_supports(weight):  # the same, on AMX tiles
             impls["int8-amx"] = Int8AmxLinear(weight, arena)
     return impls
 
