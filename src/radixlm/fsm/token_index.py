@@ -1,10 +1,11 @@
 """Token-level view of a :class:`LazyDFA`: per-state allowed-token bitmasks, built on first visit.
 
-For a state, every vocabulary token is walked through the byte DFA at once with numpy: tokens
-are stored longest first, so at byte position ``i`` the tokens still walking are a prefix of
-the arrays, and tokens whose first byte is already dead are dropped before the walk. A state's
-bitmask (int32 words, bit t = token t allowed; EOS bits set where the grammar may end) is
-cached as a tensor, so repeated visits cost one copy.
+For a state, every vocabulary token is walked through the byte DFA at once: through the token
+trie (:mod:`token_trie`) in most states, and in states where most bytes loop (inside an
+unbounded string) with numpy over the tokens stored longest first (at byte position ``i`` the
+tokens still walking are a prefix of the arrays; tokens whose first byte is already dead are
+dropped before the walk). A state's bitmask (int32 words, bit t = token t allowed; EOS bits set
+where the grammar may end) is cached as a tensor, so repeated visits cost one copy.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from . import work_clock
 from .errors import GrammarBudgetError
 from .lazy_dfa import DEAD, LazyDFA
-from .token_trie import TokenTrie
+from .token_trie import SeenFlags, TokenTrie, TrieWalk, walk_from_pairs
 from .vocabulary import TokenVocabulary
 
 
@@ -38,13 +39,6 @@ def _subset_of(bytesets: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 # States looping on at least this many bytes take the byte-set shortcut (unbounded strings
 # loop on ~200 bytes; structural states on a handful at most).
 _LOOPING_BYTES = 128
-
-
-def _words(ids: np.ndarray, num_words: int) -> np.ndarray:
-    """int32 bitmask words with the bits of ``ids`` set."""
-    bits = np.zeros(num_words * 32, dtype=bool)
-    bits[ids] = True
-    return np.packbits(bits, bitorder="little").view("<i4").copy()
 
 
 def mask_steps_error(limit: int | None) -> GrammarBudgetError:
@@ -86,6 +80,7 @@ class TokenIndex:
         self._np_masks: dict[int, np.ndarray] = {}  # the same buffers as numpy (faster copies)
         self._distinct = 0  # masks actually computed (shared ones counted once)
         self._successors: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._seen = SeenFlags()  # the compiled trie walk's scratch flags, one per state
         # masks are composed of a shared part (tokens up to vocab.short_reach, keyed by the
         # term clamped there) and a per-state walk of the longer tokens (_compose_mask)
         self.short_reach = short_reach and vocab.short_reach < vocab.max_token_len
@@ -107,8 +102,8 @@ class TokenIndex:
         return (self._distinct + len(self._short_words)) * self.vocab.num_words * 4
 
     def walk_all(self, state: int, deadline: float = float("inf"),
-                 steps_limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(token ids allowed from ``state``, the state each leads to); ``deadline`` on
+                 steps_limit: int | None = None) -> TrieWalk:
+        """The tokens allowed from ``state`` and the states they lead to; ``deadline`` on
         :func:`work_clock.now`; ``steps_limit``: the builder's :attr:`work_steps` past which
         the walk fails (default: ``max_mask_steps`` more than now).
 
@@ -153,10 +148,10 @@ class TokenIndex:
             looped = vocab.walk_ids[inside]
             ids = np.concatenate([ids, looped])
             states = np.concatenate([states, np.full(looped.size, state, dtype=states.dtype)])
-        return ids, states
+        return walk_from_pairs(ids, states, vocab.num_words)
 
     def _walk_trie(self, trie: TokenTrie, state: int, steps_limit: int, deadline: float
-                   ) -> tuple[np.ndarray, np.ndarray]:
+                   ) -> TrieWalk:
         """``trie``'s tokens allowed from ``state`` and where each leads (rows built as
         needed, within the budget)."""
         dfa = self.dfa
@@ -171,7 +166,8 @@ class TokenIndex:
                 self._check_budget(steps_limit, deadline)
 
         built = (lambda: dfa.built) if self.native_walk else None
-        return trie.walk(lambda: dfa.trans, state, ensure_rows, built)
+        return trie.walk(lambda: dfa.trans, state, ensure_rows, self.vocab.num_words, built,
+                         self._seen)
 
     def steps_limit(self) -> int:
         """The builder's :attr:`work_steps` at which a mask started now fails."""
@@ -236,21 +232,19 @@ class TokenIndex:
         short_key = self.dfa.mask_key(state, vocab.short_reach)
         short = self._short_words.get(short_key)
         if short is None:
-            ids, nxt = self.walk_all(short_key, deadline, steps_limit)
-            words = _words(ids, vocab.num_words)
-            self._short_words[short_key] = words & ~vocab.long_words
-            self._remember_successors(short_key, ids, nxt)  # exact: a whole walk
+            walk = self.walk_all(short_key, deadline, steps_limit)
+            self._short_words[short_key] = walk.words & ~vocab.long_words
+            self._remember_successors(short_key, walk)  # exact: a whole walk
             if short_key == state:  # no counter between the reaches: that walk is the mask
-                return self._finish_mask(state, words)
+                return self._finish_mask(state, walk.words)
             short = self._short_words[short_key]
-        long_ids, _ = self._walk_trie(vocab.long_trie, state, steps_limit, deadline)
-        words = short | _words(long_ids, vocab.num_words)
-        return self._finish_mask(state, words)
+        long = self._walk_trie(vocab.long_trie, state, steps_limit, deadline)
+        return self._finish_mask(state, short | long.words)
 
     def _compute_mask(self, state: int) -> torch.Tensor:
-        ids, nxt = self.walk_all(state, work_clock.now() + self.max_mask_seconds)
-        tensor = self._finish_mask(state, _words(ids, self.vocab.num_words))
-        self._remember_successors(state, ids, nxt)
+        walk = self.walk_all(state, work_clock.now() + self.max_mask_seconds)
+        tensor = self._finish_mask(state, walk.words)
+        self._remember_successors(state, walk)
         return tensor
 
     def _finish_mask(self, state: int, words: np.ndarray) -> torch.Tensor:
@@ -265,9 +259,8 @@ class TokenIndex:
         self._distinct += 1
         return tensor
 
-    def _remember_successors(self, state: int, ids: np.ndarray, nxt: np.ndarray) -> None:
-        states, first = np.unique(nxt, return_index=True)
-        self._successors[state] = (states, ids[first])
+    def _remember_successors(self, state: int, walk: TrieWalk) -> None:
+        self._successors[state] = (walk.states, walk.tokens)
 
     def install_mask(self, state: int, words: np.ndarray) -> None:
         """Use a mask computed elsewhere (the disk cache) for ``state``."""
@@ -281,8 +274,7 @@ class TokenIndex:
             self.mask(state)
             hit = self._successors.get(state)
             if hit is None:  # mask came from the disk cache
-                ids, nxt = self.walk_all(state)
-                self._remember_successors(state, ids, nxt)
+                self._remember_successors(state, self.walk_all(state))
                 hit = self._successors[state]
         return hit
 

@@ -1,20 +1,68 @@
-"""The vocabulary's tokens as a byte trie, walked through a DFA one level at a time.
+"""The vocabulary's tokens as a byte trie, walked through a DFA.
 
 Tokens sharing a byte prefix share the walk of that prefix: a 49k byte-level BPE vocabulary
 has ~332k token bytes but ~100k distinct prefixes (trie nodes), Mistral's 131k tekken ~878k
-and ~266k. Nodes are stored level by level (level d = prefixes of d bytes); within a level,
-children are ordered by parent, so the children of one parent are a contiguous range. A walk
-keeps, per level, the DFA state reached at every node (0 = dead): when most parents are alive
-it steps the whole level with one gather; otherwise it expands only the live parents' ranges.
+and ~266k. Nodes are stored twice. Level by level (level d = prefixes of d bytes; within a
+level, children ordered by parent, so the children of one parent are a contiguous range), for
+the numpy walk: it keeps, per level, the DFA state reached at every node (0 = dead), stepping
+the whole level with one gather when most parents are alive and only the live parents' ranges
+otherwise. And in depth-first preorder (a node's subtree is the range after it), for the
+compiled loop (:mod:`trie_walk_kernel`), which reads the nodes front to back and jumps over
+dead subtrees.
+
+A walk's result is a :class:`TrieWalk`: the allowed tokens as bitmask words and the distinct
+states they reach, one token reaching each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import trie_walk_kernel
+from . import trie_walk_kernel as kernel
+
+
+@dataclass(frozen=True)
+class TrieWalk:
+    """What a walk from one DFA state found."""
+
+    words: np.ndarray  # int32 [num_words]: bit t set = token t reaches a live state
+    states: np.ndarray  # int32 [k]: the distinct live states tokens reach, ascending
+    tokens: np.ndarray  # int64 [k]: a token reaching each of ``states``
+
+
+def walk_from_pairs(ids: np.ndarray, states: np.ndarray, num_words: int) -> TrieWalk:
+    """The :class:`TrieWalk` of (token id, state it reaches) pairs (every state live)."""
+    bits = np.zeros(num_words * 32, dtype=bool)
+    bits[ids] = True
+    words = np.packbits(bits, bitorder="little").view("<i4").copy()
+    if not states.size:
+        return TrieWalk(words, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))
+    # O(n), no sort: any token of a state is a valid witness, so whichever write wins is right
+    present = np.zeros(int(states.max()) + 1, dtype=bool)
+    witness = np.zeros(present.size, dtype=np.int64)
+    present[states] = True
+    witness[states] = ids
+    distinct = np.flatnonzero(present).astype(np.int32)
+    return TrieWalk(words, distinct, witness[distinct])
+
+
+class SeenFlags:
+    """A walk's per-state scratch flags (uint8 [capacity], all clear between walks), kept by
+    the owner of one DFA so a walk costs nothing per state of the automaton."""
+
+    def __init__(self) -> None:
+        self.flags = np.zeros(64, dtype=np.uint8)
+
+    def at_least(self, capacity: int) -> np.ndarray:
+        """The flags, grown (clear) to at least ``capacity`` states; the current marks kept."""
+        if self.flags.size < capacity:
+            grown = np.zeros(max(capacity, 2 * self.flags.size), dtype=np.uint8)
+            grown[: self.flags.size] = self.flags
+            self.flags = grown
+        return self.flags
 
 
 class TokenTrie:
@@ -49,27 +97,40 @@ class TokenTrie:
                 ends[len(data)].append((node_of[len(data)][data], tid))
         self.end_node = [np.array([n for n, _ in e], dtype=np.int64) for e in ends]
         self.end_token = [np.array([t for _, t in e], dtype=np.int64) for e in ends]
-        self._flat = self._flatten()
-        self._num_tokens = int(self._flat[-1].size)
+        self._num_tokens = sum(e.size for e in self.end_token)
+        self.preorder = self._preorder(levels)
 
-    def _flatten(self) -> tuple[np.ndarray, ...]:
-        """The trie as flat arrays over all nodes (flat index = level offset + index in the
-        level) for :func:`trie_walk_kernel.walk_levels`: byte per node, children as a range
-        of flat indices, the tokens ending at each node (CSR, ascending token id)."""
-        level_off = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
-        byte = np.concatenate([np.zeros(1, dtype=np.int64), *self.byte[1:]])
-        child_start = np.zeros(level_off[-1], dtype=np.int64)
-        child_count = np.zeros(level_off[-1], dtype=np.int64)
-        for d in range(self.depth):  # level d's children live at level d + 1
-            child_start[level_off[d]:level_off[d + 1]] = self.child_start[d] + level_off[d + 1]
-            child_count[level_off[d]:level_off[d + 1]] = self.child_count[d]
-        end_flat = np.concatenate([e + level_off[d] for d, e in enumerate(self.end_node)])
-        end_token = np.concatenate(self.end_token)
-        order = np.lexsort((end_token, end_flat))
-        tok_off = np.zeros(level_off[-1] + 1, dtype=np.int64)
-        np.add.at(tok_off, end_flat + 1, 1)
-        return (byte, child_start, child_count, np.cumsum(tok_off),
-                end_token[order].astype(np.int64))
+    def _preorder(self, levels: list[list[bytes]]) -> tuple[np.ndarray, ...]:
+        """The non-root nodes in depth-first preorder, for :func:`trie_walk_kernel.
+        walk_preorder`: (byte, depth, index past the subtree, the token ending there or -1,
+        CSR offsets and ids of more tokens with the same bytes). Sorted byte strings are the
+        preorder of their trie (a prefix sorts before its extensions, siblings by byte); a
+        subtree's size is summed up level by level."""
+        flat = sorted((p, d, i) for d in range(1, self.depth + 1) for i, p in enumerate(levels[d]))
+        n = len(flat)
+        depth = np.array([d for _, d, _ in flat], dtype=kernel.NODE_DEPTH)
+        byte = np.array([p[-1] for p, _, _ in flat], dtype=kernel.NODE_BYTE)
+        where = [np.zeros(size, dtype=np.int64) for size in self.sizes]  # (level, i) -> pos
+        for pos, (_, d, i) in enumerate(flat):
+            where[d][i] = pos
+        size = [np.ones(count, dtype=np.int64) for count in self.sizes]  # subtree sizes
+        for d in range(self.depth, 1, -1):
+            np.add.at(size[d - 1], self.parent[d], size[d])
+        skip = np.zeros(n, dtype=kernel.NODE_INDEX)
+        token = np.full(n, -1, dtype=kernel.TOKEN_ID)
+        extra: list[list[int]] = [[] for _ in range(n)]
+        for d in range(1, self.depth + 1):
+            skip[where[d]] = where[d] + size[d]
+            for node, tid in zip(where[d][self.end_node[d]].tolist(),
+                                 self.end_token[d].tolist(), strict=True):
+                if token[node] < 0:
+                    token[node] = tid
+                else:
+                    extra[node].append(tid)
+        extra_off = np.zeros(n + 1, dtype=kernel.NODE_INDEX)
+        extra_off[1:] = np.cumsum([len(e) for e in extra])
+        extra_ids = np.array([t for e in extra for t in e], dtype=kernel.TOKEN_ID)
+        return byte, depth, skip, token, extra_off, extra_ids
 
     @property
     def num_tokens(self) -> int:
@@ -82,36 +143,54 @@ class TokenTrie:
         return sum(self.sizes) - 1
 
     def walk(self, trans: Callable[[], np.ndarray], state: int,
-             ensure_rows: Callable[[np.ndarray], None],
-             built: Callable[[], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(token ids whose bytes lead from ``state`` to a live state, that state).
+             ensure_rows: Callable[[np.ndarray], None], num_words: int,
+             built: Callable[[], np.ndarray] | None = None,
+             seen: SeenFlags | None = None) -> TrieWalk:
+        """The tokens whose bytes lead from ``state`` to a live state (bitmask words of
+        ``num_words`` int32), and the distinct states they reach.
 
         ``trans()`` returns the DFA's current ``[num_states, 256]`` table (it may grow while
-        rows are built); ``ensure_rows(states)`` builds the rows of the given states. State 0
-        is dead and its row is all zeros. With ``built()`` (the DFA's bool per state: row
-        built) and the compiled loop loaded (:func:`trie_walk_kernel.ready`), that loop walks.
+        rows are built); ``ensure_rows(states)`` builds the rows of the given states (the
+        walk asks only for states without one). State 0 is dead and its row is all zeros.
+        With ``built()`` (the DFA's bool per state: row built) and the compiled loop loaded
+        (:func:`trie_walk_kernel.ready`), that loop walks, flagging states in ``seen`` (the
+        DFA owner's; a fresh one if None).
         """
-        if built is not None and trie_walk_kernel.ready():
-            return self._walk_native(trans, state, ensure_rows, built)
-        return self._walk_numpy(trans, state, ensure_rows)
+        if built is not None and kernel.ready():
+            return self._walk_native(trans, state, ensure_rows, built, num_words,
+                                     seen if seen is not None else SeenFlags())
+        return walk_from_pairs(*self.walk_pairs(trans, state, ensure_rows), num_words)
 
     def _walk_native(self, trans: Callable[[], np.ndarray], state: int,
-                     ensure_rows: Callable[[np.ndarray], None],
-                     built: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        out_ids = np.empty(self._num_tokens, dtype=np.int64)
-        out_states = np.empty(out_ids.size, dtype=np.int32)
-        d, n = 1, 0
-        nodes, states = np.zeros(1, dtype=np.int64), np.array([state], dtype=np.int32)
-        while True:
-            d, nodes, states, n, missing = trie_walk_kernel.walk_levels(
-                trans(), built(), d, nodes, states, self.depth, *self._flat, out_ids,
-                out_states, n)
-            if not missing.size:
-                return out_ids[:n], out_states[:n]
-            ensure_rows(missing)  # distinct, ascending, rowless: the kernel filtered them
+                     ensure_rows: Callable[[np.ndarray], None], built: Callable[[], np.ndarray],
+                     num_words: int, seen: SeenFlags) -> TrieWalk:
+        if not built()[state]:
+            ensure_rows(np.array([state], dtype=np.int32))
+        words = np.zeros(num_words + 1, dtype=np.uint32)  # the last: the spare word
+        succ_states = np.empty(self._num_tokens, dtype=np.int32)
+        succ_tokens = np.empty(self._num_tokens, dtype=np.int32)
+        stack = np.zeros(self.depth + 1, dtype=np.int32)
+        stack[0] = state
+        i, n, flags = 0, 0, seen.flags
+        try:
+            while True:
+                table = trans()
+                flags = seen.at_least(table.shape[0])
+                i, n, missing = kernel.walk_preorder(table, built(), i, stack, *self.preorder,
+                                                     words, flags, succ_states, succ_tokens, n)
+                if not missing:
+                    break
+                ensure_rows(np.array([missing], dtype=np.int32))
+        finally:
+            flags[succ_states[:n]] = 0  # clear for the next walk (also after a budget error)
+        order = np.argsort(succ_states[:n], kind="stable")
+        return TrieWalk(words[:num_words].view(np.int32), succ_states[order],
+                        succ_tokens[order].astype(np.int64))
 
-    def _walk_numpy(self, trans: Callable[[], np.ndarray], state: int,
-                    ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:
+    def walk_pairs(self, trans: Callable[[], np.ndarray], state: int,
+                   ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:
+        """(token ids whose bytes lead from ``state`` to a live state, that state), walked
+        level by level with numpy (the reference the compiled loop is tested against)."""
         cur = np.array([state], dtype=np.int32)  # DFA states fit int32 (the table's type)
         ids: list[np.ndarray] = []
         states: list[np.ndarray] = []
