@@ -50,8 +50,9 @@ def walk_from_pairs(ids: np.ndarray, states: np.ndarray, num_words: int) -> Trie
 
 
 class SeenFlags:
-    """A walk's per-state scratch flags (uint8 [capacity], all clear between walks), kept by
-    the owner of one DFA so a walk costs nothing per state of the automaton."""
+    """A walk's per-state scratch flags (uint8 [capacity]; between walks all clear but the
+    dead state's, which the walk keeps set), kept by the owner of one DFA so a walk costs
+    nothing per state of the automaton."""
 
     def __init__(self) -> None:
         self.flags = np.zeros(64, dtype=np.uint8)
@@ -98,39 +99,43 @@ class TokenTrie:
         self.end_node = [np.array([n for n, _ in e], dtype=np.int64) for e in ends]
         self.end_token = [np.array([t for _, t in e], dtype=np.int64) for e in ends]
         self._num_tokens = sum(e.size for e in self.end_token)
-        self.preorder = self._preorder(levels)
+        self.preorder = self._preorder()
 
-    def _preorder(self, levels: list[list[bytes]]) -> tuple[np.ndarray, ...]:
+    def _preorder(self) -> tuple[np.ndarray, ...]:
         """The non-root nodes in depth-first preorder, for :func:`trie_walk_kernel.
         walk_preorder`: (byte, depth, index past the subtree, the token ending there or -1,
-        CSR offsets and ids of more tokens with the same bytes). Sorted byte strings are the
-        preorder of their trie (a prefix sorts before its extensions, siblings by byte); a
-        subtree's size is summed up level by level."""
-        flat = sorted((p, d, i) for d in range(1, self.depth + 1) for i, p in enumerate(levels[d]))
-        n = len(flat)
-        depth = np.array([d for _, d, _ in flat], dtype=kernel.NODE_DEPTH)
-        byte = np.array([p[-1] for p, _, _ in flat], dtype=kernel.NODE_BYTE)
-        where = [np.zeros(size, dtype=np.int64) for size in self.sizes]  # (level, i) -> pos
-        for pos, (_, d, i) in enumerate(flat):
-            where[d][i] = pos
-        size = [np.ones(count, dtype=np.int64) for count in self.sizes]  # subtree sizes
+        CSR offsets and ids of more tokens with the same bytes). A node's position is its
+        parent's plus one plus the subtree sizes of its earlier siblings (children are
+        ordered by byte within their parent, so this is the sorted order of the prefixes);
+        subtree sizes are summed up level by level."""
+        size = [np.ones(count, dtype=np.int64) for count in self.sizes]
         for d in range(self.depth, 1, -1):
             np.add.at(size[d - 1], self.parent[d], size[d])
-        skip = np.zeros(n, dtype=kernel.NODE_INDEX)
-        token = np.full(n, -1, dtype=kernel.TOKEN_ID)
-        extra: list[list[int]] = [[] for _ in range(n)]
+        where = [np.full(1, -1, dtype=np.int64)]  # (level, index) -> position; the root -1
         for d in range(1, self.depth + 1):
+            before = np.cumsum(size[d]) - size[d]  # sizes of the level's earlier nodes
+            first = self.child_start[d - 1][self.parent[d]]  # the parent's first child
+            where.append(where[d - 1][self.parent[d]] + 1 + before - before[first])
+        n = self.num_nodes
+        byte = np.zeros(n, dtype=kernel.NODE_BYTE)
+        depth = np.zeros(n, dtype=kernel.NODE_DEPTH)
+        skip = np.zeros(n, dtype=kernel.NODE_INDEX)
+        for d in range(1, self.depth + 1):
+            byte[where[d]], depth[where[d]] = self.byte[d], d
             skip[where[d]] = where[d] + size[d]
-            for node, tid in zip(where[d][self.end_node[d]].tolist(),
-                                 self.end_token[d].tolist(), strict=True):
-                if token[node] < 0:
-                    token[node] = tid
-                else:
-                    extra[node].append(tid)
+        # tokens by node (ascending id within one): the first is the node's, the rest extra
+        node = np.concatenate([np.zeros(0, np.int64)] + [where[d][self.end_node[d]]
+                                                         for d in range(1, self.depth + 1)])
+        tid = np.concatenate([np.zeros(0, np.int64), *self.end_token[1:]])
+        order = np.lexsort((tid, node))
+        node, tid = node[order], tid[order]
+        head = np.ones(node.size, dtype=bool)
+        head[1:] = node[1:] != node[:-1]
+        token = np.full(n, -1, dtype=kernel.TOKEN_ID)
+        token[node[head]] = tid[head]
         extra_off = np.zeros(n + 1, dtype=kernel.NODE_INDEX)
-        extra_off[1:] = np.cumsum([len(e) for e in extra])
-        extra_ids = np.array([t for e in extra for t in e], dtype=kernel.TOKEN_ID)
-        return byte, depth, skip, token, extra_off, extra_ids
+        extra_off[1:] = np.cumsum(np.bincount(node[~head], minlength=n))
+        return byte, depth, skip, token, extra_off, tid[~head].astype(kernel.TOKEN_ID)
 
     @property
     def num_tokens(self) -> int:
