@@ -7,6 +7,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from regex_trees import regex_trees
 
 from radixlm.fsm import GrammarBudgetError
 from radixlm.fsm import regex_ast as ra
@@ -16,15 +17,8 @@ from radixlm.fsm.liveness import LivenessBudgetError
 LETTERS = "abc"
 
 
-def _trees(depth: int = 3):
-    leaf = st.sampled_from(LETTERS).map(ra.lit) | st.just(ra.char_set("ab"))
-    return st.recursive(leaf, lambda inner: st.one_of(
-        st.lists(inner, min_size=2, max_size=3).map(lambda xs: ra.seq(*xs)),
-        st.lists(inner, min_size=2, max_size=3).map(lambda xs: ra.alt(*xs)),
-        st.tuples(inner, st.integers(0, 2), st.integers(0, 3)).map(
-            lambda t: ra.repeat(t[0], min(t[1], t[2]), max(t[1], t[2]))),
-        inner.map(ra.star),
-    ), max_leaves=8)
+def _trees():  # noqa: ANN202
+    return regex_trees(st.sampled_from(LETTERS).map(ra.lit) | st.just(ra.char_set("ab")), 8)
 
 
 @settings(max_examples=300, deadline=None)

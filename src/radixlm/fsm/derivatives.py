@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from . import regex_ast as ra
+from .intersection_clamp import IntersectionClamp
 from .liveness import LivenessSearch
 from .term import (
     ALT_K,
@@ -32,28 +33,24 @@ from .term import (
     NOT_K,
     REP_K,
     Term,
+    refine,
 )
 from .utf8 import utf8_sequences
 
 
-def _refine(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
-    """Common refinement of two partitions of the byte alphabet (as bit masks)."""
-    if len(p) == 1:
-        return q
-    if len(q) == 1:
-        return p
-    return tuple(x & y for x in p for y in q if x & y)
-
-
-class TermBuilder(LivenessSearch):
+class TermBuilder(LivenessSearch, IntersectionClamp):
     """Interns terms, lowers regex trees and computes derivatives; one per grammar (liveness
-    of intersections and complements: :class:`liveness.LivenessSearch`)."""
+    of intersections and complements: :class:`liveness.LivenessSearch`; length counters
+    clamped inside them: :class:`intersection_clamp.IntersectionClamp`)."""
 
-    def __init__(self, liveness_budget: int = 50_000) -> None:
+    def __init__(self, liveness_budget: int = 50_000, clamp_budget: int = 4096) -> None:
         self._intern: dict[tuple, Term] = {}
         self._lowered_keep: list[ra.Node] = []
         self._class_cache: dict[tuple[tuple[int, int], ...], Term] = {}
         self.liveness_budget = liveness_budget
+        # pairs one intersection-clamp check may walk (about a row each; past it: exact)
+        self.clamp_budget = clamp_budget
+        self._radii: dict[tuple[int, int], int | None] = {}
         self._visited = 0  # states the liveness searches have visited, in all
         # called every _DEADLINE_EVERY search states: raises (GrammarBudgetError) once the
         # work this search is part of (a compile, one mask) is out of time; None: no limit
@@ -171,7 +168,8 @@ class TermBuilder(LivenessSearch):
             return next(iter(flat.values()))
         uids = tuple(sorted(flat))
         members = tuple(flat[u] for u in uids)
-        return self._make(AND_K, members, all(m.nullable for m in members), True, (AND_K, uids))
+        return self._make(AND_K, members, all(m.nullable for m in members), True, (AND_K, uids),
+                          max(m.bigcount for m in members))
 
     def not_(self, a: Term) -> Term:
         """Complement (all byte strings not in ``a``)."""
@@ -312,7 +310,7 @@ class TermBuilder(LivenessSearch):
         elif kind in (ALT_K, AND_K):
             out = (FULL_MASK,)
             for m in t.args:
-                out = _refine(out, self.classes(m))
+                out = refine(out, self.classes(m))
         elif kind in (REP_K, NOT_K):
             out = self.classes(t.args[0])
         elif kind == LAZY_K:
@@ -330,9 +328,9 @@ class TermBuilder(LivenessSearch):
         out = self.classes(a)
         while a.nullable:
             if b.kind != CAT_K or b.classes is not None:
-                return _refine(out, self.classes(b))
+                return refine(out, self.classes(b))
             a, b = b.args
-            out = _refine(out, self.classes(a))
+            out = refine(out, self.classes(a))
         return out
 
     # -- canonical form for token masks -------------------------------------------------------
@@ -344,19 +342,22 @@ class TermBuilder(LivenessSearch):
         like ``reach + 1`` (a lower bound) or like no bound at all (an upper bound), and
         clamping keeps every term live that was live, so a state's allowed tokens equal those
         of its clamped term: states that differ only in far-away counters share one mask.
-        Intersections and complements are left alone (their liveness is global); around
-        them concatenation and alternation combine liveness part by part, so clamping there
-        is safe.
+        Complements are left alone (their liveness is global), and intersections too unless
+        the counter provably cannot matter (:meth:`clamp_intersection`); around them
+        concatenation and alternation combine liveness part by part, so clamping there is
+        safe.
         """
         if t.bigcount <= reach:
             return t  # no counter past the reach: nothing to clamp
         if t.clamped is not None and t.clamped[0] == reach:
             return t.clamped[1]
-        if t.kind in (EMPTY_K, EPS_K, BYTES_K, AND_K, NOT_K, LAZY_K, AUTO_K) or \
+        if t.kind in (EMPTY_K, EPS_K, BYTES_K, NOT_K, LAZY_K, AUTO_K) or \
                 (t.boolean and t.kind == REP_K):
-            # inside AND/NOT (and repeats of them) liveness is global: keep exact; a LAZY
+            # inside NOT (and repeats of booleans) liveness is global: keep exact; a LAZY
             # part is not entered yet, so it is the same object in every state anyway
             out = t
+        elif t.kind == AND_K:
+            out = self.clamp_intersection(t, reach)
         elif t.kind == CAT_K:
             spine = []
             node = t

@@ -38,3 +38,12 @@ class Term:
 
     def __repr__(self) -> str:
         return f"Term#{self.uid}(kind={self.kind})"
+
+
+def refine(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
+    """Common refinement of two partitions of the byte alphabet (as bit masks)."""
+    if len(p) == 1:
+        return q
+    if len(q) == 1:
+        return p
+    return tuple(x & y for x in p for y in q if x & y)

@@ -92,6 +92,11 @@ class TokenIndex:
         return len(self._masks)
 
     @property
+    def num_distinct_masks(self) -> int:
+        """Masks actually computed (states sharing one counted once)."""
+        return self._distinct
+
+    @property
     def num_short_masks(self) -> int:
         """Distinct shared parts (tokens up to the short reach) computed so far."""
         return len(self._short_words)
