@@ -94,30 +94,35 @@ class IntersectionClamp:
 
     def _completion_radius(self, a: Term, v: Term) -> int | None:
         """R of the module when ``L(a) ⊆ L(v)`` (checked over their joint derivatives), else
-        None; None too past ``clamp_budget`` pairs. Cached per pair."""
+        None; None too past ``clamp_budget`` pairs. Cached per pair: every pair the walk met
+        gets its verdict (a failed walk's too, so a string whose check fails pays for one
+        walk, not one per position)."""
         key = (a.uid, v.uid)
         if key in self._radii:
             return self._radii[key]
-        pairs, edges = self._joint_walk(a, v)
-        radius = None if pairs is None else _longest_shortest_completion(edges)
-        for pair in pairs if pairs is not None else (key,):
+        pairs, edges, included = self._joint_walk(a, v)
+        radius = _longest_shortest_completion(edges) if included else None
+        for pair in pairs:
             self._radii.setdefault(pair, radius)
-        self._radii[key] = radius
-        return radius
+        return self._radii[key]
 
-    def _joint_walk(self, a: Term, v: Term
-                    ) -> tuple[list[tuple[int, int]] | None, dict[int, tuple[Term, set[int]]]]:
-        """Walk (a, v) over their joint byte classes: the pairs met (None when some string of
-        ``a`` is not in ``v`` or past the budget) and a's derivative graph (uid -> (term,
-        successor uids))."""
+    def _joint_walk(self, a: Term, v: Term) -> tuple[
+            list[tuple[int, int]], dict[int, tuple[Term, set[int]]], bool]:
+        """Walk (a, v) over their joint byte classes: the pairs met, a's derivative graph
+        (uid -> (term, successor uids)) and whether every string of ``a`` is in ``v`` (False
+        too when the walk stopped at the budget)."""
         seen = {(a.uid, v.uid)}
         order = [(a, v)]
         edges: dict[int, tuple[Term, set[int]]] = {}
+
+        def met() -> list[tuple[int, int]]:
+            return [(p.uid, q.uid) for p, q in order]
+
         for i, (p, q) in enumerate(order):  # grows while iterated: a breadth-first walk
             if self.deadline is not None and not (i + 1) % _DEADLINE_EVERY:
                 self.deadline()
             if p.nullable and not q.nullable:
-                return None, edges
+                return met(), edges, False
             out = edges.setdefault(p.uid, (p, set()))[1]
             for byte in _representatives(refine(self.classes(p), self.classes(q))):
                 p2 = self.derivative(p, byte)
@@ -125,15 +130,15 @@ class IntersectionClamp:
                     continue
                 q2 = self.derivative(q, byte)
                 if q2 is self.empty:
-                    return None, edges  # a string of ``a`` that ``v`` does not have
+                    return met(), edges, False  # a string of ``a`` that ``v`` does not have
                 out.add(p2.uid)
                 pair = (p2.uid, q2.uid)
                 if pair not in seen:
                     if len(seen) >= self.clamp_budget:
-                        return None, edges
+                        return met(), edges, False
                     seen.add(pair)
                     order.append((p2, q2))
-        return [(p.uid, q.uid) for p, q in order], edges
+        return met(), edges, True
 
 
 def _representatives(masks: Iterable[int]) -> list[int]:
