@@ -10,7 +10,8 @@ less the time the OS kept the scheduler off the CPU ("own": a loaded host preemp
 CPU-bound process for milliseconds), fills that computed a mask in the step, and holds
 (request-steps held out, holds, the longest), steps a garbage collection ran in ("gc st")
 and the longest collection time inside one ("gc in", ms), with the outputs' validity and the
-wall time.
+wall time; and per accepted token, the scheduler's time advancing the grammar (accepting it,
+the end check, the jump-forward plan), which the gate does not cover.
 The masks are cold (no disk cache, fresh process): the worst case for the critical path.
 """
 
@@ -36,7 +37,8 @@ WAIT_KEYS = ("mask_wait_steps", "mask_wait_cold_fills", "mask_wait_ms_p50", "mas
              "mask_max_hold_steps", "mask_idle_wait_ms", "steps")
 # the gate's sleeps and GIL waits, and the compiler's worker parked for it (newer servers)
 GATE_KEYS = ("mask_gate_sleeps", "mask_blocked_ms_p99", "mask_blocked_ms_max",
-             "grammar_worker_pauses", "grammar_worker_paused_ms")
+             "grammar_worker_pauses", "grammar_worker_paused_ms", "grammar_advances",
+             "grammar_advance_ms_p50", "grammar_advance_ms_p99", "grammar_advance_ms_max")
 GC_KEYS = ("gc_pauses", "gc_full_pauses", "gc_pause_ms_p99", "gc_pause_ms_max",
            "gc_full_pause_ms_max", "gc_pause_ms_total", "gc_frozen_objects")
 
@@ -137,6 +139,9 @@ def run(args: argparse.Namespace) -> None:
         print(f"    gate sleeps {r['mask_gate_sleeps']}, GIL waits in the gate p99 "
               f"{r['mask_blocked_ms_p99']:.3f} / max {r['mask_blocked_ms_max']:.3f} ms, worker "
               f"parked {r['grammar_worker_pauses']} times, {r['grammar_worker_paused_ms']:.1f} ms")
+        print(f"    grammar advances (accept, end check, jump plan; outside the gate) "
+              f"{r['grammar_advances']}: p50 {r['grammar_advance_ms_p50']:.3f} / p99 "
+              f"{r['grammar_advance_ms_p99']:.3f} / max {r['grammar_advance_ms_max']:.3f} ms")
         for e in r["errors"]:
             print(f"  error: {e}")
     write_results(args.out, {"machine": machine(), "model": model.describe(),

@@ -107,6 +107,11 @@ def test_held_requests_produce_exactly_the_tokens_they_would_have(make_scheduler
         assert info["mask_held_steps"] > 0 and info["mask_holds"] > 0
         assert info["mask_max_hold_steps"] >= 1
     assert info["mask_holds"] <= info["mask_held_steps"]
+    # each token the grammar accepted was timed on the scheduler's thread (jump-forward
+    # tokens come in a plan, not one by one: at most the output's length)
+    assert 0 < info["grammar_advances"] <= len(ids["json"])
+    assert 0 < info["grammar_advance_ms_p50"] <= info["grammar_advance_ms_p99"] \
+        <= info["grammar_advance_ms_max"]
 
 
 def test_other_requests_progress_while_one_is_held(make_scheduler):

@@ -21,7 +21,9 @@ def test_empty_summary_is_zero() -> None:
                        "mask_blocked_ms_max": 0.0,
                        "mask_wait_steps_with_gc": 0, "mask_wait_gc_ms_max": 0.0,
                        "mask_held_steps": 0, "mask_holds": 0, "mask_max_hold_steps": 0,
-                       "mask_idle_wait_ms": 0.0}
+                       "mask_idle_wait_ms": 0.0, "grammar_advances": 0,
+                       "grammar_advance_ms_p50": 0.0, "grammar_advance_ms_p99": 0.0,
+                       "grammar_advance_ms_max": 0.0}
 
 
 @given(st.lists(st.integers(min_value=1, max_value=50), max_size=30))
@@ -45,6 +47,17 @@ def test_percentiles_in_milliseconds() -> None:
     assert abs(s["mask_wait_ms_p50"] - 0.51) < 1e-9
     assert abs(s["mask_wait_ms_p99"] - 1.0) < 1e-9
     assert abs(s["mask_wait_ms_max"] - 1.0) < 1e-9
+
+
+def test_advances_are_timed_apart_from_steps() -> None:
+    stats = MaskWaitStats()
+    for i in range(200):
+        stats.advanced((i + 1) * 1e-5)  # 0.01 .. 2.0 ms
+    s = stats.summary()
+    assert s["grammar_advances"] == 200 and s["mask_wait_steps"] == 0
+    assert abs(s["grammar_advance_ms_p50"] - 1.01) < 1e-9
+    assert abs(s["grammar_advance_ms_p99"] - 1.99) < 1e-9
+    assert abs(s["grammar_advance_ms_max"] - 2.0) < 1e-9
 
 
 @given(st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=3 * WINDOW // 2))

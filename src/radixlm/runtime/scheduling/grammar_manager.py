@@ -275,11 +275,14 @@ class GrammarManager:
         if not req.grammar_active:
             self._maybe_activate(req)
             return None
+        start = time.perf_counter()
         try:
             step = self._advance(req, token)
         except GrammarError as exc:  # the lazy automaton grew past a budget
             req.grammar_error = str(exc)
             return self.error_reason(req)
+        finally:
+            self.mask_waits.advanced(time.perf_counter() - start)
         if not isinstance(step, (FinishStop, FinishAbort)):
             self.prefetch(req)
         return step

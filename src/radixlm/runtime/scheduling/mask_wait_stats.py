@@ -10,6 +10,8 @@ steps; and the holds: request-steps held, holds ended by the request rejoining, 
 and the time the scheduler slept with nothing but held requests to run. ``/get_server_info``
 reports them, with the two parts of a step's time apart: the gate's sleeping alone, wake-ups
 included (``mask_gate_ms_*``), and the rest, checking and copying masks (``mask_fill_ms_*``).
+Apart from the steps, each accepted token's grammar advance (accept, end check, jump-forward
+plan) is timed too (``grammar_advance_ms_*``): scheduler time outside the gate.
 A garbage collection stops every thread, so one running while a step waits or fills (started
 by the scheduler or by the compiler's worker allocating automaton terms) is in that step's
 time: kept there, and counted apart too (steps with one, the longest inside one step).
@@ -112,6 +114,11 @@ class MaskWaitStats:
     idle_wait_seconds: float = 0.0  # slept with only held requests to run (no step ran)
     gc_steps: int = 0  # steps whose recorded time a garbage collection ran in, since start
     gc_max_seconds: float = 0.0  # the longest collection time inside one step's, since start
+    # per accepted token, the scheduler's time advancing the grammar (accepting the token,
+    # asking whether only EOS can follow, planning a jump-forward): outside the mask gate,
+    # and it may build automaton rows (a state whose mask was shared through its clamped key
+    # has not had its own rows built) or wait for a grammar's lock the worker holds
+    advance_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
 
     def record(self, seconds: float, cold: int, preempted: float = 0.0,
                gate: float = 0.0, gc_paused: float = 0.0, blocked: float = 0.0) -> None:
@@ -130,6 +137,10 @@ class MaskWaitStats:
         self.steps += 1
         self.cold_fills += cold
 
+    def advanced(self, seconds: float) -> None:
+        """One token's grammar advance took ``seconds`` on the scheduler's thread."""
+        self.advance_seconds.append(seconds)
+
     def held(self, n: int) -> None:
         """``n`` requests were held out of one step."""
         self.held_steps += n
@@ -146,6 +157,7 @@ class MaskWaitStats:
         gate = sorted(self.gate_seconds)
         blocked = sorted(self.blocked_seconds)
         fill = sorted(t - g for t, g in zip(self.step_seconds, self.gate_seconds, strict=True))
+        advance = sorted(self.advance_seconds)
         return {
             "mask_wait_steps": self.steps,
             "mask_wait_cold_fills": self.cold_fills,
@@ -167,4 +179,8 @@ class MaskWaitStats:
             "mask_holds": self.holds,
             "mask_max_hold_steps": self.max_hold_steps,
             "mask_idle_wait_ms": 1e3 * self.idle_wait_seconds,
+            "grammar_advances": len(advance),
+            "grammar_advance_ms_p50": 1e3 * _percentile(advance, 0.50),
+            "grammar_advance_ms_p99": 1e3 * _percentile(advance, 0.99),
+            "grammar_advance_ms_max": 1e3 * (advance[-1] if advance else 0.0),
         }
