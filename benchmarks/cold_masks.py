@@ -20,15 +20,13 @@ import argparse
 import gc
 import json
 import os
-import tempfile
 import time
 import warnings
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import torch
-from json_decoding_support import sample  # this folder (run as a script)
+from json_decoding_support import add_walk_args, sample  # this folder (run as a script)
 
 from radixlm.fsm import (
     CompileBudget,
@@ -37,7 +35,7 @@ from radixlm.fsm import (
     GrammarSpec,
     trie_walk_kernel,
 )
-from radixlm.real_vocabularies import NAMES, load_vocabulary
+from radixlm.real_vocabularies import load_vocabulary
 
 COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
 VARIANTS = ("shared", "plain")
@@ -105,14 +103,7 @@ def summary(values: list[float]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--corpus", type=Path, required=True)
-    p.add_argument("--tokenizer", choices=NAMES, default="smollm2")
-    p.add_argument("--subsets", nargs="*", default=["Github_medium", "Github_hard",
-                                                    "JsonSchemaStore"])
-    p.add_argument("--per-subset", type=int, default=6)
-    p.add_argument("--walks", type=int, default=2)
-    p.add_argument("--max-steps", type=int, default=400)
-    p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
+    add_walk_args(p, ["Github_medium", "Github_hard", "JsonSchemaStore"], max_steps=400)
     args = p.parse_args()
     torch.set_num_threads(1)
     trie_walk_kernel.warm()

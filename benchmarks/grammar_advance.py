@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 import warnings
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import torch
 from cold_masks import time_rows  # this folder (run as a script)
-from json_decoding_support import sample
+from json_decoding_support import add_walk_args, sample
 
 from radixlm.fsm import (
     CompileBudget,
@@ -38,7 +36,7 @@ from radixlm.fsm import (
     jump_forward,
     trie_walk_kernel,
 )
-from radixlm.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
+from radixlm.real_vocabularies import RealVocabulary, load_vocabulary
 
 
 def timed(rows: list[float], into: list[tuple[float, int]], fn, *fn_args):  # noqa: ANN001, ANN201
@@ -85,13 +83,7 @@ def report(name: str, values: list[tuple[float, int]]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--corpus", type=Path, required=True)
-    p.add_argument("--tokenizer", choices=NAMES, default="smollm2")
-    p.add_argument("--subsets", nargs="*", default=["Github_hard", "JsonSchemaStore"])
-    p.add_argument("--per-subset", type=int, default=6)
-    p.add_argument("--walks", type=int, default=2)
-    p.add_argument("--max-steps", type=int, default=300)
-    p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
+    add_walk_args(p, ["Github_hard", "JsonSchemaStore"], max_steps=300)
     args = p.parse_args()
     torch.set_num_threads(1)
     trie_walk_kernel.warm()

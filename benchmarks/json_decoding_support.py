@@ -4,16 +4,20 @@ when it runs past the budget)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing as mp
 import re
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from radixlm.fsm import TokenVocabulary
+from radixlm.real_vocabularies import NAMES
 
 
 def _child(fn: Callable[..., Any], args: tuple, conn: Any) -> None:
@@ -109,3 +113,15 @@ def sample(mask_row: torch.Tensor, vocab_size: int, gen: torch.Generator) -> int
     allowed = ((mask_row.unsqueeze(-1) >> shifts) & 1).reshape(-1)[:vocab_size].bool()
     logits = torch.randn(vocab_size, generator=gen).masked_fill(~allowed, float("-inf"))
     return int(logits.argmax())
+
+
+def add_walk_args(p: argparse.ArgumentParser, subsets: list[str], max_steps: int) -> None:
+    """The flags of a random-logit walk over corpus schemas (cold_masks.py, grammar_advance.py):
+    corpus, vocabulary, subsets, schemas per subset, walks per schema, steps per walk, cache."""
+    p.add_argument("--corpus", type=Path, required=True)
+    p.add_argument("--tokenizer", choices=NAMES, default="smollm2")
+    p.add_argument("--subsets", nargs="*", default=subsets)
+    p.add_argument("--per-subset", type=int, default=6)
+    p.add_argument("--walks", type=int, default=2)
+    p.add_argument("--max-steps", type=int, default=max_steps)
+    p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
