@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import time
 import warnings
@@ -26,13 +25,16 @@ from dataclasses import replace
 
 import numpy as np
 import torch
-from json_decoding_support import add_walk_args, sample  # this folder (run as a script)
+from json_decoding_support import (  # this folder (run as a script)
+    add_walk_args,
+    corpus_specs,
+    sample,
+)
 
 from radixlm.fsm import (
     CompileBudget,
     GrammarCompiler,
     GrammarError,
-    GrammarSpec,
     trie_walk_kernel,
 )
 from radixlm.real_vocabularies import load_vocabulary
@@ -114,9 +116,7 @@ def main() -> None:
     for subset in args.subsets:
         times: dict[str, list[float]] = {k: [] for k in VARIANTS}
         rows = {k: [0.0, 0, 0.0, 0] for k in VARIANTS}  # see time_rows
-        for seed, path in enumerate(sorted((args.corpus / subset).glob("*.json"))
-                                    [: args.per_subset]):
-            spec = GrammarSpec.json_schema(json.loads(path.read_text())["schema"])
+        for seed, spec in corpus_specs(args.corpus, subset, args.per_subset):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")

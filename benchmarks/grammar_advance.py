@@ -18,7 +18,6 @@ time.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
 from functools import partial
@@ -26,13 +25,12 @@ from functools import partial
 import numpy as np
 import torch
 from cold_masks import time_rows  # this folder (run as a script)
-from json_decoding_support import add_walk_args, sample
+from json_decoding_support import add_walk_args, corpus_specs, sample
 
 from radixlm.fsm import (
     CompileBudget,
     GrammarCompiler,
     GrammarError,
-    GrammarSpec,
     jump_forward,
     trie_walk_kernel,
 )
@@ -92,9 +90,7 @@ def main() -> None:
     accepts: list[tuple[float, int]] = []
     jumps: list[tuple[float, int]] = []
     for subset in args.subsets:
-        for seed, path in enumerate(sorted((args.corpus / subset).glob("*.json"))
-                                    [: args.per_subset]):
-            spec = GrammarSpec.json_schema(json.loads(path.read_text())["schema"])
+        for seed, spec in corpus_specs(args.corpus, subset, args.per_subset):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from radixlm.fsm import TokenVocabulary
+from radixlm.fsm import GrammarSpec, TokenVocabulary
 from radixlm.real_vocabularies import NAMES
 
 
@@ -125,3 +125,11 @@ def add_walk_args(p: argparse.ArgumentParser, subsets: list[str], max_steps: int
     p.add_argument("--walks", type=int, default=2)
     p.add_argument("--max-steps", type=int, default=max_steps)
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
+
+
+def corpus_specs(corpus: Path, subset: str, per_subset: int) -> list[tuple[int, GrammarSpec]]:
+    """(seed, spec) of a subset's first ``per_subset`` schemas, sorted by file name: the seed
+    is the schema's place, so a walk's random logits follow the schema, not the run."""
+    paths = sorted((corpus / subset).glob("*.json"))[:per_subset]
+    return [(seed, GrammarSpec.json_schema(json.loads(path.read_text())["schema"]))
+            for seed, path in enumerate(paths)]
