@@ -38,7 +38,8 @@ WAIT_KEYS = ("mask_wait_steps", "mask_wait_cold_fills", "mask_wait_ms_p50", "mas
 # the gate's sleeps and GIL waits, and the compiler's worker parked for it (newer servers)
 GATE_KEYS = ("mask_gate_sleeps", "mask_blocked_ms_p99", "mask_blocked_ms_max",
              "grammar_worker_pauses", "grammar_worker_paused_ms", "grammar_advances",
-             "grammar_advance_ms_p50", "grammar_advance_ms_p99", "grammar_advance_ms_max")
+             "grammar_advance_ms_p50", "grammar_advance_ms_p99", "grammar_advance_ms_max",
+             "grammar_advances_deferred")
 GC_KEYS = ("gc_pauses", "gc_full_pauses", "gc_pause_ms_p99", "gc_pause_ms_max",
            "gc_full_pause_ms_max", "gc_pause_ms_total", "gc_frozen_objects")
 
@@ -141,7 +142,8 @@ def run(args: argparse.Namespace) -> None:
               f"parked {r['grammar_worker_pauses']} times, {r['grammar_worker_paused_ms']:.1f} ms")
         print(f"    grammar advances (accept, end check, jump plan; outside the gate) "
               f"{r['grammar_advances']}: p50 {r['grammar_advance_ms_p50']:.3f} / p99 "
-              f"{r['grammar_advance_ms_p99']:.3f} / max {r['grammar_advance_ms_max']:.3f} ms")
+              f"{r['grammar_advance_ms_p99']:.3f} / max {r['grammar_advance_ms_max']:.3f} ms, "
+              f"{r['grammar_advances_deferred']} deferred to the worker")
         for e in r["errors"]:
             print(f"  error: {e}")
     write_results(args.out, {"machine": machine(), "model": model.describe(),

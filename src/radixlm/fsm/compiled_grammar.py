@@ -96,6 +96,10 @@ class CompiledGrammar:
         # states whose mask the warm-up could not compute (a budget hit): the error is raised
         # again by mask() at once, so a caller that waited for it fails instead of retrying
         self._failed: dict[int, GrammarError] = {}
+        # (state, token) advances a scheduler deferred because they would build automaton
+        # rows (see advance_ready): warmed before everything else, as decoding waits on them
+        self._advances: deque[tuple[int, int]] = deque()
+        self._failed_advances: dict[tuple[int, int], GrammarError] = {}
 
     @property
     def initial_state(self) -> int:
@@ -200,9 +204,102 @@ class CompiledGrammar:
         return ready
 
     def next_state(self, state: int, token_id: int) -> int:
-        """State after a text token (DEAD if not allowed)."""
+        """State after a text token (DEAD if not allowed). Through rows already built it
+        takes no lock (the worker may hold it for a whole mask); otherwise it builds them."""
+        data = self._token_data(token_id)
+        if data is None:
+            return DEAD
+        nxt = self.dfa.walk_built(state, data)
+        if nxt is not None:
+            return nxt
         with self._lock:
             return self.index.next_state(state, token_id)
+
+    def _token_data(self, token_id: int) -> bytes | None:
+        if not 0 <= token_id < self.vocab.vocab_size:
+            return None
+        return self.vocab.token_bytes[token_id]
+
+    # -- advances decided ahead (the scheduler's critical path) ---------------------------
+
+    def advance_ready(self, state: int, token_id: int, jump: bool = True) -> bool:
+        """Whether advancing from ``state`` by ``token_id`` builds no automaton row and
+        computes no mask on the caller's thread: the token's walk (:meth:`next_state`), the
+        end check (:meth:`has_text_continuation`, which needs the next state's mask when it
+        is accepting) and, with ``jump``, the forced run after it. Takes no lock, builds
+        nothing (a few microseconds). True too when the advance's warm-up failed
+        (:meth:`advance_error` says why) or the token is not allowed (refused at once)."""
+        if token_id in self.eos_ids or (state, token_id) in self._failed_advances:
+            return True
+        data = self._token_data(token_id)
+        if data is None:
+            return True
+        nxt = self.dfa.walk_built(state, data)
+        if nxt is None:
+            return False
+        if nxt == DEAD:
+            return True
+        accepting = self.dfa.accepting
+        if nxt >= accepting.shape[0]:  # registered as the table grew: read again later
+            return False
+        if accepting[nxt] and not self.mask_ready(nxt):
+            return False
+        return not jump or self.compressed.run_ready(nxt)
+
+    def advance_error(self, state: int, token_id: int) -> GrammarError | None:
+        """Why warming the advance from ``state`` by ``token_id`` failed (a budget), if it did."""
+        return self._failed_advances.get((state, token_id))
+
+    def prefetch_advance(self, state: int, token_id: int) -> None:
+        """Ask the warm-up to build what advancing from ``state`` by ``token_id`` needs (see
+        :meth:`advance_ready`), before any mask; :meth:`wait_advance` sleeps for it."""
+        if (state, token_id) not in self._advances:
+            self._advances.append((state, token_id))
+
+    def wait_advance(self, state: int, token_id: int, jump: bool, seconds: float) -> bool:
+        """Sleep (the GIL released) until :meth:`advance_ready`, at most about ``seconds``;
+        True when ready. Computes nothing itself (prefetch the advance first)."""
+        if self.advance_ready(state, token_id, jump):
+            return True
+        if seconds <= 0:
+            return False
+        with self._mask_added:
+            return self._mask_added.wait_for(
+                lambda: self.advance_ready(state, token_id, jump), seconds)
+
+    def _warm_advance(self, state: int, token_id: int) -> None:
+        """Build the rows (and the mask, at an accepting state) that advancing from ``state``
+        by ``token_id`` needs; a budget hit is kept for :meth:`advance_error`."""
+        with self._lock:
+            try:
+                data = self._token_data(token_id)
+                nxt = DEAD if data is None else self._walk_pausing(state, data)
+                if nxt != DEAD:
+                    self.dfa.build_row(nxt)
+                    if self.dfa.accepting[nxt]:
+                        self.mask(nxt)
+                    self.compressed.run(nxt)
+            except MaskDeferred:
+                self._advances.appendleft((state, token_id))
+                raise
+            except GrammarError as exc:
+                self._failed_advances[(state, token_id)] = exc
+            self._notify_mask()
+
+    def _walk_pausing(self, state: int, data: bytes) -> int:
+        """:meth:`LazyDFA.walk`, with the warm-up's pause point (``yield_when``) after each
+        row it builds, as a mask's walk has: a worker held off the GIL parks there."""
+        dfa = self.dfa
+        for byte in data:
+            if not dfa.built[state]:
+                dfa.build_row(state)
+                pause = self.index.yield_when
+                if pause is not None and pause():
+                    raise MaskDeferred  # the rows built stay: the retry resumes
+            state = int(dfa.trans[state, byte])
+            if state == DEAD:
+                break
+        return state
 
     def has_text_continuation(self, state: int) -> bool:
         """Whether some text token is allowed in ``state``."""
@@ -218,7 +315,8 @@ class CompiledGrammar:
 
     def warm_up(self, max_states: int, max_seconds: float, polite: bool = False,
                 stop: Callable[[], bool] | None = None,
-                yield_to: Callable[[], bool] | None = None) -> dict[int, bytes]:
+                yield_to: Callable[[], bool] | None = None,
+                prefetched_only: bool = False) -> dict[int, bytes]:
         """Compute up to ``max_states`` more distinct masks (or for ``max_seconds``, whichever
         comes first): first the states :meth:`prefetch` asked for and the states one token
         after them (where decoding is), then breadth first over the clamped automaton (states
@@ -233,6 +331,9 @@ class CompiledGrammar:
         the call at once, that mask left for later (the rows built stay, so the next call
         resumes it; the masks are the same either way). A 131k-token mask can take tens of
         milliseconds: this is what keeps a compile from waiting that long for the GIL.
+        ``prefetched_only``: stop once nothing :meth:`prefetch` or :meth:`prefetch_advance`
+        asked for is left (a prefetch's slice; the breadth-first part is the background
+        warm-up's, within its own ``background_warmup_states``).
 
         Raises :class:`GrammarError` when a reachable non-final state allows no token at all
         (the vocabulary cannot spell what the grammar requires there).
@@ -241,7 +342,10 @@ class CompiledGrammar:
         end = time.perf_counter() + max_seconds
         next_yield = time.perf_counter() + _POLITE_SLICE
         hot_done = 0
-        while self.warm_up_pending and len(done) + hot_done < max_states and \
+        def pending() -> bool:
+            return self.prefetch_pending if prefetched_only else self.warm_up_pending
+
+        while pending() and len(done) + hot_done < max_states and \
                 (not done and not hot_done or time.perf_counter() < end):
             try:
                 hot_done += self._warm_next(done, yield_to)
@@ -261,6 +365,9 @@ class CompiledGrammar:
         with self._lock:  # the index's hook is set and cleared under the automaton's lock
             self.index.yield_when = yield_to
             try:
+                if self._advances:
+                    self._warm_advance(*self._advances.popleft())
+                    return 0
                 if self._hot:
                     return self._warm_hot(*self._hot.popleft())
                 if not self._warm_queue:  # another thread took the last prefetched state
@@ -320,12 +427,13 @@ class CompiledGrammar:
     @property
     def warm_up_pending(self) -> bool:
         """Whether :meth:`warm_up` has states left to visit."""
-        return bool(self._warm_queue) or bool(self._hot)
+        return bool(self._warm_queue) or self.prefetch_pending
 
     @property
     def prefetch_pending(self) -> bool:
-        """Whether states asked for by :meth:`prefetch` (or their successors) are queued."""
-        return bool(self._hot)
+        """Whether states asked for by :meth:`prefetch` (or their successors), or advances
+        asked for by :meth:`prefetch_advance`, are queued."""
+        return bool(self._hot) or bool(self._advances)
 
     def install_masks(self, entries: list[tuple[bytes, np.ndarray]]) -> None:
         """Install cached masks (byte path from the start, mask words)."""

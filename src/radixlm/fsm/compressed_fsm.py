@@ -32,6 +32,15 @@ class CompressedFSM:
         live = np.flatnonzero(self.dfa.row(state))
         return int(live[0]) if live.size == 1 else None
 
+    def run_ready(self, state: int) -> bool:
+        """Whether :meth:`run` of ``state`` builds no automaton row (and takes no lock): its
+        run is cached, or it has none that its own built row does not already show (dead,
+        accepting, or branching)."""
+        dfa = self.dfa
+        if state in self._runs or state == DEAD or dfa.accepting[state]:
+            return True
+        return bool(dfa.built[state]) and np.count_nonzero(dfa.trans[state]) != 1
+
     def run(self, state: int) -> tuple[bytes, int]:
         """(forced bytes from ``state``, state after them); cut to a character boundary."""
         hit = self._runs.get(state)

@@ -192,11 +192,21 @@ class GrammarCompiler:
         the masks are then usually computed while the forward runs. Never blocks.
         """
         ready = matcher.prefetch()
-        grammar = matcher.grammar
+        self._schedule_prefetch(matcher.grammar)
+        return ready
+
+    def prefetch_advance(self, matcher: GrammarMatcher, token_id: int) -> None:
+        """Have the worker build what advancing ``matcher`` by ``token_id`` needs (automaton
+        rows, a mask at an accepting state, the forced run after it), before any mask: a
+        scheduler that deferred the advance waits for it (:meth:`GrammarMatcher.advance_ready`).
+        Never blocks."""
+        matcher.prefetch_advance(token_id)
+        self._schedule_prefetch(matcher.grammar)
+
+    def _schedule_prefetch(self, grammar: CompiledGrammar) -> None:
         if not grammar.prefetch_scheduled and not self._closed:
             grammar.prefetch_scheduled = True
             self._pool.submit(self._prefetch_in_background, grammar)
-        return ready
 
     def _prefetch_in_background(self, grammar: CompiledGrammar) -> None:
         grammar.prefetch_scheduled = False  # prefetches from now on queue another slice
@@ -204,7 +214,8 @@ class GrammarCompiler:
             self.background.point()
             try:
                 grammar.warm_up(_PREFETCH_SLICE, float("inf"), polite=True,
-                                stop=lambda: not self._idle.is_set(), yield_to=self._park)
+                                stop=lambda: not self._idle.is_set(), yield_to=self._park,
+                                prefetched_only=True)
             except GrammarError:
                 return  # the matcher reports it if decoding ever gets there
             if not self._idle.is_set():  # a compile waits for this worker: yield to it

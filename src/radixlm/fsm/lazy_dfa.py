@@ -150,6 +150,24 @@ class LazyDFA:
                 return DEAD
         return int(state)
 
+    def walk_built(self, state: int, data: bytes) -> int | None:
+        """State after ``data`` from ``state`` through rows already built, taking no lock and
+        building nothing; None when a row on the way is missing (the walk would build it).
+
+        Safe against a writer on another thread: ``built`` is read before ``trans``, and the
+        table grows by assigning the new ``trans`` before the new ``built``, so a flag read
+        here always has its row in the ``trans`` read after it (rows are written before
+        their flag)."""
+        built = self.built
+        trans = self.trans
+        for byte in data:
+            if state >= built.shape[0] or not built[state]:
+                return None
+            state = trans[state, byte]
+            if state == DEAD:
+                return DEAD
+        return int(state)
+
     def mask_key(self, state: int, reach: int) -> int:
         """The state of ``state``'s clamped term (see :meth:`TermBuilder.clamp`): states with
         the same key allow the same tokens of at most ``reach`` bytes."""

@@ -83,6 +83,32 @@ class GrammarMatcher:
         self._history.append(nxt)
         return True
 
+    def advance_ready(self, token_id: int, jump: bool = True) -> bool:
+        """Whether :meth:`accept_token` of ``token_id``, then :meth:`must_end` and (``jump``)
+        :meth:`jump_forward_string`, would build no automaton row nor compute a mask on the
+        caller's thread (no lock taken, nothing built; see
+        :meth:`CompiledGrammar.advance_ready`). A caller that cannot wait defers the
+        advance: :meth:`prefetch_advance`, then advance once this is True."""
+        return self.is_finished() or self.grammar.advance_ready(self._history[-1], token_id,
+                                                                jump)
+
+    def prefetch_advance(self, token_id: int) -> None:
+        """Queue what advancing by ``token_id`` needs for the background warm-up, ahead of
+        masks (:meth:`GrammarCompiler.prefetch_advance` also schedules the warm-up)."""
+        if not self.is_finished():
+            self.grammar.prefetch_advance(self._history[-1], token_id)
+
+    def wait_advance_ready(self, token_id: int, jump: bool, seconds: float) -> bool:
+        """Sleep (the GIL released) at most about ``seconds`` for :meth:`advance_ready`."""
+        return self.is_finished() or self.grammar.wait_advance(self._history[-1], token_id,
+                                                               jump, seconds)
+
+    def advance_error(self, token_id: int) -> Exception | None:
+        """Why the warm-up could not prepare advancing by ``token_id`` (a budget), if so."""
+        if self.is_finished():
+            return None
+        return self.grammar.advance_error(self._history[-1], token_id)
+
     def accept_tokens(self, token_ids: list[int]) -> bool:
         """Accept all tokens or none (state unchanged on failure)."""
         depth = len(self._history)

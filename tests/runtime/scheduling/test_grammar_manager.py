@@ -58,6 +58,9 @@ class LiteralMatcher:
             return True
         return False
 
+    def advance_ready(self, token: int, jump: bool) -> bool:
+        return True  # a literal has no automaton rows to build: never deferred
+
     def accept_tokens(self, tokens: list[int]) -> bool:
         start = self.pos
         if all(self.accept_token(t) for t in tokens):

@@ -22,6 +22,7 @@ def test_empty_summary_is_zero() -> None:
                        "mask_wait_steps_with_gc": 0, "mask_wait_gc_ms_max": 0.0,
                        "mask_held_steps": 0, "mask_holds": 0, "mask_max_hold_steps": 0,
                        "mask_idle_wait_ms": 0.0, "grammar_advances": 0,
+                       "grammar_advances_deferred": 0,
                        "grammar_advance_ms_p50": 0.0, "grammar_advance_ms_p99": 0.0,
                        "grammar_advance_ms_max": 0.0}
 

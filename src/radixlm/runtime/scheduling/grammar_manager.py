@@ -51,9 +51,23 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+@dataclass(frozen=True)
+class AdvanceDeferred:
+    """A token whose grammar advance would have built automaton rows (or computed a mask)
+    on the scheduler's thread: the compiler's worker prepares it instead, and the request,
+    its token kept in its output, sits out steps until the advance is ready (the gate's
+    :meth:`~.mask_gate.StepMaskGate.advance_ready`), when the owner makes it
+    (:meth:`GrammarManager.resume_advance`). ``jump``: whether the advance plans a
+    jump-forward, so whether the forced run after the token must be ready too."""
+
+    token: int
+    jump: bool
+
+
 # After a token: a finish reason (the grammar ended the output, or the constraint failed), or
-# a jump-forward plan to apply (replace ``rollback`` output tokens by ``tokens``), or None.
-GrammarStep = Union[FinishReason, JumpForwardPlan, None]  # noqa: UP007
+# a jump-forward plan to apply (replace ``rollback`` output tokens by ``tokens``), or the
+# advance deferred to the compiler's worker, or None.
+GrammarStep = Union[FinishReason, JumpForwardPlan, AdvanceDeferred, None]  # noqa: UP007
 
 
 @dataclass(frozen=True)
@@ -221,7 +235,12 @@ class GrammarManager:
                                    gate.gc_paused + late.gc_paused, gate.blocked)
         if not ran and gate.held:
             start = time.perf_counter()
-            gate.held[0].grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
+            req = gate.held[0]
+            pending = req.grammar_pending
+            if pending is not None:
+                req.grammar.wait_advance_ready(pending.token, pending.jump, IDLE_WAIT_SECONDS)
+            else:
+                req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
 
     def background_summary(self) -> dict[str, float | int]:
@@ -268,7 +287,9 @@ class GrammarManager:
         """Advance ``req``'s grammar by its new token (already appended to its output).
 
         Returns a finish reason if the output must end here, a jump-forward plan for the
-        owner to apply, or None.
+        owner to apply, :class:`AdvanceDeferred` when the advance would build automaton rows
+        on this thread (then the compiler's worker prepares it and the owner makes it later,
+        :meth:`resume_advance`), or None.
         """
         if req.grammar is None:
             return None
@@ -276,6 +297,26 @@ class GrammarManager:
             self._maybe_activate(req)
             return None
         start = time.perf_counter()
+        jump = self._jumps(req)
+        if not req.grammar.advance_ready(token, jump):
+            req.grammar_pending = AdvanceDeferred(token, jump)
+            self.compiler.prefetch_advance(req.grammar, token)
+            self.mask_waits.deferred(time.perf_counter() - start)
+            return req.grammar_pending
+        return self._timed_advance(req, token, start)
+
+    def resume_advance(self, req: Req) -> GrammarStep:
+        """Make the advance ``req`` deferred (:class:`AdvanceDeferred`), once the gate says it
+        is ready; what it returns is what :meth:`after_token` would have returned then."""
+        pending, req.grammar_pending = req.grammar_pending, None
+        assert pending is not None, "no deferred advance to resume"
+        error = req.grammar.advance_error(pending.token)
+        if error is not None:  # the worker hit a budget preparing it: the same message
+            req.grammar_error = str(error)
+            return self.error_reason(req)
+        return self._timed_advance(req, pending.token, time.perf_counter())
+
+    def _timed_advance(self, req: Req, token: int, start: float) -> GrammarStep:
         try:
             step = self._advance(req, token)
         except GrammarError as exc:  # the lazy automaton grew past a budget
@@ -287,12 +328,22 @@ class GrammarManager:
             self.prefetch(req)
         return step
 
+    def _jumps(self, req: Req) -> bool:
+        """Whether ``req``'s advances plan jump-forwards."""
+        return self.enable_jump_forward and not req.return_logprob
+
     def prefetch(self, req: Req) -> None:
         """Queue the mask of ``req``'s current state (and of the states one token on) for
         the compiler's worker, so that it is usually ready before the next step needs it.
         Never blocks. Called after each token, after a jump-forward too (planning a jump
-        already advances the matcher, so the state prefetched is the one after the jump)."""
-        if req.grammar is not None and req.grammar_active:
+        already advances the matcher, so the state prefetched is the one after the jump).
+        A request whose advance is deferred waits for that instead: it is queued again, at
+        the front of the worker's work."""
+        if req.grammar is None or not req.grammar_active:
+            return
+        if req.grammar_pending is not None:  # what it waits for is its advance
+            self.compiler.prefetch_advance(req.grammar, req.grammar_pending.token)
+        else:
             self.compiler.prefetch(req.grammar)
 
     @staticmethod
@@ -308,7 +359,7 @@ class GrammarManager:
             # Only EOS could follow: stop without sampling it. What ended the output is the
             # token that completed the grammar, reported as an EOS would be (the last token).
             return FinishStop(matched=token)
-        if self.enable_jump_forward and not req.return_logprob:
+        if self._jumps(req):
             return self.jump(req)
         return None
 

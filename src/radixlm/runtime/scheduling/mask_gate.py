@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from ...fsm import BackgroundHold, work_clock
 from .gate_reserve import GateReserve
@@ -99,10 +100,44 @@ class StepMaskGate:
     def ready(self, req: Req) -> bool:
         """Whether ``req`` may run in this step: unconstrained (or its constraint not active
         yet), or its mask is ready now or within what is left of the step's bound (then it
-        is copied into the step's rows). False holds it."""
+        is copied into the step's rows). False holds it; a request whose last token's grammar
+        advance is still deferred (``grammar_pending``, see :meth:`advance_ready`) is held
+        without a check."""
         matcher = req.grammar
         if matcher is None or not req.grammar_active:
             return True
+        with self._measured() as start:
+            if req.grammar_pending is None and (
+                    matcher.mask_ready() or self._wait(start, matcher.wait_mask_ready)):
+                self.fill(req)
+                if req.mask_held_steps:
+                    self.stats.rejoined(req.mask_held_steps)
+                    req.mask_held_steps = 0
+                return True
+            self._hold(req)
+            return False
+
+    def advance_ready(self, req: Req) -> bool:
+        """Whether the grammar advance ``req`` deferred to the compiler's worker (its
+        ``grammar_pending``) can be made now without building automaton rows, or can within
+        what is left of the step's bound (sleeping for the worker as for a mask). The owner
+        then makes it before asking :meth:`ready`; False holds the request this step."""
+        pending = req.grammar_pending
+        matcher = req.grammar
+        token, jump = pending.token, pending.jump
+        with self._measured() as start:
+            return matcher.advance_ready(token, jump) or self._wait(
+                start, lambda left: matcher.wait_advance_ready(token, jump, left))
+
+    def _hold(self, req: Req) -> None:
+        req.mask_held_steps += 1
+        self.held.append(req)
+        self.prefetch(req)  # in case the warm-up's queue moved past it: to the front again
+
+    @contextmanager
+    def _measured(self) -> Iterator[float]:
+        """Time one check (yields its start on ``clock``) into the step's mask time, with
+        the worker held off the GIL from the step's first check on."""
         self.checked += 1
         if self._run_delay is None:  # once a step, outside the measured time
             self._run_delay = self.run_queue.seconds()
@@ -112,16 +147,7 @@ class StepMaskGate:
         start, cpu, gc_before = self.clock(), self.cpu_clock(), work_clock.gc_seconds()
         asleep = self._asleep_off_cpu
         try:
-            if matcher.mask_ready() or self._wait(req, start):
-                self.fill(req)
-                if req.mask_held_steps:
-                    self.stats.rejoined(req.mask_held_steps)
-                    req.mask_held_steps = 0
-                return True
-            req.mask_held_steps += 1
-            self.held.append(req)
-            self.prefetch(req)  # in case the warm-up's queue moved past it: to the front again
-            return False
+            yield start
         finally:
             elapsed = self.clock() - start
             self.spent += elapsed
@@ -160,7 +186,8 @@ class StepMaskGate:
             own = self.spent - self.waited - preempted_awake - self.blocked
             self.reserve.learn(own, self._late_wake)
 
-    def _wait(self, req: Req, start: float) -> bool:
+    def _wait(self, start: float, wait: Callable[[float], bool]) -> bool:
+        """Sleep in ``wait`` (it returns True once ready) for what is left of the bound."""
         left = self.sleep_bound - self.spent - (self.clock() - start)
         if left <= 0:
             return False
@@ -172,7 +199,7 @@ class StepMaskGate:
         if self._holding:  # the worker computes the mask slept for: lend it the GIL
             self.background.release()
         try:
-            ready = bool(req.grammar.wait_mask_ready(left))
+            ready = bool(wait(left))
             return ready
         finally:
             if self._holding:

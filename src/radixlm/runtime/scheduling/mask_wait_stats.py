@@ -11,7 +11,10 @@ and the time the scheduler slept with nothing but held requests to run. ``/get_s
 reports them, with the two parts of a step's time apart: the gate's sleeping alone, wake-ups
 included (``mask_gate_ms_*``), and the rest, checking and copying masks (``mask_fill_ms_*``).
 Apart from the steps, each accepted token's grammar advance (accept, end check, jump-forward
-plan) is timed too (``grammar_advance_ms_*``): scheduler time outside the gate.
+plan) is timed too (``grammar_advance_ms_*``): scheduler time outside the gate. An advance
+that would build automaton rows is not made there but handed to the compiler's worker
+(``grammar_advances_deferred``; its check is timed as an advance, and the advance again when
+the gate finds it ready), the request held meanwhile like one whose mask is not ready.
 A garbage collection stops every thread, so one running while a step waits or fills (started
 by the scheduler or by the compiler's worker allocating automaton terms) is in that step's
 time: kept there, and counted apart too (steps with one, the longest inside one step).
@@ -119,6 +122,7 @@ class MaskWaitStats:
     # and it may build automaton rows (a state whose mask was shared through its clamped key
     # has not had its own rows built) or wait for a grammar's lock the worker holds
     advance_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    deferred_advances: int = 0  # of them, handed to the compiler's worker, since start
 
     def record(self, seconds: float, cold: int, preempted: float = 0.0,
                gate: float = 0.0, gc_paused: float = 0.0, blocked: float = 0.0) -> None:
@@ -139,6 +143,12 @@ class MaskWaitStats:
 
     def advanced(self, seconds: float) -> None:
         """One token's grammar advance took ``seconds`` on the scheduler's thread."""
+        self.advance_seconds.append(seconds)
+
+    def deferred(self, seconds: float) -> None:
+        """One token's advance was found to need automaton rows (the check took
+        ``seconds``) and was handed to the compiler's worker; it is timed again when made."""
+        self.deferred_advances += 1
         self.advance_seconds.append(seconds)
 
     def held(self, n: int) -> None:
@@ -180,6 +190,7 @@ class MaskWaitStats:
             "mask_max_hold_steps": self.max_hold_steps,
             "mask_idle_wait_ms": 1e3 * self.idle_wait_seconds,
             "grammar_advances": len(advance),
+            "grammar_advances_deferred": self.deferred_advances,
             "grammar_advance_ms_p50": 1e3 * _percentile(advance, 0.50),
             "grammar_advance_ms_p99": 1e3 * _percentile(advance, 0.99),
             "grammar_advance_ms_max": 1e3 * (advance[-1] if advance else 0.0),

@@ -30,7 +30,7 @@ from ..model.sampler import SampleResult, SampleRow, finite_logprobs, sample, to
 from ..server_args import ServerArgs
 from ..wire.messages import FinishLength, FinishReason, ReqOut
 from .finish_check import FinishCheck
-from .grammar_manager import GrammarManager
+from .grammar_manager import AdvanceDeferred, GrammarManager, GrammarStep
 from .request import PrefillChunk, Req
 
 logger = logging.getLogger(__name__)
@@ -223,21 +223,38 @@ class OutputProcessor:
         return sorted(self.finish.eos_ids | set(p.stop_token_ids or ()))
 
     def _grammar_step(self, req: Req, token: int) -> FinishReason | None:
-        """Advance the constraint by ``token``; apply a jump-forward it plans."""
-        outcome = self.grammar.after_token(req, token)
+        """Advance the constraint by ``token``; apply a jump-forward it plans (a deferred
+        advance is made later: :meth:`resume_grammar`)."""
+        return self._act_on(req, self.grammar.after_token(req, token))
+
+    def resume_grammar(self, req: Req) -> ReqOut | None:
+        """Make ``req``'s deferred grammar advance (the gate found it ready) and act on it as
+        on any token's: a jump-forward applied, a finish reason set. Returns the output to
+        send: the last one when it finished (the owner releases it), else what streaming
+        owes now (a jump's forced tokens), or None."""
+        reason = self._act_on(req, self.grammar.resume_advance(req))
+        if reason is not None:
+            return self.finish_output(req, reason)
+        return self._maybe_output(req)
+
+    def _act_on(self, req: Req, outcome: GrammarStep) -> FinishReason | None:
         if isinstance(outcome, JumpForwardPlan):
             return self.apply_jump(req, outcome.rollback, list(outcome.tokens))
+        if isinstance(outcome, AdvanceDeferred):
+            return None  # the token stays in the output; the request is held until resumed
         return outcome
 
     def apply_jump(self, req: Req, rollback: int, tokens: list[int]) -> FinishReason | None:
         """Replace the last ``rollback`` output tokens with ``tokens`` (jump-forward); their
-        KV is computed by the next step's extend. Returns a finish reason if one applies."""
-        assert req.kv is not None
+        KV is computed by the next step's extend. Returns a finish reason if one applies.
+        A request with no KV (retracted while its advance was deferred) has nothing to cut:
+        its whole token list is prefilled again when it is readmitted."""
         n_out = req.num_output
         keep = n_out - rollback
-        # The newest output token has no KV yet; tokens before it do, and those replaced go.
-        valid = req.prompt_len + min(keep, n_out - 1)
-        self.kv.truncate(req.kv, valid)
+        if req.kv is not None:
+            # The newest output token has no KV yet; tokens before it do, and those replaced go.
+            valid = req.prompt_len + min(keep, n_out - 1)
+            self.kv.truncate(req.kv, valid)
         req.replace_output(keep, tokens)
         req.forced_tokens += max(len(tokens) - rollback, 0)
         self.counters["forced_tokens"] += max(len(tokens) - rollback, 0)

@@ -94,6 +94,9 @@ class Req:
     grammar_after: str | None = None  # that marker (the request's, else the server's)
     grammar_start: int = 0  # output index where the constraint began
     grammar_error: str | None = None  # a budget hit while decoding: the request ends with it
+    # the last token's grammar advance, deferred to the compiler's worker (an AdvanceDeferred
+    # of grammar_manager): the request is held until the scheduler can make it cheaply
+    grammar_pending: Any = None
     mask_held_steps: int = 0  # consecutive steps held out because its mask was not ready
     pending_rollback: int = 0
     first_token_time: float = 0.0

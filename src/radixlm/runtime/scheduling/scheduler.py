@@ -142,6 +142,7 @@ class Scheduler:
         self._poll_compiles()
         # Constrained requests whose mask is not ready within the bound sit this step out.
         gate = self.grammar.begin_step()
+        self._resume_advances(gate)
         decodes = self._reserve_decodes(gate)
         outs.extend(self.pending_outs)
         self.pending_outs.clear()
@@ -170,6 +171,27 @@ class Scheduler:
         for req, message in self.grammar.poll_compiles(self.waiting).failed:
             self.fail(req.rid)
             self.errors.append(ErrorOut(rid=req.rid, message=message))
+
+    def _resume_advances(self, gate: StepMaskGate) -> None:
+        """Make the grammar advances deferred to the compiler's worker that the gate finds
+        ready (within the step's mask-wait bound); the others' requests stay held. One that
+        raises fails its request alone."""
+        for req in [r for r in self.running + self.waiting if r.grammar_pending is not None]:
+            if not gate.advance_ready(req):
+                continue
+            try:
+                out = self.output.resume_grammar(req)
+            except Exception as exc:  # a bug in one request's advance never stops the engine
+                logger.exception("advancing the constraint of %s failed", req.rid)
+                self.fail(req.rid)
+                self.errors.append(ErrorOut(rid=req.rid, code="internal", message=(
+                    f"internal error while advancing the constraint: "
+                    f"{type(exc).__name__}: {exc}")))
+                continue
+            if out is not None:
+                self.pending_outs.append(out)
+            if req.finish_reason is not None:
+                self._retire(req)
 
     def _reserve_decodes(self, gate: StepMaskGate) -> list[Req]:
         """A KV slot for every decoding request the gate lets run (its mask is ready),
@@ -317,6 +339,8 @@ class Scheduler:
         self._release(req, cache=True)
         if req in self.running:
             self.running.remove(req)
+        if req in self.waiting:  # retracted, then ended by its deferred grammar advance
+            self.waiting.remove(req)
         self.reqs.pop(req.rid, None)
         self.counters["finished"] += 1
 
