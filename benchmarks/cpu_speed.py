@@ -16,6 +16,10 @@ runners and engines) and llama.cpp (its decode and prompt-batch threads alike).
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cpu_speed.py [--repeats 3] [--threads 1]
         [--tasks extraction,rag,rag_batch,streams32] [--rag-questions 32] [--breakdown]
+        [--chart docs/img/cpu_speed.png]
+
+``--chart PATH`` draws the side-by-side rows as bar charts (``charts.py``; matplotlib, the
+``bench`` extra): the speed rows at PATH, the many-requests rows beside it (PATH's stem + _2).
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
+from pathlib import Path
 
+import charts
 import cpu_speed_tasks as tasks
 import llama_cpp_batched as batched
 import torch
@@ -240,6 +247,8 @@ def main() -> None:
     parser.add_argument("--llama-cpp-flash-attn", choices=sorted(FLASH_ATTN), default="off",
                         help="llama.cpp's flash attention in the rag_batch / streams32 rows "
                              "(off: the Llama class's default, and faster here)")
+    parser.add_argument("--chart", type=Path, default=None,
+                        help="PNG path: the side-by-side rows as bar charts (charts.py)")
     args = parser.parse_args()
     args.tasks = [t for t in args.tasks.split(",") if t]
     unknown = set(args.tasks) - set(TASKS)
@@ -292,6 +301,10 @@ def main() -> None:
     results["llama_cpp_flash_attn"] = args.llama_cpp_flash_attn
     print(json.dumps({"llama_cpp_q4_1": results["llama_cpp_q4_1"]}), flush=True)
     print(json.dumps(results, indent=1))
+    if args.chart:
+        charts.write_charts(charts.cpu_speed_charts(
+            results, charts.processor_name(), charts.utc_now(),
+            "benchmarks/cpu_speed.py " + " ".join(sys.argv[1:])), args.chart)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ also get that schema-ordered spelling. xgrammar gets a ``TokenizerInfo`` built f
 bytes (specials other than EOS empty, so masked); outlines-core a byte-keyed vocabulary.
 
     python benchmarks/json_decoding.py --tokenizer smollm2 --per-subset 20 --out results.json
+
+``--chart PATH`` draws every engine's mask p50/p99 side by side (``charts.py``; matplotlib, the
+``bench`` extra) and compile p50 beside it (PATH's stem + _2).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import charts  # this folder (run as a script)
 import jsonschema
 import numpy as np
 import torch
@@ -414,6 +418,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
     p.add_argument("--out", type=Path,
                    default=Path(__file__).resolve().parent / "results" / "json_decoding.json")
+    p.add_argument("--chart", type=Path, default=None,
+                   help="PNG path: mask p50/p99 of every engine side by side (charts.py), and "
+                        "compile p50 beside it (PATH's stem + _2)")
     args = p.parse_args()
     if args.mask_bound_ms is not None and not args.forward_ms > 0:
         p.error("--mask-bound-ms models the scheduler's gate, which waits while a forward runs: "
@@ -474,6 +481,10 @@ def main() -> None:
     args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                     "summary": summary}, indent=1))
     print(f"wrote {args.out}")
+    if args.chart:
+        charts.write_charts(charts.json_decoding_charts(
+            summary, args.tokenizer, charts.processor_name(), charts.utc_now(),
+            "benchmarks/json_decoding.py " + " ".join(sys.argv[1:])), args.chart)
 
 
 if __name__ == "__main__":
