@@ -22,28 +22,12 @@
  * (a view of the paged pool [L, Hkv, D]), v alike; out [Hkv, R, D] normalized over these
  * keys and lse [Hkv, R] their log-sum-exp (no key: out 0, lse -inf). D is 64 or 128.
  * radixlm.kernels.cpu.avx512_attention checks shapes and dtypes and falls back to torch. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <math.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_X86 1
-#include <immintrin.h>
-#else
-#define HAVE_X86 0
-#endif
-
-typedef ptrdiff_t idx_t;
+#include "radixlm_native.h"
 
 #define KB 64 /* keys per block: 4 zmm of scores per row */
 
 #if HAVE_X86
 #define TARGET __attribute__((target("avx512f")))
-#define INLINE static inline __attribute__((always_inline))
 
 /* e^x: n = round(x log2 e), r = x - n ln 2 (two-part constant), Taylor to r^7 on
  * |r| <= ln2 / 2 (truncation < 1e-8 relative), scaled by 2^n. Inputs clamped to float's
@@ -422,25 +406,14 @@ TARGET static void decode_all(const float *q, const float *k_pool, const float *
     }
 }
 
-static int cpu_supported(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-}
-#else
-static int cpu_supported(void) { return 0; }
 #endif
 
-static PyObject *py_supported(PyObject *self, PyObject *noargs) {
-    (void)self;
-    (void)noargs;
-    return PyBool_FromLong(cpu_supported());
-}
+DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f"))
 
 /* prefix_attention(q, k, v, row_stride, head_stride, out, lse, hkv, rows, L, d, scale,
  * first, group): first -1 for no mask, else causal (row r is query token r / group at key
  * position first + r / group). */
-static PyObject *py_prefix_attention(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_prefix_attention(PyObject *UNUSED self, PyObject *args) {
     unsigned long long q, k, v, out, lse;
     Py_ssize_t row_stride, head_stride, hkv, rows, L, first, group;
     int d;
@@ -454,10 +427,7 @@ static PyObject *py_prefix_attention(PyObject *self, PyObject *args) {
                         "rows >= 1, L >= 0, row_stride >= D, first >= -1, group >= 1");
         return NULL;
     }
-    if (!cpu_supported()) {
-        PyErr_SetString(PyExc_RuntimeError, "prefix_attention: this CPU lacks AVX-512");
-        return NULL;
-    }
+    if (!cpu_check(cpu_supported(), "prefix_attention: this CPU lacks AVX-512")) return NULL;
 #if HAVE_X86
     const idx_t padded = rows + 6; /* one_head pads rows to its block (6 or 3 rows) */
     float *work = malloc(sizeof(float) * (size_t)(2 * padded * d + 2 * padded + d * KB));
@@ -478,8 +448,7 @@ static PyObject *py_prefix_attention(PyObject *self, PyObject *args) {
 /* decode_attention(q, k_pool, v_pool, num_slots, indptr, indices, num_indices, out, batch,
  * hq, hkv, dim, window, prior_lse, sm_scale, logit_cap): row_ops.decode_attention's
  * arguments and checks (every index and slot before any work), D 64 or 128, hq / hkv <= 64. */
-static PyObject *py_decode_attention(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_decode_attention(PyObject *UNUSED self, PyObject *args) {
     unsigned long long q, k, v, indptr_p, indices_p, out, prior;
     long long num_slots, num_indices, batch, hq, hkv, d, window;
     float scale, cap;
@@ -487,8 +456,7 @@ static PyObject *py_decode_attention(PyObject *self, PyObject *args) {
                           &indices_p, &num_indices, &out, &batch, &hq, &hkv, &d, &window,
                           &prior, &scale, &cap))
         return NULL;
-    const int64_t *indptr = (const int64_t *)(uintptr_t)indptr_p;
-    const int64_t *indices = (const int64_t *)(uintptr_t)indices_p;
+    const int64_t *indptr = PTR(indptr_p), *indices = PTR(indices_p);
     if (!q || !k || !v || !indptr || !indices || !out || batch < 0 || hkv < 1 ||
         (d != 64 && d != 128) || hq % hkv || hq / hkv > 64 ||
         (batch > 0 && (indptr[0] < 0 || indptr[batch] > num_indices))) {
@@ -496,33 +464,14 @@ static PyObject *py_decode_attention(PyObject *self, PyObject *args) {
                         "be 64 or 128, at most 64 query heads per KV head)");
         return NULL;
     }
-    idx_t longest = 1;
-    for (long long b = 0; b < batch; b++) {
-        const idx_t len = indptr[b + 1] - indptr[b];
-        if (len < 1) {
-            PyErr_Format(PyExc_ValueError, "decode_attention: request %lld has no KV token", b);
-            return NULL;
-        }
-        longest = len > longest ? len : longest;
-    }
-    for (idx_t j = batch > 0 ? indptr[0] : 0; batch > 0 && j < indptr[batch]; j++)
-        if (indices[j] < 0 || indices[j] >= num_slots) {
-            PyErr_Format(PyExc_IndexError, "decode_attention: slot %lld outside the pool of %lld",
-                         (long long)indices[j], num_slots);
-            return NULL;
-        }
-    if (!cpu_supported()) {
-        PyErr_SetString(PyExc_RuntimeError, "decode_attention: this CPU lacks AVX-512");
-        return NULL;
-    }
+    idx_t longest;
+    if (!check_decode_slots(indptr, indices, batch, num_slots, &longest)) return NULL;
+    if (!cpu_check(cpu_supported(), "decode_attention: this CPU lacks AVX-512")) return NULL;
 #if HAVE_X86
-    float *s = malloc(sizeof(float) * (size_t)(longest * (hq / hkv)));
+    float *s = malloc(sizeof(float) * (size_t)((longest > 0 ? longest : 1) * (hq / hkv)));
     if (!s) return PyErr_NoMemory();
-    Py_BEGIN_ALLOW_THREADS
-    decode_all((const float *)(uintptr_t)q, (const float *)(uintptr_t)k,
-               (const float *)(uintptr_t)v, indptr, indices, batch, hq, hkv, d, window,
-               (const float *)(uintptr_t)prior, scale, cap, (float *)(uintptr_t)out, s);
-    Py_END_ALLOW_THREADS
+    WITHOUT_GIL(decode_all(PTR(q), PTR(k), PTR(v), indptr, indices, batch, hq, hkv, d, window,
+                           PTR(prior), scale, cap, PTR(out), s));
     free(s);
 #endif
     Py_RETURN_NONE;
@@ -540,9 +489,5 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT, "avx512_attention",
-    "Attention on AVX-512: shared-prefix flash attention and decode attention by slot.", -1,
-    METHODS};
-
-PyMODINIT_FUNC PyInit_avx512_attention(void) { return PyModule_Create(&MODULE); }
+DEFINE_MODULE(avx512_attention,
+              "Attention on AVX-512: shared-prefix flash attention and decode attention by slot.")

@@ -59,26 +59,8 @@
  * splits its column tiles over `threads` (pthreads started per call; each output is computed
  * as alone, so the result does not depend on the count).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <math.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(__linux__)
-#define HAVE_X86 1
-#include <cpuid.h>
-#include <immintrin.h>
-#include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#else
-#define HAVE_X86 0
-#endif
-
-typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
+#define RADIXLM_NATIVE_AMX /* the header's AMX tile helpers */
+#include "radixlm_native.h"
 
 #define TN 16                   /* output columns per tile */
 #define TK 64                   /* k per tile: 16 rows of 4 s8 */
@@ -88,31 +70,16 @@ typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
 #define MAX_K 43690             /* 3 K 128^2 < 2^31: a level's int32 sum cannot overflow */
 #define MAX_THREADS 64          /* a call's threads at most (the caller's and those it starts) */
 
-#if HAVE_X86
+#if HAVE_X86_LINUX
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,amx-tile,amx-int8")))
-#define INLINE static inline __attribute__((always_inline))
-
-/* ldtilecfg's 64-byte operand. */
-typedef struct {
-    uint8_t palette;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config_t;
 
 /* Tiles: 0, 1, 2 the accumulators of levels 0, 1, 2 (x rows x 16 int32); 3, 4, 5 x's hi,
  * mid, lo planes (x rows x 64 s8); 6, 7 weight planes (16 rows x 64 s8). `rows`: x rows in a
  * tile, 16, or M when the whole call has fewer (a shorter TDPBSSD). */
 static TARGET void configure_tiles(int rows) {
-    tile_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int i = 0; i < 8; i++) {
-        cfg.rows[i] = (uint8_t)(i < 6 ? rows : TK / 4);
-        cfg.colsb[i] = 64;
-    }
-    _tile_loadconfig(&cfg);
+    uint8_t tile_rows[8];
+    for (int i = 0; i < 8; i++) tile_rows[i] = (uint8_t)(i < 6 ? rows : TK / 4);
+    load_tile_config(tile_rows);
 }
 
 /* The row's exponent e (V = round(v 2^e) fits 3 balanced digits, the largest |V| in
@@ -332,9 +299,6 @@ static TARGET void gemm_all(const float *x, const int8_t *packed, float *out, id
     }
 }
 
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
-
 /* The CPU has the instructions and the kernel lets this process use AMX's tile state. */
 static int cpu_supported(void) {
     static int answer = -1;
@@ -345,7 +309,7 @@ static int cpu_supported(void) {
     const int avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1, avx512bw = (b >> 30) & 1;
     const int avx512vl = (b >> 31) & 1, amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1;
     if (!(avx512f && avx512dq && avx512bw && avx512vl && amx_tile && amx_int8)) return answer;
-    answer = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    answer = amx_permission();
     return answer;
 }
 
@@ -366,15 +330,9 @@ static void *work_buffer(size_t bytes) {
 static int cpu_supported(void) { return 0; }
 #endif
 
-static PyObject *py_supported(PyObject *self, PyObject *noargs) {
-    (void)self;
-    (void)noargs;
-    return PyBool_FromLong(cpu_supported());
-}
+DEFINE_SUPPORTED
 
-static PyObject *py_unit_shape(PyObject *self, PyObject *noargs) {
-    (void)self;
-    (void)noargs;
+static PyObject *py_unit_shape(PyObject *UNUSED self, PyObject *UNUSED noargs) {
     return Py_BuildValue("(iin)", TN, TK, (Py_ssize_t)MAX_K);
 }
 
@@ -383,12 +341,9 @@ static PyObject *gemm_entry(PyObject *args, PyObject *kwargs, int wplanes) {
     unsigned long long px, pw, pout;
     long long M, N, K;
     int threads = 1;
-    if (!cpu_supported()) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "f32_amx_fx24_gemm.gemm needs a CPU with AMX-INT8 and AVX-512 F/BW/DQ/VL and "
-                        "the kernel's leave to use AMX (check supported())");
+    if (!cpu_check(cpu_supported(), "f32_amx_fx24_gemm.gemm needs a CPU with AMX-INT8 and "
+                   "AVX-512 F/BW/DQ/VL and the kernel's leave to use AMX (check supported())"))
         return NULL;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKKLLL|i:gemm", kwlist, &px, &pw, &pout,
                                      &M, &N, &K, &threads))
         return NULL;
@@ -407,7 +362,7 @@ static PyObject *gemm_entry(PyObject *args, PyObject *kwargs, int wplanes) {
         PyErr_SetString(PyExc_ValueError, "gemm: a data pointer is null");
         return NULL;
     }
-#if HAVE_X86
+#if HAVE_X86_LINUX
     const idx_t M16 = (M + TM - 1) / TM * TM, K64 = (K + TK - 1) / TK * TK;
     const size_t plane_bytes = (size_t)(3 * M16 * K64);
     const size_t ux_off = (plane_bytes + 63) / 64 * 64;
@@ -426,13 +381,11 @@ static PyObject *gemm_entry(PyObject *args, PyObject *kwargs, int wplanes) {
     Py_RETURN_NONE;
 }
 
-static PyObject *py_gemm(PyObject *self, PyObject *args, PyObject *kwargs) {
-    (void)self;
+static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args, PyObject *kwargs) {
     return gemm_entry(args, kwargs, 3);
 }
 
-static PyObject *py_gemm_codes(PyObject *self, PyObject *args, PyObject *kwargs) {
-    (void)self;
+static PyObject *py_gemm_codes(PyObject *UNUSED self, PyObject *args, PyObject *kwargs) {
     return gemm_entry(args, kwargs, 1);
 }
 
@@ -460,13 +413,5 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "f32_amx_fx24_gemm",
-    .m_doc = "float32 GEMM on AMX int8 tiles, each operand row as 24-bit fixed point in three "
-             "s8 digit planes (f32_amx_fx24_gemm.c).",
-    .m_size = -1,
-    .m_methods = METHODS,
-};
-
-PyMODINIT_FUNC PyInit_f32_amx_fx24_gemm(void) { return PyModule_Create(&MODULE); }
+DEFINE_MODULE(f32_amx_fx24_gemm, "float32 GEMM on AMX int8 tiles, each operand row as 24-bit "
+                                 "fixed point in three s8 digit planes (f32_amx_fx24_gemm.c).")

@@ -39,24 +39,8 @@
  * RuntimeError where it cannot run. The GIL is released while it runs. Plain C on the
  * CPython API: the caller passes data pointers (radixlm.kernels.cpu.f32_amx_gemm checks).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(__linux__)
-#define HAVE_X86 1
-#include <cpuid.h>
-#include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#else
-#define HAVE_X86 0
-#endif
-
-typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
+#define RADIXLM_NATIVE_AMX /* the header's AMX tile helpers */
+#include "radixlm_native.h"
 
 #define TN 16                  /* output columns per tile */
 #define TK 32                  /* k per tile: 16 rows of bfloat16 pairs */
@@ -69,18 +53,8 @@ typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
  * 16 tiles 74, 63, 58, 67 ms (oneDNN 70). */
 #define BLOCK_TILES 8
 
-#if HAVE_X86
+#if HAVE_X86_LINUX
 #define TARGET __attribute__((target("avx512f,avx512bf16,amx-tile,amx-bf16")))
-#define INLINE static inline __attribute__((always_inline))
-
-/* ldtilecfg's 64-byte operand: palette 1, all eight tiles 16 rows x 64 bytes. */
-typedef struct {
-    uint8_t palette;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config_t;
 
 /* v = p0 + p1 + p2 exactly: p0 = v's top 16 bits, p1 = the remainder's, p2 what is left
  * (at most 8 significant bits: a bfloat16). */
@@ -175,14 +149,8 @@ static TARGET void gemm_all(const float *x, const float *packed, float *out, idx
     const idx_t tiles = (N + TN - 1) / TN, blocks = K32 / TK, row_tiles = M16 / TM;
     const idx_t plane = M16 * K32;
     float scratch[TM * TN];
-    tile_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int i = 0; i < 8; i++) {
-        cfg.rows[i] = 16;
-        cfg.colsb[i] = 64;
-    }
-    _tile_loadconfig(&cfg);
+    static const uint8_t tile_rows[8] = {16, 16, 16, 16, 16, 16, 16, 16}; /* of 64 bytes */
+    load_tile_config(tile_rows);
     cut_rows(x, xp, M, K, M16, K32);
     for (idx_t m0 = 0; m0 < row_tiles; m0 += BLOCK_TILES) {
         const idx_t m1 = m0 + BLOCK_TILES < row_tiles ? m0 + BLOCK_TILES : row_tiles;
@@ -213,9 +181,6 @@ static TARGET void gemm_all(const float *x, const float *packed, float *out, idx
     _tile_release();
 }
 
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
-
 /* The CPU has the instructions and the kernel lets this process use AMX's tile state. */
 static int cpu_supported(void) {
     static int answer = -1;
@@ -227,58 +192,27 @@ static int cpu_supported(void) {
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return answer;
     const int avx512bf16 = (a >> 5) & 1;
     if (!(avx512f && amx_bf16 && amx_tile && avx512bf16)) return answer;
-    answer = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    answer = amx_permission();
     return answer;
 }
 #else
 static int cpu_supported(void) { return 0; }
 #endif
 
-static PyObject *py_supported(PyObject *self, PyObject *noargs) {
-    (void)self;
-    (void)noargs;
-    return PyBool_FromLong(cpu_supported());
-}
+DEFINE_SUPPORTED
 
-static PyObject *py_tile_shape(PyObject *self, PyObject *noargs) {
-    (void)self;
-    (void)noargs;
+static PyObject *py_tile_shape(PyObject *UNUSED self, PyObject *UNUSED noargs) {
     return Py_BuildValue("(ii)", TN, TK);
 }
 
-/* The arguments' own sanity (the launcher checks the tensors): 0 with an error set, or 1
- * with the pointers unpacked. */
-static int parse_gemm(PyObject *args, float **ptrs, long long *sizes) {
-    unsigned long long x, w, out;
-    if (!PyArg_ParseTuple(args, "KKKLLL:gemm", &x, &w, &out, &sizes[0], &sizes[1], &sizes[2]))
-        return 0;
-    if (sizes[0] < 1 || sizes[1] < 1 || sizes[2] < 1) {
-        PyErr_Format(PyExc_ValueError, "gemm: M, N and K must be >= 1, got %lld, %lld, %lld",
-                     sizes[0], sizes[1], sizes[2]);
-        return 0;
-    }
-    if (!x || !w || !out) {
-        PyErr_SetString(PyExc_ValueError, "gemm: a data pointer is null");
-        return 0;
-    }
-    ptrs[0] = (float *)(uintptr_t)x;
-    ptrs[1] = (float *)(uintptr_t)w;
-    ptrs[2] = (float *)(uintptr_t)out;
-    return 1;
-}
-
-static PyObject *py_gemm(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
     float *ptrs[3];
-    long long sizes[3]; /* M, N, K */
-    if (!cpu_supported()) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "f32_amx_gemm.gemm needs a CPU with AMX-BF16 and AVX512-BF16 and the "
-                        "kernel's leave to use AMX (check supported())");
+    long long sizes[4]; /* M, N, K, 0 */
+    if (!cpu_check(cpu_supported(), "f32_amx_gemm.gemm needs a CPU with AMX-BF16 and "
+                   "AVX512-BF16 and the kernel's leave to use AMX (check supported())"))
         return NULL;
-    }
-    if (!parse_gemm(args, ptrs, sizes)) return NULL;
-#if HAVE_X86
+    if (!parse_float_gemm(args, "KKKLLL:gemm", "gemm", ptrs, sizes)) return NULL;
+#if HAVE_X86_LINUX
     const idx_t M = (idx_t)sizes[0], N = (idx_t)sizes[1], K = (idx_t)sizes[2];
     const idx_t M16 = (M + TM - 1) / TM * TM, K32 = (K + TK - 1) / TK * TK;
     /* x's pieces, then one column tile's weight pieces; 64-byte aligned for the tiles */
@@ -287,9 +221,8 @@ static PyObject *py_gemm(PyObject *self, PyObject *args) {
     /* a fresh buffer each call: one kept per thread between calls measured no faster */
     uint16_t *buf = aligned_alloc(64, (xp_bytes + wp_bytes + 63) / 64 * 64);
     if (!buf) return PyErr_NoMemory();
-    Py_BEGIN_ALLOW_THREADS
-    gemm_all(ptrs[0], ptrs[1], ptrs[2], M, N, K, buf, buf + xp_bytes / sizeof(uint16_t));
-    Py_END_ALLOW_THREADS
+    WITHOUT_GIL(gemm_all(ptrs[0], ptrs[1], ptrs[2], M, N, K, buf,
+                         buf + xp_bytes / sizeof(uint16_t)));
     free(buf);
 #endif
     Py_RETURN_NONE;
@@ -310,13 +243,5 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "f32_amx_gemm",
-    .m_doc = "float32 GEMM on AMX bfloat16 tiles, each operand cut into three bfloat16 pieces "
-             "(f32_amx_gemm.c).",
-    .m_size = -1,
-    .m_methods = METHODS,
-};
-
-PyMODINIT_FUNC PyInit_f32_amx_gemm(void) { return PyModule_Create(&MODULE); }
+DEFINE_MODULE(f32_amx_gemm, "float32 GEMM on AMX bfloat16 tiles, each operand cut into three "
+                            "bfloat16 pieces (f32_amx_gemm.c).")

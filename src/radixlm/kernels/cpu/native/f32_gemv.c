@@ -23,23 +23,10 @@
  * this CPU can run it, and `gemv` raises RuntimeError where it cannot. The GIL is released
  * while it runs. Plain C on the CPython API: the caller passes data pointers.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_X86 1
-#include <immintrin.h>
-#else
-#define HAVE_X86 0
-#endif
-
-typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
+#include "radixlm_native.h"
 
 #if HAVE_X86
 #define TARGET __attribute__((target("avx512f")))
-#define INLINE static inline __attribute__((always_inline))
 #define NR 4     /* weight rows per tile: 4 concurrent streams along the matrix */
 #define NR_WIDE 8 /* ... 8 for 1-2 activation rows, one at a time (8 + 8 + 1 zmm) */
 #define MR_MAX 6 /* activation rows per pass over a tile: MR * NR + NR + 1 <= 32 zmm */
@@ -146,61 +133,20 @@ static void gemv_all(const float *x, const float *w, float *out, idx_t M, idx_t 
     for (; n < N; n++) tiles_single(x, w + n * K, out + n, M, N, K, ahead);
 }
 
-static int cpu_supported(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-}
-#else
-static int cpu_supported(void) { return 0; }
 #endif
 
-static PyObject *py_supported(PyObject *self, PyObject *noargs) {
-    (void)self;
-    (void)noargs;
-    return PyBool_FromLong(cpu_supported());
-}
+DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f"))
 
-/* The arguments' own sanity (the launcher checks the tensors): NULL with an error set, or
- * the pointers unpacked. */
-static int parse_gemv(PyObject *args, float **ptrs, long long *sizes) {
-    unsigned long long x, w, out;
-    if (!PyArg_ParseTuple(args, "KKKLLLL:gemv", &x, &w, &out, &sizes[0], &sizes[1], &sizes[2],
-                          &sizes[3]))
-        return 0;
-    if (sizes[0] < 1 || sizes[1] < 1 || sizes[2] < 1) {
-        PyErr_Format(PyExc_ValueError, "gemv: M, N and K must be >= 1, got %lld, %lld, %lld",
-                     sizes[0], sizes[1], sizes[2]);
-        return 0;
-    }
-    if (sizes[3] < 0) {
-        PyErr_Format(PyExc_ValueError, "gemv: prefetch must be >= 0 bytes, got %lld", sizes[3]);
-        return 0;
-    }
-    if (!x || !w || !out) {
-        PyErr_SetString(PyExc_ValueError, "gemv: a data pointer is null");
-        return 0;
-    }
-    ptrs[0] = (float *)(uintptr_t)x;
-    ptrs[1] = (float *)(uintptr_t)w;
-    ptrs[2] = (float *)(uintptr_t)out;
-    return 1;
-}
-
-static PyObject *py_gemv(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_gemv(PyObject *UNUSED self, PyObject *args) {
     float *ptrs[3];
     long long sizes[4]; /* M, N, K, prefetch bytes */
-    if (!cpu_supported()) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "f32_gemv.gemv needs a CPU with AVX-512 F (check supported())");
+    if (!cpu_check(cpu_supported(),
+                   "f32_gemv.gemv needs a CPU with AVX-512 F (check supported())"))
         return NULL;
-    }
-    if (!parse_gemv(args, ptrs, sizes)) return NULL;
+    if (!parse_float_gemm(args, "KKKLLLL:gemv", "gemv", ptrs, sizes)) return NULL;
 #if HAVE_X86
-    Py_BEGIN_ALLOW_THREADS
-    gemv_all(ptrs[0], ptrs[1], ptrs[2], (idx_t)sizes[0], (idx_t)sizes[1], (idx_t)sizes[2],
-             (idx_t)sizes[3]);
-    Py_END_ALLOW_THREADS
+    WITHOUT_GIL(gemv_all(ptrs[0], ptrs[1], ptrs[2], (idx_t)sizes[0], (idx_t)sizes[1],
+                         (idx_t)sizes[2], (idx_t)sizes[3]));
 #endif
     Py_RETURN_NONE;
 }
@@ -217,13 +163,5 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "f32_gemv",
-    .m_doc = "float32 GEMV for a few rows on AVX-512, weight read once for all rows "
-             "(f32_gemv.c).",
-    .m_size = -1,
-    .m_methods = METHODS,
-};
-
-PyMODINIT_FUNC PyInit_f32_gemv(void) { return PyModule_Create(&MODULE); }
+DEFINE_MODULE(f32_gemv, "float32 GEMV for a few rows on AVX-512, weight read once for all "
+                        "rows (f32_gemv.c).")

@@ -26,19 +26,7 @@
  * raises RuntimeError where it cannot. The GIL is released while it runs. Plain C on the
  * CPython API: the caller passes data pointers (radixlm.kernels.cpu.f32_panel_gemm checks).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_X86 1
-#include <immintrin.h>
-#else
-#define HAVE_X86 0
-#endif
-
-typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
+#include "radixlm_native.h"
 
 #define NR 48    /* output columns per panel: 3 zmm of 16 floats */
 #define VPR 3    /* zmm per panel line */
@@ -52,7 +40,6 @@ typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
 
 #if HAVE_X86
 #define TARGET __attribute__((target("avx512f")))
-#define INLINE static inline __attribute__((always_inline))
 
 /* The prefetch cursor over the next panel: `at` advances `lines` cache lines per k until it
  * reaches `end` (the end of the matrix: nothing past it is touched). */
@@ -146,61 +133,24 @@ static void gemm_all(const float *x, const float *packed, float *out, idx_t M, i
     }
 }
 
-static int cpu_supported(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-}
-#else
-static int cpu_supported(void) { return 0; }
 #endif
 
-static PyObject *py_supported(PyObject *self, PyObject *noargs) {
-    (void)self;
-    (void)noargs;
-    return PyBool_FromLong(cpu_supported());
-}
+DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f"))
 
-static PyObject *py_panel_width(PyObject *self, PyObject *noargs) {
-    (void)self;
-    (void)noargs;
+static PyObject *py_panel_width(PyObject *UNUSED self, PyObject *UNUSED noargs) {
     return PyLong_FromLong(NR);
 }
 
-/* The arguments' own sanity (the launcher checks the tensors): 0 with an error set, or 1
- * with the pointers unpacked. */
-static int parse_gemm(PyObject *args, float **ptrs, long long *sizes) {
-    unsigned long long x, w, out;
-    if (!PyArg_ParseTuple(args, "KKKLLL:gemm", &x, &w, &out, &sizes[0], &sizes[1], &sizes[2]))
-        return 0;
-    if (sizes[0] < 1 || sizes[1] < 1 || sizes[2] < 1) {
-        PyErr_Format(PyExc_ValueError, "gemm: M, N and K must be >= 1, got %lld, %lld, %lld",
-                     sizes[0], sizes[1], sizes[2]);
-        return 0;
-    }
-    if (!x || !w || !out) {
-        PyErr_SetString(PyExc_ValueError, "gemm: a data pointer is null");
-        return 0;
-    }
-    ptrs[0] = (float *)(uintptr_t)x;
-    ptrs[1] = (float *)(uintptr_t)w;
-    ptrs[2] = (float *)(uintptr_t)out;
-    return 1;
-}
-
-static PyObject *py_gemm(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
     float *ptrs[3];
-    long long sizes[3]; /* M, N, K */
-    if (!cpu_supported()) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "f32_panel_gemm.gemm needs a CPU with AVX-512 F (check supported())");
+    long long sizes[4]; /* M, N, K, 0 */
+    if (!cpu_check(cpu_supported(),
+                   "f32_panel_gemm.gemm needs a CPU with AVX-512 F (check supported())"))
         return NULL;
-    }
-    if (!parse_gemm(args, ptrs, sizes)) return NULL;
+    if (!parse_float_gemm(args, "KKKLLL:gemm", "gemm", ptrs, sizes)) return NULL;
 #if HAVE_X86
-    Py_BEGIN_ALLOW_THREADS
-    gemm_all(ptrs[0], ptrs[1], ptrs[2], (idx_t)sizes[0], (idx_t)sizes[1], (idx_t)sizes[2]);
-    Py_END_ALLOW_THREADS
+    WITHOUT_GIL(gemm_all(ptrs[0], ptrs[1], ptrs[2], (idx_t)sizes[0], (idx_t)sizes[1],
+                         (idx_t)sizes[2]));
 #endif
     Py_RETURN_NONE;
 }
@@ -219,13 +169,5 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "f32_panel_gemm",
-    .m_doc = "float32 GEMM for decode-sized batches on AVX-512, the weight packed in panels of "
-             "48 output columns (f32_panel_gemm.c).",
-    .m_size = -1,
-    .m_methods = METHODS,
-};
-
-PyMODINIT_FUNC PyInit_f32_panel_gemm(void) { return PyModule_Create(&MODULE); }
+DEFINE_MODULE(f32_panel_gemm, "float32 GEMM for decode-sized batches on AVX-512, the weight "
+                              "packed in panels of 48 output columns (f32_panel_gemm.c).")

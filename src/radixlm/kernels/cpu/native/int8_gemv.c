@@ -23,27 +23,15 @@
  * it cannot. The GIL is released while it runs. Plain C on the CPython API: the caller
  * passes data pointers.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_X86 1
-#include <immintrin.h>
-#else
-#define HAVE_X86 0
-#endif
+#include "radixlm_native.h"
 
 #define MAX_ROWS 8 /* activation rows per weight pass */
 #define NR 4       /* output rows per tile */
 #define NR_WIDE 8  /* ... for 1-2 activation rows: MR * 8 + 8 + 1 <= 25 zmm */
-typedef ptrdiff_t idx_t; /* sizes and offsets: 64-bit wherever pointers are */
 
 
 #if HAVE_X86
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
-#define INLINE static inline __attribute__((always_inline))
 /* into L2, not L1: streaming SmolLM2's 210 int8 matrices at batch 1 measured 11.7 GB/s with
  * T1 against 10.6 with T0 and 6 with NTA (8 KiB ahead; T2 is T1 on Intel) */
 #define PREFETCH_HINT _MM_HINT_T1
@@ -175,45 +163,19 @@ static void gemv_all(const float *x, const int8_t *w, const float *s, float *out
     }
 }
 
-static int cpu_supported(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-}
-#else
-static int cpu_supported(void) { return 0; }
 #endif
 
-static PyObject *py_supported(PyObject *self, PyObject *noargs) {
-    (void)self;
-    (void)noargs;
-    return PyBool_FromLong(cpu_supported());
-}
+DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl"))
 
-static PyObject *py_gemv(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_gemv(PyObject *UNUSED self, PyObject *args) {
     unsigned long long x, w, s, out;
     long long m, n, k, prefetch;
     if (!PyArg_ParseTuple(args, "KKKKLLLL:gemv", &x, &w, &s, &out, &m, &n, &k, &prefetch))
         return NULL;
-    if (!cpu_supported()) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "int8_gemv.gemv needs a CPU with AVX-512 F, BW and VL (check supported())");
+    if (!cpu_check(cpu_supported(),
+                   "int8_gemv.gemv needs a CPU with AVX-512 F, BW and VL (check supported())"))
         return NULL;
-    }
-    if (m < 1 || n < 1 || k < 1) {
-        PyErr_Format(PyExc_ValueError, "gemv: M, N and K must be >= 1, got %lld, %lld, %lld",
-                     m, n, k);
-        return NULL;
-    }
-    if (prefetch < 0) {
-        PyErr_Format(PyExc_ValueError, "gemv: prefetch must be >= 0 bytes, got %lld", prefetch);
-        return NULL;
-    }
-    if (!x || !w || !s || !out) {
-        PyErr_SetString(PyExc_ValueError, "gemv: a data pointer is null");
-        return NULL;
-    }
+    if (!check_gemm_args("gemv", m, n, k, prefetch, !x || !w || !s || !out)) return NULL;
 #if HAVE_X86
     Py_BEGIN_ALLOW_THREADS
     gemv_all((const float *)(uintptr_t)x, (const int8_t *)(uintptr_t)w,
@@ -236,12 +198,5 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "int8_gemv",
-    .m_doc = "int8 per-channel weight-only GEMV for 1-8 float32 rows on AVX-512 (int8_gemv.c).",
-    .m_size = -1,
-    .m_methods = METHODS,
-};
-
-PyMODINIT_FUNC PyInit_int8_gemv(void) { return PyModule_Create(&MODULE); }
+DEFINE_MODULE(int8_gemv,
+              "int8 per-channel weight-only GEMV for 1-8 float32 rows on AVX-512 (int8_gemv.c).")

@@ -45,14 +45,7 @@
    from the Python launchers (kernels/cpu/q4_gemv.py, int8_vnni.py), which check shapes,
    dtypes and contiguity; this file trusts them. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <immintrin.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include "radixlm_native.h"
 
 #define GROUP 32
 #define BLOCK_ROWS 16
@@ -372,21 +365,10 @@ static const gemv_fn GEMV_PC[MAX_ROWS + 1] = {NULL, gemv_pc_1, gemv_pc_2, gemv_p
                                              gemv_pc_5, gemv_pc_6, gemv_pc_7, gemv_pc_8};
 
 /* -- Python entry points --------------------------------------------------------------- */
-static int cpu_ok(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-           __builtin_cpu_supports("f16c");
-}
+DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
+                     CPU_HAS("avx512vnni") && CPU_HAS("f16c"))
 
-static PyObject *py_supported(PyObject *self, PyObject *args) {
-    (void)self;
-    (void)args;
-    return PyBool_FromLong(cpu_ok());
-}
-
-static PyObject *py_packed_bytes(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_packed_bytes(PyObject *UNUSED self, PyObject *args) {
     Py_ssize_t n, k;
     int bits, half;
     if (!PyArg_ParseTuple(args, "nnip", &n, &k, &bits, &half)) return NULL;
@@ -400,8 +382,7 @@ static PyObject *py_packed_bytes(PyObject *self, PyObject *args) {
 /* pack(dst, codes, scales, mins, n, k, bits, half): codes [n, k] (u8 in [0, 15] for bits 4,
    s8 for 8); scales, mins f32 [n, k / 32] (mins unused for 8); stored as float16 when half
    (the caller checked they are exactly representable) */
-static PyObject *py_pack(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_pack(PyObject *UNUSED self, PyObject *args) {
     unsigned long long dst, codes, scales, mins;
     Py_ssize_t n, k;
     int bits, half;
@@ -412,15 +393,8 @@ static PyObject *py_pack(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "q4_gemv: bits must be 4 or 8, got %d", bits);
         return NULL;
     }
-    if (!cpu_ok()) {
-        PyErr_SetString(PyExc_RuntimeError, "q4_gemv: this CPU lacks AVX-512 VNNI");
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    pack_tiles((uint8_t *)(uintptr_t)dst, (const uint8_t *)(uintptr_t)codes,
-               (const float *)(uintptr_t)scales, (const float *)(uintptr_t)mins, n, k, bits,
-               half);
-    Py_END_ALLOW_THREADS
+    if (!cpu_check(cpu_supported(), "q4_gemv: this CPU lacks AVX-512 VNNI")) return NULL;
+    WITHOUT_GIL(pack_tiles(PTR(dst), PTR(codes), PTR(scales), PTR(mins), n, k, bits, half));
     Py_RETURN_NONE;
 }
 
@@ -458,10 +432,7 @@ static PyObject *gemv_call(unsigned long long w, Py_ssize_t n, Py_ssize_t k, int
                      "got %zd; use the grouped layout (pack)", ROWS_MAX_K, k);
         return NULL;
     }
-    if (!cpu_ok()) {
-        PyErr_SetString(PyExc_RuntimeError, "q4_gemv: this CPU lacks AVX-512 VNNI");
-        return NULL;
-    }
+    if (!cpu_check(cpu_supported(), "q4_gemv: this CPU lacks AVX-512 VNNI")) return NULL;
     Py_ssize_t groups = k / GROUP;
     size_t plane_bytes = ((size_t)rows * 3 * k + 63) & ~(size_t)63;
     size_t psum_bytes = (size_t)rows * (groups + 1) * 4 * sizeof(int32_t);
@@ -474,18 +445,14 @@ static PyObject *gemv_call(unsigned long long w, Py_ssize_t n, Py_ssize_t k, int
     p.sums = (float *)(work + plane_bytes + psum_bytes);
     p.unscale = p.sums + rows * groups;
     p.finite = (int *)(p.unscale + rows);
-    Py_BEGIN_ALLOW_THREADS
-    run_gemv((const uint8_t *)(uintptr_t)w, n, k, (const float *)(uintptr_t)x, rows, bits, half,
-             rows_layout, (float *)(uintptr_t)y, &p);
-    Py_END_ALLOW_THREADS
+    WITHOUT_GIL(run_gemv(PTR(w), n, k, PTR(x), rows, bits, half, rows_layout, PTR(y), &p));
     free(work);
     Py_RETURN_NONE;
 }
 
 /* gemv(packed, n, k, bits, half, x, rows, y[, rows_layout]): x f32 [rows, k], y f32 [rows, n],
    1..8 rows; rows_layout: pack_rows' per-row int8 layout (bits 8, half false) */
-static PyObject *py_gemv(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_gemv(PyObject *UNUSED self, PyObject *args) {
     unsigned long long w, x, y;
     Py_ssize_t n, k;
     int rows, bits, half, rows_layout = 0;
@@ -499,23 +466,18 @@ static PyObject *py_gemv(PyObject *self, PyObject *args) {
     return gemv_call(w, n, k, bits, half, rows_layout, x, rows, y);
 }
 
-static PyObject *py_packed_bytes_rows(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_packed_bytes_rows(PyObject *UNUSED self, PyObject *args) {
     Py_ssize_t n, k;
     if (!PyArg_ParseTuple(args, "nn", &n, &k)) return NULL;
     return PyLong_FromSsize_t(packed_bytes_rows(n, k));
 }
 
 /* pack_rows(dst, codes, scales, n, k): codes s8 [n, k], scales f32 [n] */
-static PyObject *py_pack_rows(PyObject *self, PyObject *args) {
-    (void)self;
+static PyObject *py_pack_rows(PyObject *UNUSED self, PyObject *args) {
     unsigned long long dst, codes, scales;
     Py_ssize_t n, k;
     if (!PyArg_ParseTuple(args, "KKKnn", &dst, &codes, &scales, &n, &k)) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    pack_tiles_rows((uint8_t *)(uintptr_t)dst, (const uint8_t *)(uintptr_t)codes,
-                    (const float *)(uintptr_t)scales, n, k);
-    Py_END_ALLOW_THREADS
+    WITHOUT_GIL(pack_tiles_rows(PTR(dst), PTR(codes), PTR(scales), n, k));
     Py_RETURN_NONE;
 }
 
@@ -534,8 +496,4 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT, "q4_gemv", "Grouped int4/int8 and per-row int8 GEMV on AVX-512 VNNI.",
-    -1, METHODS};
-
-PyMODINIT_FUNC PyInit_q4_gemv(void) { return PyModule_Create(&MODULE); }
+DEFINE_MODULE(q4_gemv, "Grouped int4/int8 and per-row int8 GEMV on AVX-512 VNNI.")

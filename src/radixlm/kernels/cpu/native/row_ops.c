@@ -19,21 +19,13 @@
  * runs on any CPU; no -march, no run-time check. Tensors arrive as data pointers (Python
  * ints) from radixlm.kernels.cpu.row_ops, which owns the checks of shapes and dtypes; the
  * calls are METH_FASTCALL because at these sizes argument parsing is a visible part. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <math.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-typedef ptrdiff_t idx_t;
+#include "radixlm_native.h"
 #define LANES 8 /* independent partial sums: vectorizable, and shorter dependency chains */
 
 /* Wider vectors where the CPU has them, for the loops that are arithmetic rather than
  * dispatch (the SiLU's polynomial): GCC and Clang compile one copy per target and pick one
  * when the module loads (an ifunc: no run-time check of ours, no -march). */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(__linux__)
+#if HAVE_X86_LINUX
 #define WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define WIDE
@@ -196,10 +188,7 @@ static int as_ints(PyObject *const *args, Py_ssize_t n, long long *ints) {
     return 1;
 }
 
-#define PTR(v) ((void *)(uintptr_t)(v))
-
-static PyObject *py_add_rms_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+static PyObject *py_add_rms_norm(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[7];
     if (!args_ok(nargs, 8, "add_rms_norm") || !as_ints(args, 7, a)) return NULL;
     double eps = PyFloat_AsDouble(args[7]);
@@ -213,8 +202,7 @@ static PyObject *py_add_rms_norm(PyObject *self, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
-static PyObject *py_rotary_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+static PyObject *py_rotary_rows(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[8];
     if (!args_ok(nargs, 8, "rotary_rows") || !as_ints(args, 8, a)) return NULL;
     if (!a[0] || !a[2] || !a[3] || !a[4] || a[5] < 0 || a[6] < 0 || a[7] < 2 || a[7] % 2 ||
@@ -226,8 +214,7 @@ static PyObject *py_rotary_rows(PyObject *self, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
-static PyObject *py_silu_mul(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+static PyObject *py_silu_mul(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[4];
     if (!args_ok(nargs, 4, "silu_mul") || !as_ints(args, 4, a)) return NULL;
     if (!a[0] || !a[1] || a[2] < 0 || a[3] < 1) {
@@ -240,8 +227,7 @@ static PyObject *py_silu_mul(PyObject *self, PyObject *const *args, Py_ssize_t n
 
 /* store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row): pool[slots[t]] = new[t],
  * rows of `row` floats; a slot outside [0, num_slots) raises IndexError before any write. */
-static PyObject *py_store_kv(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+static PyObject *py_store_kv(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[8];
     if (!args_ok(nargs, 8, "store_kv") || !as_ints(args, 8, a)) return NULL;
     if (!a[0] || !a[1] || !a[3] || !a[4] || !a[5] || a[6] < 0 || a[7] < 1) {
@@ -268,9 +254,8 @@ static PyObject *py_store_kv(PyObject *self, PyObject *const *args, Py_ssize_t n
  * indices[indptr[b]:indptr[b+1]]; every index and slot is checked before any work.
  * prior_lse (0: none) [B, Hq]: out holds a partial attention over other keys to merge with
  * (see attend_one). */
-static PyObject *py_decode_attention(PyObject *self, PyObject *const *args,
+static PyObject *py_decode_attention(PyObject *UNUSED self, PyObject *const *args,
                                      Py_ssize_t nargs) {
-    (void)self;
     long long a[14];
     if (!args_ok(nargs, 16, "decode_attention") || !as_ints(args, 14, a)) return NULL;
     double sm_scale = PyFloat_AsDouble(args[14]), cap = PyFloat_AsDouble(args[15]);
@@ -283,21 +268,8 @@ static PyObject *py_decode_attention(PyObject *self, PyObject *const *args,
         PyErr_SetString(PyExc_ValueError, "decode_attention: null pointer or bad size");
         return NULL;
     }
-    idx_t longest = 0;
-    for (long long b = 0; b < batch; b++) {
-        idx_t len = indptr[b + 1] - indptr[b];
-        if (len < 1) {
-            PyErr_Format(PyExc_ValueError, "decode_attention: request %lld has no KV token", b);
-            return NULL;
-        }
-        if (len > longest) longest = len;
-    }
-    for (idx_t j = indptr[0]; batch > 0 && j < indptr[batch]; j++)
-        if (indices[j] < 0 || indices[j] >= a[3]) {
-            PyErr_Format(PyExc_IndexError, "decode_attention: slot %lld outside the pool of %lld",
-                         (long long)indices[j], a[3]);
-            return NULL;
-        }
+    idx_t longest;
+    if (!check_decode_slots(indptr, indices, batch, a[3], &longest)) return NULL;
     float *scores = malloc((size_t)(longest > 0 ? longest : 1) * sizeof(float));
     if (!scores) return PyErr_NoMemory();
     /* The longest call of the set (up to ~0.5 ms a layer): without the GIL, as torch's ops
@@ -338,12 +310,4 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "row_ops",
-    .m_doc = "A decoder layer's per-token kernels for few rows, float32 (row_ops.c).",
-    .m_size = -1,
-    .m_methods = METHODS,
-};
-
-PyMODINIT_FUNC PyInit_row_ops(void) { return PyModule_Create(&MODULE); }
+DEFINE_MODULE(row_ops, "A decoder layer's per-token kernels for few rows, float32 (row_ops.c).")
