@@ -1,6 +1,6 @@
 """Builds of a native quantized GEMV side by side: which source (or prefetch) streams faster?
 
-Compiles ``src/radixlm/kernels/native/<kernel>.c`` as it is at each given git revision (or in
+Compiles ``src/radixlm/kernels/cpu/native/<kernel>.c`` as it is at each given git revision (or in
 the working tree: ``tree``), optionally with ``-D`` flags, with setup.py's flags into a temp
 folder, loads every build in this one process and times a pass over weights of SmolLM2-135M's
 210 linear shapes in model order (7 per layer, 30 layers; random codes: the values do not
@@ -36,26 +36,45 @@ from types import ModuleType
 
 import torch
 
-from radixlm.kernels.cpu_int8_vnni import Int8VnniWeight
-from radixlm.kernels.cpu_q4_gemv import GroupedGemvWeight, PackArena
-from radixlm.kernels.cpu_quant_linear import Int8Weight
+from radixlm.kernels.cpu.int8_vnni import Int8VnniWeight
+from radixlm.kernels.cpu.q4_gemv import GroupedGemvWeight, PackArena
+from radixlm.kernels.cpu.quant_linear import Int8Weight
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE = "src/radixlm/kernels/native"
+NATIVE = "src/radixlm/kernels/cpu/native"
+OLD_NATIVE = "src/radixlm/kernels/native"  # before the backend packages
+HEADER = "radixlm_native.h"
 # (N, K) of one SmolLM2-135M layer: q, k, v, o, gate, up, down
 LAYER = [(576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)]
 SHAPES = LAYER * 30
+
+
+def source_text(rev: str, name: str) -> str | None:
+    """``name`` in the native sources' folder at git revision ``rev`` (``tree``: the working
+    tree), found where it is now or where it was before kernels/ was split by backend; None
+    where the revision has no such file."""
+    if rev == "tree":
+        path = ROOT / NATIVE / name
+        return path.read_text() if path.exists() else None
+    for folder in (NATIVE, OLD_NATIVE):
+        shown = subprocess.run(["git", "show", f"{rev}:{folder}/{name}"], cwd=ROOT,
+                               capture_output=True, text=True)
+        if shown.returncode == 0:
+            return shown.stdout
+    return None
 
 
 def build(kernel: str, spec: str, folder: Path) -> ModuleType:
     """``spec`` = ``REV[:-DFLAG=V ...]`` (REV a git revision or ``tree``): the compiled module."""
     rev, _, flags = spec.partition(":")
     source = folder / f"{kernel}.c"
-    if rev == "tree":
-        source.write_text((ROOT / NATIVE / f"{kernel}.c").read_text())
-    else:
-        source.write_text(subprocess.run(["git", "show", f"{rev}:{NATIVE}/{kernel}.c"], cwd=ROOT,
-                                         check=True, capture_output=True, text=True).stdout)
+    text = source_text(rev, source.name)
+    if text is None:
+        raise SystemExit(f"no {source.name} at {rev}")
+    source.write_text(text)
+    header = source_text(rev, HEADER)  # the shared header, where the revision has one
+    if header is not None:
+        (folder / HEADER).write_text(header)
     target = folder / f"{kernel}{sysconfig.get_config_var('EXT_SUFFIX')}"
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     subprocess.run([*cc, "-DNDEBUG", "-fwrapv", "-O3", "-std=c11", "-Wall", "-fPIC", "-shared",

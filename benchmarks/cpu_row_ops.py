@@ -22,12 +22,12 @@ from collections.abc import Callable
 
 import torch
 
-from radixlm.kernels import cpu_row_ops as native
-from radixlm.kernels.decode_attention import decode_attention_ref, plan_decode_padded
-from radixlm.kernels.kv_store import store_kv_ref
-from radixlm.kernels.rms_norm import fused_add_rms_norm_ref
-from radixlm.kernels.rotary import rotary_rows, rotary_rows_ref
-from radixlm.kernels.silu_mul import silu_mul_ref
+from radixlm.kernels.cpu import row_ops as native
+from radixlm.kernels.reference.decode_attention import decode_attention_ref, plan_decode_padded
+from radixlm.kernels.reference.kv_store import store_kv_ref
+from radixlm.kernels.reference.rms_norm import fused_add_rms_norm_ref
+from radixlm.kernels.reference.rotary import rotary_rows, rotary_rows_ref
+from radixlm.kernels.reference.silu_mul import silu_mul_ref
 
 HIDDEN, HQ, HKV, D, INTER, PAGE = 576, 9, 3, 64, 1536, 16
 
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     if not native.row_ops_available():
-        raise SystemExit("radixlm.kernels.native.row_ops is not built: "
+        raise SystemExit("radixlm.kernels.cpu.native.row_ops is not built: "
                          "python setup.py build_ext --inplace")
     torch.set_num_threads(1)
     print(json.dumps({"load_avg_1min": os.getloadavg()[0], "ops": op_rows(args.repeats)}))

@@ -34,7 +34,7 @@ import torch
 from cpu_step_breakdown import step_breakdown
 
 from radixlm.default_model import smollm2_gguf_path
-from radixlm.kernels.cpu_q4_gemv import PackArena
+from radixlm.kernels.cpu.q4_gemv import PackArena
 from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.gguf_conversion import resolve_model_path
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig

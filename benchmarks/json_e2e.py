@@ -41,7 +41,7 @@ from radixlm.fsm import (
     GrammarError,
     TokenVocabulary,
 )
-from radixlm.kernels.token_bitmask import apply_token_bitmask_ref
+from radixlm.kernels.reference.token_bitmask import apply_token_bitmask_ref
 from radixlm.runtime.memory.page_allocator import pages_of
 from radixlm.runtime.model.forward_batch import ForwardBatch
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig

@@ -147,7 +147,7 @@ def decode_case(batch: int, ctx: int, hq: int, hkv: int, head_dim: int, page_siz
                 dtype: torch.dtype, device: torch.device, splits: int | None = None,
                 logit_cap: float = 0.0) -> Case:
     from radixlm.kernels import decode_attention_ref, plan_decode
-    from radixlm.kernels.decode_attention_triton import decode_attention_triton
+    from radixlm.kernels.triton.decode_attention import decode_attention_triton
 
     lens = torch.randint(max(ctx // 2, 1), ctx + 1, (batch,)).tolist()
     pools = paged_pools(lens, hkv, head_dim, page_size, dtype, device)
@@ -194,7 +194,7 @@ def extend_case(batch: int, prefix: int, new: int, hq: int, hkv: int, head_dim: 
                 page_size: int, dtype: torch.dtype, device: torch.device,
                 sliding_window: int = 0) -> Case:
     from radixlm.kernels import extend_attention_ref
-    from radixlm.kernels.extend_attention_triton import extend_attention_triton
+    from radixlm.kernels.triton.extend_attention import extend_attention_triton
 
     news = torch.randint(max(new // 2, 1), new + 1, (batch,)).tolist()
     prefixes = torch.randint(0, prefix + 1, (batch,)).tolist()
@@ -260,7 +260,7 @@ def sdpa_extend(q: torch.Tensor, qo_indptr: torch.Tensor, k_cache: torch.Tensor,
 def store_kv_case(tokens: int, hkv: int, head_dim: int, page_size: int, dtype: torch.dtype,
                   device: torch.device) -> Case:
     from radixlm.kernels import store_kv_ref
-    from radixlm.kernels.kv_store_triton import store_kv_triton
+    from radixlm.kernels.triton.kv_store import store_kv_triton
 
     num_pages = -(-tokens // page_size) + 8
     shape = (num_pages, page_size, hkv, head_dim)
@@ -286,7 +286,7 @@ def store_kv_case(tokens: int, hkv: int, head_dim: int, page_size: int, dtype: t
 def rms_norm_case(tokens: int, hidden: int, fused: bool, dtype: torch.dtype,
                   device: torch.device) -> Case:
     from radixlm.kernels import fused_add_rms_norm_ref, rms_norm_ref
-    from radixlm.kernels.rms_norm_triton import fused_add_rms_norm_triton, rms_norm_triton
+    from radixlm.kernels.triton.rms_norm import fused_add_rms_norm_triton, rms_norm_triton
 
     x = torch.randn(tokens, hidden, device=device).to(dtype)
     residual = torch.randn(tokens, hidden, device=device).to(dtype)
@@ -323,7 +323,7 @@ def rms_norm_case(tokens: int, hidden: int, fused: bool, dtype: torch.dtype,
 def rotary_case(tokens: int, hq: int, hk: int, head_dim: int, dtype: torch.dtype,
                 device: torch.device) -> Case:
     from radixlm.kernels import rotary_ref
-    from radixlm.kernels.rotary_triton import rotary_triton
+    from radixlm.kernels.triton.rotary import rotary_triton
 
     max_pos = 8192
     inv_freq = 1.0 / 10000.0 ** (torch.arange(0, head_dim, 2, device=device) / head_dim)
@@ -355,7 +355,7 @@ def rotary_case(tokens: int, hq: int, hk: int, head_dim: int, dtype: torch.dtype
 def bitmask_case(rows: int, vocab: int, dtype: torch.dtype, device: torch.device,
                  some_rows: bool = False) -> Case:
     from radixlm.kernels import apply_token_bitmask_ref
-    from radixlm.kernels.token_bitmask_triton import apply_token_bitmask_triton
+    from radixlm.kernels.triton.token_bitmask import apply_token_bitmask_triton
 
     logits = torch.randn(rows, vocab, device=device).to(dtype)
     words = (vocab + 31) // 32
@@ -587,13 +587,14 @@ def compile_only(args: argparse.Namespace) -> int:
     """
     from triton.backends.compiler import GPUTarget
 
-    from radixlm.kernels import _triton_utils, triton_ops
+    from radixlm.kernels.triton import launch
+    from radixlm.kernels.triton import ops as triton_ops
 
     arch = args.compile_only
     done: dict[str, Compiled] = {}
     # CPU tensors stand in for CUDA ones; precision choices follow what a GPU would get.
-    _triton_utils.is_interpreted = lambda kernel: True
-    _triton_utils.on_gpu = lambda device: True
+    launch.is_interpreted = lambda kernel: True
+    launch.on_gpu = lambda device: True
     for module, name in triton_ops.launched_kernels():
         setattr(module, name, CompileInstead(getattr(module, name), GPUTarget("cuda", arch, 32),
                                              done))

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 import torch
 from bench_common import real_model_runner
 
-from radixlm.kernels import extend_attention
+from radixlm.kernels.reference import extend_attention
 from radixlm.runtime.memory.page_allocator import pages_of
 from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.forward_batch import ForwardBatch

@@ -19,8 +19,8 @@ if not torch.cuda.is_available():
 @pytest.fixture(scope="session")
 def device() -> torch.device:
     """Where the Triton kernels run: cpu in the interpreter, else the GPU."""
-    from radixlm.kernels._triton_utils import is_interpreted
-    from radixlm.kernels.rms_norm_triton import _rms_norm_kernel
+    from radixlm.kernels.triton.launch import is_interpreted
+    from radixlm.kernels.triton.rms_norm import _rms_norm_kernel
 
     interpreted = is_interpreted(_rms_norm_kernel)
     if not torch.cuda.is_available() and not interpreted:
@@ -40,7 +40,8 @@ def gen() -> torch.Generator:
 @pytest.fixture
 def no_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make any kernel launch fail loudly: argument errors must come before it."""
-    from radixlm.kernels import _triton_utils, triton_ops
+    from radixlm.kernels.triton import launch
+    from radixlm.kernels.triton import ops as triton_ops
 
     class _NoLaunch:
         def __getitem__(self, grid: object) -> None:
@@ -49,4 +50,4 @@ def no_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     for module, name in triton_ops.launched_kernels():
         monkeypatch.setattr(module, name, _NoLaunch())
     # The stand-ins are not interpreted kernels; let CPU tensors through to the checks.
-    monkeypatch.setattr(_triton_utils, "is_interpreted", lambda kernel: True)
+    monkeypatch.setattr(launch, "is_interpreted", lambda kernel: True)

@@ -210,7 +210,7 @@ def assert_within(y: torch.Tensor, ref: torch.Tensor, bound: torch.Tensor) -> No
 
 def needs_vnni() -> pytest.MarkDecorator:
     """Skips a test module of the VNNI GEMVs where the native module or the CPU lacks them."""
-    from radixlm.kernels.cpu_q4_gemv import q4_gemv_available, q4_gemv_unavailable_reason
+    from radixlm.kernels.cpu.q4_gemv import q4_gemv_available, q4_gemv_unavailable_reason
     return pytest.mark.skipif(not q4_gemv_available(),
                               reason=f"q4_gemv: {q4_gemv_unavailable_reason()}")
 

@@ -11,7 +11,7 @@ import torch
 from kernel_testlib import backends_side_by_side
 
 from radixlm.kernels import TORCH_OPS, KernelOps, get_kernel_ops, resolve_backend
-from radixlm.kernels.cpu_row_ops import row_ops_available
+from radixlm.kernels.cpu.row_ops import row_ops_available
 
 # ops every set must offer (optional ones such as rotary_rows default to None)
 OP_NAMES = [f.name for f in fields(KernelOps) if f.name != "name" and f.default is not None]
@@ -35,7 +35,7 @@ def test_unknown_backend_is_refused() -> None:
 
 
 def test_forced_triton_gives_the_triton_ops(device: torch.device) -> None:
-    from radixlm.kernels.triton_ops import TRITON_OPS
+    from radixlm.kernels.triton.ops import TRITON_OPS
 
     assert get_kernel_ops("triton", torch.device("cpu")) is TRITON_OPS
     assert get_kernel_ops("auto", torch.device("cpu")).name == CPU_AUTO
@@ -45,7 +45,7 @@ def test_forced_triton_gives_the_triton_ops(device: torch.device) -> None:
 @pytest.mark.parametrize("op", OP_NAMES)
 def test_triton_ops_take_the_reference_signatures(op: str, device: torch.device) -> None:
     """Same positional parameters, names and defaults; anything extra is keyword-only."""
-    from radixlm.kernels.triton_ops import TRITON_OPS
+    from radixlm.kernels.triton.ops import TRITON_OPS
 
     ref = list(inspect.signature(getattr(TORCH_OPS, op)).parameters.values())
     tri = list(inspect.signature(getattr(TRITON_OPS, op)).parameters.values())
@@ -54,7 +54,7 @@ def test_triton_ops_take_the_reference_signatures(op: str, device: torch.device)
 
 
 def test_cpu_tensors_without_the_interpreter_are_refused(device: torch.device) -> None:
-    from radixlm.kernels._triton_utils import check_launchable
+    from radixlm.kernels.triton.launch import check_launchable
 
     def compiled_kernel() -> None:  # stands in for a @triton.jit function built for a GPU
         pass
@@ -104,7 +104,7 @@ def _empty_calls() -> dict[str, tuple]:
 @pytest.mark.parametrize("op", LAUNCHING_OPS)
 def test_empty_inputs_launch_nothing(op: str, no_launch: None) -> None:
     """Zero-sized inputs return zero-sized outputs (as the references do) without a launch."""
-    from radixlm.kernels.triton_ops import TRITON_OPS
+    from radixlm.kernels.triton.ops import TRITON_OPS
 
     args = _empty_calls()[op]
     expected, got = getattr(TORCH_OPS, op)(*args), getattr(TRITON_OPS, op)(*args)
@@ -120,7 +120,7 @@ def test_empty_inputs_launch_nothing(op: str, no_launch: None) -> None:
 def test_each_kernel_set_owns_its_decode_plan(device: torch.device) -> None:
     """The torch set groups a shared prefix for cascade attention; the Triton set plans
     nothing (its kernel reads the ragged indices itself and has no cascade yet)."""
-    from radixlm.kernels.triton_ops import TRITON_OPS
+    from radixlm.kernels.triton.ops import TRITON_OPS
 
     shared = torch.arange(80)  # 80 slots of one cached prefix, then one own slot each
     slots = torch.stack([torch.cat([shared, torch.tensor([100 + b])]) for b in range(3)])
@@ -133,7 +133,7 @@ def test_each_kernel_set_owns_its_decode_plan(device: torch.device) -> None:
 
 def test_launched_kernels_cover_every_module(device: torch.device) -> None:
     """Tools that intercept launches (no_launch, --compile-only) see every kernel module."""
-    from radixlm.kernels.triton_ops import KERNEL_MODULES, launched_kernels
+    from radixlm.kernels.triton.ops import KERNEL_MODULES, launched_kernels
 
     found = {module.__name__.rsplit(".", 1)[1] for module, _ in launched_kernels()}
     assert found == set(KERNEL_MODULES)

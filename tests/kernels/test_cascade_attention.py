@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.kernels import attention_common, extend_attention
-from radixlm.kernels.decode_attention import decode_attention_ref, plan_decode_padded
-from radixlm.kernels.extend_attention import extend_attention_ref
+from radixlm.kernels.reference import attention_common, extend_attention
+from radixlm.kernels.reference.decode_attention import decode_attention_ref, plan_decode_padded
+from radixlm.kernels.reference.extend_attention import extend_attention_ref
 
 
 def dense(q_rows, keys, values, q_pos, sm_scale, cap):

@@ -137,7 +137,7 @@ def test_one_request_on_consecutive_slots_reads_the_pool_in_place(
 def test_triton_matches_reference(
     case: DecodeCase, gen: torch.Generator, device: torch.device
 ) -> None:
-    from radixlm.kernels.decode_attention_triton import decode_attention_triton
+    from radixlm.kernels.triton.decode_attention import decode_attention_triton
 
     q, kv = build(case, gen, device)
     out = poisoned(tuple(q.shape), q.dtype, device)
@@ -152,7 +152,7 @@ def test_triton_matches_reference(
 @pytest.mark.triton_interpret
 def test_triton_default_splits_and_plan(gen: torch.Generator, device: torch.device) -> None:
     """As the model calls it: positional args, a plan (ignored), default splits, int64 indptr."""
-    from radixlm.kernels.decode_attention_triton import decode_attention_triton
+    from radixlm.kernels.triton.decode_attention import decode_attention_triton
 
     case = DecodeCase(64, 2, 4, 16, batch=3)
     q, kv = build(case, gen, device)
@@ -168,7 +168,7 @@ def test_triton_request_without_keys_gets_zeros(gen: torch.Generator,
                                                 device: torch.device) -> None:
     """A request with no KV (the reference refuses it; checking would cost a sync) gets a
     zero output, never NaN, and its neighbours are unaffected."""
-    from radixlm.kernels.decode_attention_triton import decode_attention_triton
+    from radixlm.kernels.triton.decode_attention import decode_attention_triton
 
     case = DecodeCase(64, 2, 4, 16, batch=4)
     q, kv = build(case, gen, device)
@@ -212,7 +212,7 @@ def test_triton_rejects_bad_arguments_before_launch(
     mutate: Callable[[dict], None], exc: type[Exception], match: str, gen: torch.Generator,
     no_launch: None,
 ) -> None:
-    from radixlm.kernels.decode_attention_triton import decode_attention_triton
+    from radixlm.kernels.triton.decode_attention import decode_attention_triton
 
     q, kv = build(DecodeCase(64, 2, 2, 16), gen, torch.device("cpu"))
     args = dict(q=q, k_cache=kv.k_cache, v_cache=kv.v_cache, kv_indptr=kv.kv_indptr,

@@ -116,7 +116,7 @@ def test_reference_matches_dense(case: ExtendCase, gen: torch.Generator) -> None
 def test_triton_matches_reference(
     case: ExtendCase, gen: torch.Generator, device: torch.device
 ) -> None:
-    from radixlm.kernels.extend_attention_triton import extend_attention_triton
+    from radixlm.kernels.triton.extend_attention import extend_attention_triton
 
     b = build(case, gen, device)
     out = poisoned(tuple(b.q.shape), b.q.dtype, device)
@@ -133,7 +133,7 @@ def test_triton_skips_requests_without_new_tokens(
     gen: torch.Generator, device: torch.device
 ) -> None:
     """A request with a prefix but no new token contributes no rows (as in the reference)."""
-    from radixlm.kernels.extend_attention_triton import extend_attention_triton
+    from radixlm.kernels.triton.extend_attention import extend_attention_triton
 
     case = ExtendCase(64, 2, 2, 16)
     b = build(case, gen, device)
@@ -167,7 +167,7 @@ def test_triton_rejects_bad_arguments_before_launch(
     mutate: Callable[[dict], None], exc: type[Exception], match: str, gen: torch.Generator,
     no_launch: None,
 ) -> None:
-    from radixlm.kernels.extend_attention_triton import extend_attention_triton
+    from radixlm.kernels.triton.extend_attention import extend_attention_triton
 
     b = build(ExtendCase(64, 2, 2, 16), gen, torch.device("cpu"))
     args = dict(q=b.q, k_cache=b.kv.k_cache, v_cache=b.kv.v_cache, qo_indptr=b.qo_indptr,

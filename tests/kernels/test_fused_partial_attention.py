@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.kernels import attention_common, extend_attention
-from radixlm.kernels.attention_common import partial_attention, partial_attention_matmul
-from radixlm.kernels.decode_attention import decode_attention_ref, plan_decode_padded
-from radixlm.kernels.extend_attention import extend_attention_ref
+from radixlm.kernels.reference import attention_common, extend_attention
+from radixlm.kernels.reference.attention_common import partial_attention, partial_attention_matmul
+from radixlm.kernels.reference.decode_attention import decode_attention_ref, plan_decode_padded
+from radixlm.kernels.reference.extend_attention import extend_attention_ref
 
 ATOL, RTOL = 2e-6, 1e-5  # float32 rounding of a differently ordered sum
 

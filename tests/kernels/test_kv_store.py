@@ -60,7 +60,7 @@ def test_reference_matches_loop(heads: int, head_dim: int, page_size: int,
 def test_triton_matches_reference(heads: int, head_dim: int, page_size: int,
                                   dtype: torch.dtype, gen: torch.Generator,
                                   device: torch.device) -> None:
-    from radixlm.kernels.kv_store_triton import store_kv_triton
+    from radixlm.kernels.triton.kv_store import store_kv_triton
 
     k_cache, v_cache, slots, k, v = build(gen, heads, head_dim, page_size, dtype, device)
     k = torch.cat((k, k), dim=1)[:, ::2]  # a strided view: rows need not be contiguous
@@ -92,7 +92,7 @@ def test_triton_rejects_bad_arguments_before_launch(
     mutate: Callable[[dict], None], exc: type[Exception], match: str, gen: torch.Generator,
     no_launch: None,
 ) -> None:
-    from radixlm.kernels.kv_store_triton import store_kv_triton
+    from radixlm.kernels.triton.kv_store import store_kv_triton
 
     k_cache, v_cache, slots, k, v = build(gen, 2, 64, 16, torch.float32, torch.device("cpu"))
     args = dict(k_cache=k_cache, v_cache=v_cache, slots=slots, k=k, v=v)

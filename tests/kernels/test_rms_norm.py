@@ -19,7 +19,7 @@ from kernel_testlib import (
 )
 
 from radixlm.kernels import fused_add_rms_norm_ref, rms_norm_ref
-from radixlm.kernels.rms_norm import hf_rms_norm
+from radixlm.kernels.reference.rms_norm import hf_rms_norm
 
 EPS = 1e-6
 HIDDEN = [pytest.param(h, id=f"h{h}") for h in (300, 1024, 4100)]
@@ -73,7 +73,7 @@ def test_float32_reference_is_bit_identical_to_the_hugging_face_lines(hidden, ro
 def test_triton_matches_reference(fused: bool, hidden: int, dtype: torch.dtype,
                                   w_dtype: torch.dtype, gen: torch.Generator,
                                   device: torch.device) -> None:
-    from radixlm.kernels.rms_norm_triton import fused_add_rms_norm_triton, rms_norm_triton
+    from radixlm.kernels.triton.rms_norm import fused_add_rms_norm_triton, rms_norm_triton
 
     x, residual, weight = build(gen, hidden, dtype, w_dtype, device)
     x_before, r_before = x.clone(), residual.clone()
@@ -112,7 +112,7 @@ def test_triton_rejects_bad_arguments_before_launch(
     mutate: Callable[[dict], None], exc: type[Exception], match: str, gen: torch.Generator,
     no_launch: None,
 ) -> None:
-    from radixlm.kernels.rms_norm_triton import fused_add_rms_norm_triton
+    from radixlm.kernels.triton.rms_norm import fused_add_rms_norm_triton
 
     x, residual, weight = build(gen, 300, torch.float32, torch.float32, torch.device("cpu"))
     x = x + 0  # contiguous rows, so only the mutation is wrong

@@ -73,7 +73,7 @@ def test_reference_matches_hf_rotate_half(hq: int, hk: int, head_dim: int,
 @pytest.mark.parametrize(("hq", "hk", "head_dim"), SHAPES)
 def test_triton_matches_reference(hq: int, hk: int, head_dim: int, dtype: torch.dtype,
                                   gen: torch.Generator, device: torch.device) -> None:
-    from radixlm.kernels.rotary_triton import rotary_triton
+    from radixlm.kernels.triton.rotary import rotary_triton
 
     q, k, positions, cos, sin = build(gen, hq, hk, head_dim, dtype, device)
     q_out = poisoned(tuple(q.shape), dtype, device)
@@ -109,7 +109,7 @@ def test_triton_rejects_bad_arguments_before_launch(
     mutate: Callable[[dict], None], exc: type[Exception], match: str, gen: torch.Generator,
     no_launch: None,
 ) -> None:
-    from radixlm.kernels.rotary_triton import rotary_triton
+    from radixlm.kernels.triton.rotary import rotary_triton
 
     q, k, positions, cos, sin = build(gen, 4, 2, 64, torch.float32, torch.device("cpu"))
     if q.shape[0] == 1:  # "k-tokens" and "positions-len" need two tokens to drop one

@@ -52,7 +52,7 @@ def test_reference_matches_bit_loop(vocab: int, with_rows: bool, gen: torch.Gene
 @pytest.mark.parametrize("vocab", VOCAB)
 def test_triton_matches_reference(vocab: int, with_rows: bool, dtype: torch.dtype,
                                   gen: torch.Generator, device: torch.device) -> None:
-    from radixlm.kernels.token_bitmask_triton import apply_token_bitmask_triton
+    from radixlm.kernels.triton.token_bitmask import apply_token_bitmask_triton
 
     logits, bitmask, rows = build(gen, vocab, dtype, with_rows, device)
     expected = logits.clone()
@@ -83,7 +83,7 @@ def test_triton_rejects_bad_arguments_before_launch(
     mutate: Callable[[dict], None], exc: type[Exception], match: str, gen: torch.Generator,
     no_launch: None,
 ) -> None:
-    from radixlm.kernels.token_bitmask_triton import apply_token_bitmask_triton
+    from radixlm.kernels.triton.token_bitmask import apply_token_bitmask_triton
 
     logits, bitmask, rows = build(gen, 1000, torch.float32, True, torch.device("cpu"))
     args = dict(logits=logits, bitmask=bitmask, rows=rows)

@@ -2,7 +2,7 @@
 model runner calls.
 
 ``auto`` picks Triton on CUDA devices; on the CPU it picks the native set
-(:data:`~radixlm.kernels.native_ops.NATIVE_OPS`: the torch references with the per-token
+(:data:`~radixlm.kernels.cpu.ops.NATIVE_OPS`: the torch references with the per-token
 kernels of a layer in C) when its module was built, else the torch references. ``torch``,
 ``native`` or ``triton`` force a choice. The runtime passes the name in (read from its config
 and environment there): this package reads no environment itself.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from .cpu_row_ops import row_ops_available
+from .cpu.row_ops import row_ops_available
 from .ops import KernelOps
-from .torch_ops import TORCH_OPS
+from .reference.ops import TORCH_OPS
 
 BACKENDS = ("auto", "torch", "native", "triton")
 
@@ -24,7 +24,7 @@ def resolve_backend(name: str, device: torch.device) -> str:
     if name not in BACKENDS:
         raise ValueError(f"kernel backend must be one of {BACKENDS}, got {name!r}")
     if name == "native" and not row_ops_available():
-        raise RuntimeError("kernel backend 'native' needs radixlm.kernels.native.row_ops: run "
+        raise RuntimeError("kernel backend 'native' needs radixlm.kernels.cpu.native.row_ops: run "
                            "`python setup.py build_ext --inplace` (a C compiler), or use 'torch'")
     if name == "auto":
         if device.type == "cuda":
@@ -39,9 +39,9 @@ def get_kernel_ops(name: str, device: torch.device) -> KernelOps:
     if resolved == "torch":
         return TORCH_OPS
     if resolved == "native":
-        from .native_ops import NATIVE_OPS
+        from .cpu.ops import NATIVE_OPS
 
         return NATIVE_OPS
-    from .triton_ops import TRITON_OPS  # imported lazily: Triton is optional on CPU
+    from .triton.ops import TRITON_OPS  # imported lazily: Triton is optional on CPU
 
     return TRITON_OPS

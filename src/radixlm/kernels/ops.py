@@ -1,8 +1,8 @@
 """The interface every kernel set implements: one frozen record of callables.
 
 The model layers receive a :class:`KernelOps` at construction and call only through it, so
-the torch references (:data:`~radixlm.kernels.torch_ops.TORCH_OPS`) and the Triton kernels
-(:data:`~radixlm.kernels.triton_ops.TRITON_OPS`) swap freely. This module imports no kernel
+the torch references (:data:`~radixlm.kernels.reference.ops.TORCH_OPS`) and the Triton kernels
+(:data:`~radixlm.kernels.triton.ops.TRITON_OPS`) swap freely. This module imports no kernel
 of either set, so both can import it without a circle.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .decode_attention import DecodePlan
+from .reference.decode_attention import DecodePlan
 
 
 @dataclass(frozen=True)
@@ -22,17 +22,18 @@ class KernelOps:
 
     ``plan_decode`` belongs to the set because only the set knows what its
     ``decode_attention`` wants as ``plan=``: it takes the signature of
-    :func:`~radixlm.kernels.decode_attention.plan_decode_padded` (padded slots ``[B, L]``,
+    :func:`~radixlm.kernels.reference.decode_attention.plan_decode_padded` (padded slots ``[B, L]``,
     lengths ``[B]``, page size, sliding window, workspace) and returns the plan, or ``None``
     when the set's decode attention needs none. The caller builds it once per forward and
     window size and hands the same plan to every layer.
 
     ``rotary_rows``, where a set offers it, rotates query and key heads together with cos/sin
     rows gathered once per forward (signature of
-    :func:`~radixlm.kernels.rotary.rotary_rows_ref`); sets without it get ``rotary`` per layer.
+    :func:`~radixlm.kernels.reference.rotary.rotary_rows_ref`); sets without it get ``rotary``
+    per layer.
 
     ``silu_mul``, where a set offers it, is the gated MLP's ``silu(gate) * up`` on the fused
-    gate/up rows (signature of :func:`~radixlm.kernels.silu_mul.silu_mul_ref`); the model
+    gate/up rows (signature of :func:`~radixlm.kernels.reference.silu_mul.silu_mul_ref`); the model
     takes the reference where it is ``None``.
     """
 

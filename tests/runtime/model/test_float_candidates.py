@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from radixlm.kernels.cpu_f32_amx_fx24_gemm import f32_amx_fx24_available
-from radixlm.kernels.cpu_f32_amx_gemm import f32_amx_gemm_available
-from radixlm.kernels.cpu_f32_gemv import f32_gemv_available
-from radixlm.kernels.cpu_f32_panel_gemm import f32_panel_gemm_available
+from radixlm.kernels.cpu.f32_amx_fx24_gemm import f32_amx_fx24_available
+from radixlm.kernels.cpu.f32_amx_gemm import f32_amx_gemm_available
+from radixlm.kernels.cpu.f32_gemv import f32_gemv_available
+from radixlm.kernels.cpu.f32_panel_gemm import f32_panel_gemm_available
 from radixlm.runtime.model.gemm_choice import GemmChooser
 from radixlm.runtime.model.quantized_linear import float_impls
 
@@ -54,7 +54,7 @@ def test_a_linear_fixed_on_a_native_kernel_computes_the_product_with_its_bias(na
         torch.testing.assert_close(lin(x), F.linear(x, w, bias), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.skipif(not f32_amx_fx24_available(), reason="amx_fx24_gemm: not built, or this "
+@pytest.mark.skipif(not f32_amx_fx24_available(), reason="f32_amx_fx24_gemm: not built, or this "
                     "CPU lacks AMX-INT8")
 def test_the_fixed_point_gemm_is_not_offered_a_weight_it_cannot_hold():
     """inf or nan has no fixed-point digits: such a weight keeps the other candidates."""

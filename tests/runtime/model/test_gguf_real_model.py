@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.kernels.cpu_f32_amx_fx24_gemm import f32_amx_fx24_available
-from radixlm.kernels.cpu_f32_amx_gemm import f32_amx_gemm_available
-from radixlm.kernels.cpu_f32_panel_gemm import f32_panel_gemm_available
+from radixlm.kernels.cpu.f32_amx_fx24_gemm import f32_amx_fx24_available
+from radixlm.kernels.cpu.f32_amx_gemm import f32_amx_gemm_available
+from radixlm.kernels.cpu.f32_panel_gemm import f32_panel_gemm_available
 from radixlm.runtime.api.engine import Engine
 from radixlm.runtime.model import quantized_linear
 from radixlm.runtime.model.forward_batch import SeqSpec

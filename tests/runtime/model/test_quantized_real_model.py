@@ -10,10 +10,10 @@ import math
 import pytest
 import torch
 
-from radixlm.kernels.cpu_int8_amx import int8_amx_available
-from radixlm.kernels.cpu_int8_gemv import int8_gemv_available
-from radixlm.kernels.cpu_int8_onednn import onednn_int8_available
-from radixlm.kernels.cpu_q4_gemv import q4_gemv_available, q4_gemv_unavailable_reason
+from radixlm.kernels.cpu.int8_amx import int8_amx_available
+from radixlm.kernels.cpu.int8_gemv import int8_gemv_available
+from radixlm.kernels.cpu.int8_onednn import onednn_int8_available
+from radixlm.kernels.cpu.q4_gemv import q4_gemv_available, q4_gemv_unavailable_reason
 from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig

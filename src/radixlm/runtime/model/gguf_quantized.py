@@ -7,7 +7,7 @@ A Q4_1 block of 32 weights stores float16 ``d`` and ``m`` and 4-bit codes ``q`` 
 
 Q8_0 (int8 codes with a scale per 32) does not fit torch's int8 kernel, which takes one scale
 per output channel. A Q8_0 LM head (llama.cpp files keep ``output.weight`` at 8 bits) is kept
-on its codes as two int4 planes (``kernels/cpu_int8_grouped.py``: exact dequantization, the
+on its codes as two int4 planes (``kernels/cpu/int8_grouped.py``: exact dequantization, the
 int4 kernel's bfloat16 roundings at run time); other Q8_0 projections stay dequantized
 (float32, exact); ``--quantization int8`` requantizes every float weight per channel instead
 (lossy). K-quants and Q5_* are dequantized too. Block layout: ``d`` (f16), [``m`` (f16)], 16
@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
-from ...kernels.cpu_int8_grouped import Int8GroupedWeight
-from ...kernels.cpu_quant_linear import Int4Weight
+from ...kernels.cpu.int8_grouped import Int8GroupedWeight
+from ...kernels.cpu.quant_linear import Int4Weight
 from .gguf_checkpoint import GGUFCheckpoint, hf_tensor_name, unpermute_qk
 
 EXACT_INT4_TYPES = {"Q4_0": 18, "Q4_1": 20}  # GGUF type -> bytes per block of 32

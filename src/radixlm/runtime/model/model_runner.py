@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from ...kernels import get_kernel_ops
-from ...kernels.cpu_linear import onednn_linear_available
-from ...kernels.cpu_quant_linear import INT4_GROUP_SIZES
+from ...kernels.cpu.linear import onednn_linear_available
+from ...kernels.cpu.quant_linear import INT4_GROUP_SIZES
 from ..memory.kv_pool import KVPool
 from ..memory.page_allocator import PageAllocator
 from .forward_batch import ForwardBatch, SeqSpec

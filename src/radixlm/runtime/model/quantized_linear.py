@@ -2,10 +2,10 @@
 
 ``--quantization int8`` stores each projection (and the LM head) as int8 codes with one scale
 per output channel; ``int4`` as 4-bit codes in groups of 32/64/128 along the input with a
-scale and a zero per group (``kernels/cpu_quant_linear.py``). Each quantized weight offers several
+scale and a zero per group (``kernels/cpu/quant_linear.py``). Each quantized weight offers several
 implementations, chosen per row count by measurement (``gemm_choice.py``): torch's
 weight-only kernel (fast for a few rows), oneDNN's u8 x s8 GEMM and the native AVX-512 GEMV
-for int8 (``kernels/cpu_int8_gemv.py``: batch-1 decode), and dequantize-then-``F.linear``
+for int8 (``kernels/cpu/int8_gemv.py``: batch-1 decode), and dequantize-then-``F.linear``
 (fast for prefill).
 """
 
@@ -17,23 +17,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...kernels.cpu_f32_amx_fx24_gemm import F32AmxFx24Linear, f32_amx_fx24_supports
-from ...kernels.cpu_f32_amx_gemm import F32AmxLinear, f32_amx_gemm_available
-from ...kernels.cpu_f32_gemv import F32GemvLinear, f32_gemv_available
-from ...kernels.cpu_f32_panel_gemm import F32PanelLinear, f32_panel_gemm_available
-from ...kernels.cpu_int8_amx import Int8AmxLinear, int8_amx_supports
-from ...kernels.cpu_int8_gemv import Int8GemvLinear, int8_gemv_available
-from ...kernels.cpu_int8_grouped import Int8GroupedWeight, int8_grouped_linear
-from ...kernels.cpu_int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
-from ...kernels.cpu_int8_vnni import Int8VnniLinear, Int8VnniWeight, int8_vnni_supports
-from ...kernels.cpu_linear import PackedLinear, onednn_linear_available
-from ...kernels.cpu_q4_gemv import (
+from ...kernels.cpu.f32_amx_fx24_gemm import F32AmxFx24Linear, f32_amx_fx24_supports
+from ...kernels.cpu.f32_amx_gemm import F32AmxLinear, f32_amx_gemm_available
+from ...kernels.cpu.f32_gemv import F32GemvLinear, f32_gemv_available
+from ...kernels.cpu.f32_panel_gemm import F32PanelLinear, f32_panel_gemm_available
+from ...kernels.cpu.int8_amx import Int8AmxLinear, int8_amx_supports
+from ...kernels.cpu.int8_gemv import Int8GemvLinear, int8_gemv_available
+from ...kernels.cpu.int8_grouped import Int8GroupedWeight, int8_grouped_linear
+from ...kernels.cpu.int8_onednn import OnednnInt8Weight, int8_onednn_linear, onednn_int8_available
+from ...kernels.cpu.int8_vnni import Int8VnniLinear, Int8VnniWeight, int8_vnni_supports
+from ...kernels.cpu.linear import PackedLinear, onednn_linear_available
+from ...kernels.cpu.q4_gemv import (
     GroupedGemvWeight,
     PackArena,
     grouped_gemv_linear,
     q4_gemv_available,
 )
-from ...kernels.cpu_quant_linear import (
+from ...kernels.cpu.quant_linear import (
     Int4Weight,
     Int8Weight,
     int4_linear,
@@ -53,14 +53,14 @@ def float_impls(weight: torch.Tensor, allow_onednn: bool = True,
     """MKL ``F.linear`` on the plain weight, where available oneDNN on a packed copy and, for
     a contiguous float32 weight where built and the CPU has AVX-512, the native GEMV on the
     plain weight (``f32-avx512``: reads each weight tile once for all rows, with prefetch;
-    for batch-1..32 decode, ``kernels/cpu_f32_gemv.py``) and the native GEMM on a copy packed
+    for batch-1..32 decode, ``kernels/cpu/f32_gemv.py``) and the native GEMM on a copy packed
     in panels of 48 columns (``f32-panel``: 8-64 rows, arithmetic and memory stream kept
-    going together, ``kernels/cpu_f32_panel_gemm.py``) and, where the CPU has AMX, the AMX
+    going together, ``kernels/cpu/f32_panel_gemm.py``) and, where the CPU has AMX, the AMX
     GEMM on a copy packed in tile units (``f32-amx``: float32-accurate from three bfloat16
-    pieces per operand; prefill, ``kernels/cpu_f32_amx_gemm.py``) and, where the CPU has
+    pieces per operand; prefill, ``kernels/cpu/f32_amx_gemm.py``) and, where the CPU has
     AMX-INT8 and the weight is finite, the AMX GEMM on 24-bit fixed-point rows
     (``f32-amx-fx24``: 3 bytes a weight, packed into ``arena`` when given; decode,
-    ``kernels/cpu_f32_amx_fx24_gemm.py``)."""
+    ``kernels/cpu/f32_amx_fx24_gemm.py``)."""
     w = weight.detach()
     impls: dict[str, Impl] = {"torch": lambda x: F.linear(x, w)}
     if allow_onednn and w.device.type == "cpu" and onednn_linear_available(w.dtype):
@@ -86,9 +86,9 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
     and, where built and the CPU has AVX-512, the native GEMV (``int8-avx512``: float32
     exact, reads the codes themselves with prefetch; ~2.5x oneDNN's streaming SmolLM2's
     weights at batch 1). int8, int4 in groups of 32 and a Q8_0 head also offer the native
-    VNNI GEMV (``int8-vnni``: one scale per row, ``kernels/cpu_int8_vnni.py``; for int8 also
-    its AMX form, ``int8-amx``, ``kernels/cpu_int8_amx.py``; ``int4-vnni``,
-    ``q8_0-vnni``: ``kernels/cpu_q4_gemv.py``; float32-faithful activations) where it is built
+    VNNI GEMV (``int8-vnni``: one scale per row, ``kernels/cpu/int8_vnni.py``; for int8 also
+    its AMX form, ``int8-amx``, ``kernels/cpu/int8_amx.py``; ``int4-vnni``,
+    ``q8_0-vnni``: ``kernels/cpu/q4_gemv.py``; float32-faithful activations) where it is built
     and the CPU has VNNI, packed into ``arena`` (weights back to back in build order, i.e.
     model order) when given.
 
@@ -119,7 +119,7 @@ def quant_impls(weight: QuantWeight, arena: PackArena | None = None) -> dict[str
         if onednn_int8_available():
             packed = OnednnInt8Weight.pack(weight)
             impls["int8-onednn"] = lambda x: int8_onednn_linear(x, packed)
-        if int8_gemv_available():  # float32 FMAs on the widened codes (kernels/native)
+        if int8_gemv_available():  # float32 FMAs on the widened codes (kernels/cpu/native)
             impls["int8-avx512"] = Int8GemvLinear(weight)
         if int8_vnni_supports(weight):  # VNNI on 24-bit fixed-point rows, 1 B/weight
             impls["int8-vnni"] = Int8VnniLinear(Int8VnniWeight.pack(weight, arena))

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ....kernels import KernelOps, rotary_rows
-from ....kernels.silu_mul import silu_mul_ref
+from ....kernels.reference.silu_mul import silu_mul_ref
 from ...memory.kv_pool import KVPool
 from ..forward_batch import ForwardBatch
 from ..model_config import ModelConfig, UnsupportedModelError

@@ -1,0 +1,313 @@
+/* The small per-token kernels of a decoder layer, for the few rows of a CPU decode step:
+ * residual add + RMSNorm, rotary on the fused query/key heads, SiLU(gate) * up, the KV store,
+ * and decode attention over a short context read straight from the paged pool. float32
+ * throughout.
+ *
+ * Why: at batch-1 decode each of these is a handful of torch calls on a few hundred floats,
+ * and every torch call costs microseconds of dispatch while the arithmetic costs a fraction
+ * of one; 30 layers times ~25 such calls was ~20% of a quantized step. One C call each
+ * instead.
+ *
+ * Numbers: rotary and the store are bit-identical to the torch references (the same
+ * roundings in the same order: each product rounded, then the sum; contraction into FMA is
+ * prevented by computing each product in its own statement, and -std=c11 turns GCC's
+ * contraction off). RMSNorm sums its squares in another order than torch (8 float32 lanes)
+ * and attention uses libm's expf and its own summation order: ~1e-7 relative. SiLU's e^x is
+ * a polynomial of its own (exp_vec: ~1 ulp, vectorized), torch's is SLEEF's: ~1e-7.
+ *
+ * Plain C (the loops are written for the compiler to vectorize on the baseline ISA), so it
+ * runs on any CPU; no -march, no run-time check. Tensors arrive as data pointers (Python
+ * ints) from radixlm.kernels.cpu.row_ops, which owns the checks of shapes and dtypes; the
+ * calls are METH_FASTCALL because at these sizes argument parsing is a visible part. */
+#include "radixlm_native.h"
+#define LANES 8 /* independent partial sums: vectorizable, and shorter dependency chains */
+
+/* Wider vectors where the CPU has them, for the loops that are arithmetic rather than
+ * dispatch (the SiLU's polynomial): GCC and Clang compile one copy per target and pick one
+ * when the module loads (an ifunc: no run-time check of ours, no -march). */
+#if HAVE_X86_LINUX
+#define WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WIDE
+#endif
+
+/* sum_i a[i] * b[i] in LANES partial sums */
+static inline float dot(const float *a, const float *b, idx_t n) {
+    float acc[LANES] = {0};
+    idx_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += a[i + j] * b[i + j];
+    for (; i < n; i++) acc[0] += a[i] * b[i];
+    float total = 0.0f;
+    for (int j = 0; j < LANES; j++) total += acc[j];
+    return total;
+}
+
+/* summed = x + residual (residual NULL: summed is x itself); out = summed * inv * weight with
+ * inv = 1 / sqrt(mean(summed^2) + eps), per row of n. */
+static void add_rms_norm(const float *x, const float *residual, const float *weight, float *out,
+                         float *summed, idx_t rows, idx_t n, float eps) {
+    for (idx_t r = 0; r < rows; r++) {
+        const float *src = x + r * n;
+        if (residual) {
+            float *s = summed + r * n;
+            const float *res = residual + r * n;
+            for (idx_t i = 0; i < n; i++) s[i] = src[i] + res[i];
+            src = s;
+        }
+        float mean = dot(src, src, n) / (float)n;
+        float inv = 1.0f / sqrtf(mean + eps);
+        float *o = out + r * n;
+        for (idx_t i = 0; i < n; i++) {
+            float scaled = src[i] * inv;
+            o[i] = scaled * weight[i];
+        }
+    }
+}
+
+/* out[t, h] = x[t, h] * cos2[t] + swap(x[t, h]) * sin2[t], swap exchanging the halves of a
+ * head: rotary_rows_ref's roundings (two products, then their sum). x's tokens are `stride`
+ * floats apart (a view of the fused QKV rows), its heads contiguous; out is contiguous. */
+static void rotary_rows(const float *x, idx_t stride, const float *cos2, const float *sin2,
+                        float *out, idx_t tokens, idx_t heads, idx_t dim) {
+    idx_t half = dim / 2;
+    for (idx_t t = 0; t < tokens; t++) {
+        const float *c = cos2 + t * dim, *s = sin2 + t * dim;
+        for (idx_t h = 0; h < heads; h++) {
+            const float *v = x + t * stride + h * dim;
+            float *o = out + (t * heads + h) * dim;
+            for (idx_t i = 0; i < half; i++) {
+                float a = v[i] * c[i];
+                float b = v[i + half] * s[i];
+                o[i] = a + b;
+            }
+            for (idx_t i = half; i < dim; i++) {
+                float a = v[i] * c[i];
+                float b = v[i - half] * s[i];
+                o[i] = a + b;
+            }
+        }
+    }
+}
+
+/* e^x for the SiLU, written so that the compiler vectorizes it (libm's expf is a call per
+ * element): x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to degree 7
+ * (truncation < 1e-8 relative), 2^n built in the exponent bits. Inputs are clamped to
+ * [-87, 88], where 2^n stays a normal float; SiLU's x / (1 + e^-x) is then -0 or x anyway. */
+static inline float exp_vec(float x) {
+    const float log2e = 1.44269504088896341f, ln2_hi = 0.693145751953125f,
+                ln2_lo = 1.428606765330187e-06f, round = 12582912.0f; /* 1.5 * 2^23 */
+    x = x > 88.0f ? 88.0f : x;
+    x = x < -87.0f ? -87.0f : x;
+    float n = (x * log2e + round) - round; /* x / ln2 to the nearest integer */
+    float r = (x - n * ln2_hi) - n * ln2_lo;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* out[t, i] = silu(x[t, i]) * x[t, inter + i]: the gate and up halves of the fused
+ * projection's rows [T, 2 * inter]; out [T, inter]. */
+WIDE static void silu_mul(const float *x, float *out, idx_t tokens, idx_t inter) {
+    for (idx_t t = 0; t < tokens; t++) {
+        const float *gate = x + t * 2 * inter, *up = gate + inter;
+        float *o = out + t * inter;
+        for (idx_t i = 0; i < inter; i++) {
+            float silu = gate[i] / (1.0f + exp_vec(-gate[i]));
+            o[i] = silu * up[i];
+        }
+    }
+}
+
+/* One request's decode attention: q [Hq, D] over the keys/values at slots[0..len) of the
+ * flat pools [S, Hkv, D] (only the last `window` when window > 0); out [Hq, D]. Query head h
+ * reads KV head h / (Hq / Hkv). scores: scratch of len floats.
+ *
+ * prior_lse non-NULL (cascade): out arrives holding the normalized attention of q over other
+ * keys (a group's shared prefix) and prior_lse [Hq] its log-sum-exp (-inf: no key); the
+ * result is the attention over both key sets, merged as merge_partial does: the prior part
+ * weighs exp(lse - top) against this part's exp(s_j - top). */
+WIDE static void attend_one(const float *q, const float *k_pool, const float *v_pool,
+                       const int64_t *slots, idx_t len, idx_t hq, idx_t hkv, idx_t dim,
+                       float sm_scale, float logit_cap, idx_t window, float *scores,
+                       const float *prior_lse, float *out) {
+    idx_t first = window > 0 && len > window ? len - window : 0;
+    idx_t group = hq / hkv, row = hkv * dim;
+    for (idx_t h = 0; h < hq; h++) {
+        idx_t g = h / group;
+        const float *qh = q + h * dim;
+        float top = prior_lse ? prior_lse[h] : -INFINITY;
+        for (idx_t j = first; j < len; j++) {
+            float s = dot(qh, k_pool + slots[j] * row + g * dim, dim) * sm_scale;
+            if (logit_cap > 0.0f) s = logit_cap * tanhf(s / logit_cap);
+            scores[j] = s;
+            if (s > top) top = s;
+        }
+        /* the prior part's weight; 0 without one (or when it saw no key: lse -inf) */
+        float prior = prior_lse && prior_lse[h] > -INFINITY ? expf(prior_lse[h] - top) : 0.0f;
+        float total = prior;
+        for (idx_t j = first; j < len; j++) {
+            scores[j] = expf(scores[j] - top);
+            total += scores[j];
+        }
+        float *o = out + h * dim;
+        for (idx_t i = 0; i < dim; i++) o[i] = prior > 0.0f ? o[i] * prior : 0.0f;
+        for (idx_t j = first; j < len; j++) {
+            const float *vj = v_pool + slots[j] * row + g * dim;
+            float p = scores[j];
+            for (idx_t i = 0; i < dim; i++) o[i] += p * vj[i];
+        }
+        float inv = 1.0f / total;
+        for (idx_t i = 0; i < dim; i++) o[i] *= inv;
+    }
+}
+
+/* ---- the Python side: every argument an int (pointers, sizes) or a float ---- */
+
+static int args_ok(Py_ssize_t got, Py_ssize_t want, const char *name) {
+    if (got == want) return 1;
+    PyErr_Format(PyExc_TypeError, "%s: expected %zd arguments, got %zd", name, want, got);
+    return 0;
+}
+
+/* ints[i] = args[i] as an integer, for the first n arguments; 0 with an error set if not */
+static int as_ints(PyObject *const *args, Py_ssize_t n, long long *ints) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        ints[i] = PyLong_AsLongLong(args[i]);
+        if (ints[i] == -1 && PyErr_Occurred()) return 0;
+    }
+    return 1;
+}
+
+static PyObject *py_add_rms_norm(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
+    long long a[7];
+    if (!args_ok(nargs, 8, "add_rms_norm") || !as_ints(args, 7, a)) return NULL;
+    double eps = PyFloat_AsDouble(args[7]);
+    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    if (!a[0] || !a[2] || !a[3] || (a[1] && !a[4]) || a[5] < 0 || a[6] < 1) {
+        PyErr_SetString(PyExc_ValueError, "add_rms_norm: null pointer or bad size");
+        return NULL;
+    }
+    add_rms_norm(PTR(a[0]), PTR(a[1]), PTR(a[2]), PTR(a[3]), PTR(a[4]), a[5], a[6],
+                 (float)eps);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_rotary_rows(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
+    long long a[8];
+    if (!args_ok(nargs, 8, "rotary_rows") || !as_ints(args, 8, a)) return NULL;
+    if (!a[0] || !a[2] || !a[3] || !a[4] || a[5] < 0 || a[6] < 0 || a[7] < 2 || a[7] % 2 ||
+        a[1] < a[6] * a[7]) {
+        PyErr_SetString(PyExc_ValueError, "rotary_rows: null pointer or bad size");
+        return NULL;
+    }
+    rotary_rows(PTR(a[0]), a[1], PTR(a[2]), PTR(a[3]), PTR(a[4]), a[5], a[6], a[7]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_silu_mul(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
+    long long a[4];
+    if (!args_ok(nargs, 4, "silu_mul") || !as_ints(args, 4, a)) return NULL;
+    if (!a[0] || !a[1] || a[2] < 0 || a[3] < 1) {
+        PyErr_SetString(PyExc_ValueError, "silu_mul: null pointer or bad size");
+        return NULL;
+    }
+    silu_mul(PTR(a[0]), PTR(a[1]), a[2], a[3]);
+    Py_RETURN_NONE;
+}
+
+/* store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row): pool[slots[t]] = new[t],
+ * rows of `row` floats; a slot outside [0, num_slots) raises IndexError before any write. */
+static PyObject *py_store_kv(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
+    long long a[8];
+    if (!args_ok(nargs, 8, "store_kv") || !as_ints(args, 8, a)) return NULL;
+    if (!a[0] || !a[1] || !a[3] || !a[4] || !a[5] || a[6] < 0 || a[7] < 1) {
+        PyErr_SetString(PyExc_ValueError, "store_kv: null pointer or bad size");
+        return NULL;
+    }
+    const int64_t *slots = PTR(a[3]);
+    for (long long t = 0; t < a[6]; t++)
+        if (slots[t] < 0 || slots[t] >= a[2]) {
+            PyErr_Format(PyExc_IndexError, "store_kv: slot %lld outside the pool of %lld",
+                         (long long)slots[t], a[2]);
+            return NULL;
+        }
+    size_t bytes = (size_t)a[7] * sizeof(float);
+    for (long long t = 0; t < a[6]; t++) {
+        memcpy((float *)PTR(a[0]) + slots[t] * a[7], (const float *)PTR(a[4]) + t * a[7], bytes);
+        memcpy((float *)PTR(a[1]) + slots[t] * a[7], (const float *)PTR(a[5]) + t * a[7], bytes);
+    }
+    Py_RETURN_NONE;
+}
+
+/* decode_attention(q, k_pool, v_pool, num_slots, indptr, indices, num_indices, out, batch,
+ * hq, hkv, dim, window, prior_lse, sm_scale, logit_cap): request b attends the slots
+ * indices[indptr[b]:indptr[b+1]]; every index and slot is checked before any work.
+ * prior_lse (0: none) [B, Hq]: out holds a partial attention over other keys to merge with
+ * (see attend_one). */
+static PyObject *py_decode_attention(PyObject *UNUSED self, PyObject *const *args,
+                                     Py_ssize_t nargs) {
+    long long a[14];
+    if (!args_ok(nargs, 16, "decode_attention") || !as_ints(args, 14, a)) return NULL;
+    double sm_scale = PyFloat_AsDouble(args[14]), cap = PyFloat_AsDouble(args[15]);
+    const float *prior_lse = PTR(a[13]);
+    if (PyErr_Occurred()) return NULL;
+    const int64_t *indptr = PTR(a[4]), *indices = PTR(a[5]);
+    long long num_indices = a[6], batch = a[8], hq = a[9], hkv = a[10], dim = a[11];
+    if (!a[0] || !a[1] || !a[2] || !indptr || !indices || !a[7] || batch < 0 || hkv < 1 ||
+        dim < 1 || hq % hkv || (batch > 0 && (indptr[0] < 0 || indptr[batch] > num_indices))) {
+        PyErr_SetString(PyExc_ValueError, "decode_attention: null pointer or bad size");
+        return NULL;
+    }
+    idx_t longest;
+    if (!check_decode_slots(indptr, indices, batch, a[3], &longest)) return NULL;
+    float *scores = malloc((size_t)(longest > 0 ? longest : 1) * sizeof(float));
+    if (!scores) return PyErr_NoMemory();
+    /* The longest call of the set (up to ~0.5 ms a layer): without the GIL, as torch's ops
+     * and the GEMVs run, so the grammar compiler's worker computes masks meanwhile. The
+     * short calls keep it: releasing costs more than they take. */
+    Py_BEGIN_ALLOW_THREADS
+    for (long long b = 0; b < batch; b++)
+        attend_one((const float *)PTR(a[0]) + b * hq * dim, PTR(a[1]), PTR(a[2]),
+                   indices + indptr[b], indptr[b + 1] - indptr[b], hq, hkv, dim,
+                   (float)sm_scale, (float)cap, a[12], scores,
+                   prior_lse ? prior_lse + b * hq : NULL, (float *)PTR(a[7]) + b * hq * dim);
+    Py_END_ALLOW_THREADS
+    free(scores);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef METHODS[] = {
+    {"add_rms_norm", (PyCFunction)(void (*)(void))py_add_rms_norm, METH_FASTCALL,
+     "add_rms_norm(x, residual, weight, out, summed, rows, n, eps) -> None\n\n"
+     "summed = x + residual (residual 0: none, summed unused), out = RMSNorm(summed) * weight;\n"
+     "float32 [rows, n] contiguous, weight [n]."},
+    {"rotary_rows", (PyCFunction)(void (*)(void))py_rotary_rows, METH_FASTCALL,
+     "rotary_rows(x, stride, cos2, sin2, out, tokens, heads, dim) -> None\n\n"
+     "out = x * cos2 + swap_halves(x) * sin2; x [T, H, D] (tokens `stride` floats apart),\n"
+     "out [T, H, D], cos2/sin2 [T, D] float32."},
+    {"silu_mul", (PyCFunction)(void (*)(void))py_silu_mul, METH_FASTCALL,
+     "silu_mul(x, out, tokens, inter) -> None\n\n"
+     "out = silu(x[:, :inter]) * x[:, inter:]; x float32 [T, 2 * inter], out [T, inter]."},
+    {"store_kv", (PyCFunction)(void (*)(void))py_store_kv, METH_FASTCALL,
+     "store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row) -> None\n\n"
+     "pool[slots[t]] = new[t] for rows of `row` float32; slots int64 [tokens]."},
+    {"decode_attention", (PyCFunction)(void (*)(void))py_decode_attention, METH_FASTCALL,
+     "decode_attention(q, k_pool, v_pool, num_slots, indptr, indices, num_indices, out,\n"
+     "batch, hq, hkv, dim, window, prior_lse, sm_scale, logit_cap) -> None\n\n"
+     "Softmax attention of q [B, Hq, D] over each request's slots (int64 indptr [B+1],\n"
+     "indices) of the flat pools [num_slots, Hkv, D]; out [B, Hq, D] float32. prior_lse\n"
+     "(0: none) [B, Hq]: out holds a partial attention over other keys, merged into."},
+    {NULL, NULL, 0, NULL},
+};
+
+DEFINE_MODULE(row_ops, "A decoder layer's per-token kernels for few rows, float32 (row_ops.c).")

@@ -1,0 +1,209 @@
+"""A decoder layer's per-token kernels on the native ``row_ops`` module, for few-row CPU steps.
+
+Each function takes the signature of its torch reference and returns the same result; on the
+case it was built for (float32, contiguous, CPU, int64 slots) it is one C call on data
+pointers, anything else goes to the reference unchanged (which checks and raises as ever).
+Why: at batch-1 decode these ops work on a few hundred floats and each torch call they replace
+costs microseconds of dispatch; 30 layers of ~25 calls were ~20% of a quantized step.
+
+Numbers: :func:`rotary_rows` and :func:`store_kv` are bit-identical to the references;
+:func:`fused_add_rms_norm` / :func:`rms_norm` sum the squares in another order,
+:func:`decode_attention` computes its softmax with libm (the portable kernel) or a
+polynomial e^x (the AVX-512 one, head sizes 64 and 128) and :func:`silu_mul` its e^x with a
+polynomial of its own (~1e-7 relative; the AVX-512 attention ~1e-6; tested).
+
+Decode attention reads each request's KV straight from the pool by slot, with no plan: the
+set's :func:`plan_decode` answers ``None`` (take the native kernel) for small batches of short
+contexts, where a plan's gathers and SDPA's setup cost more than the arithmetic, and the torch
+plan otherwise (long contexts, and the shared-prefix cascade of large batches). With a cascade
+plan the groups' prefixes go through :mod:`.avx512_attention` (one flash part per group,
+torch's where that kernel is not built) and every request's own suffix through the native
+kernel, which merges it into the prefix part by the
+log-sum-exp: no suffix gather, no padded SDPA, no merge pass.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..reference.decode_attention import (
+    DecodePlan,
+    decode_attention_ref,
+    group_prefix_parts,
+    plan_decode_padded,
+)
+from ..reference.kv_store import store_kv_ref
+from ..reference.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
+from ..reference.rotary import rotary_rows_ref
+from ..reference.silu_mul import silu_mul_ref
+from .avx512_attention import prefix_partial_attention
+from .native import load
+
+_NATIVE = load("row_ops")
+# decode attention for head sizes 64 / 128 on AVX-512 (native/avx512_attention.c: a KV head's
+# query heads together, e^x 16 at a time; ~10x the portable row_ops kernel at 32 requests x
+# 32 keys), the portable one otherwise
+_AVX512 = load("avx512_attention")
+AVX512_DECODE = _AVX512 is not None and bool(_AVX512.supported())
+AVX512_HEAD_DIMS = (64, 128)
+AVX512_MAX_GROUP = 64  # query heads per KV head the kernel's scratch holds
+_F32, _I64 = torch.float32, torch.int64
+# The native decode attention takes one request of any length, and batches whose padded KV
+# (requests x longest) is at most this many tokens. Measured against the torch plan + SDPA
+# (one thread, AVX-512, 9 query / 3 KV heads of 64): native 14 vs 51 us + a 150 us plan at
+# 1 x 16, 416 vs 522 us + 170 at 1 x 2048, 86 vs 180 us + 120 at 8 x 64, 361 vs 513 us + 97 at
+# 32 x 64. Past the bound the torch set's cascade may read a shared prefix once for a group
+# where this kernel reads it per request, so the larger batches keep its plan.
+NATIVE_DECODE_MAX_KV = 2048
+
+
+def row_ops_available() -> bool:
+    """True if the native module was built (it runs on any CPU)."""
+    return _NATIVE is not None
+
+
+def _plain(t: torch.Tensor) -> bool:
+    """A float32 contiguous CPU tensor (a Parameter too): what the kernels read through a bare
+    pointer."""
+    return isinstance(t, torch.Tensor) and t.dtype is _F32 and t.is_cpu and t.is_contiguous()
+
+
+def _norm_args_plain(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    return (_NATIVE is not None and _plain(x) and _plain(weight) and x.dim() == 2
+            and weight.dim() == 1 and weight.shape[0] == x.shape[1] and x.numel() > 0)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """:func:`rms_norm_ref` in one native call on float32 rows."""
+    if not _norm_args_plain(x, weight):
+        return rms_norm_ref(x, weight, eps)
+    out = torch.empty_like(x)
+    _NATIVE.add_rms_norm(x.data_ptr(), 0, weight.data_ptr(), out.data_ptr(), 0, x.shape[0],
+                         x.shape[1], eps)
+    return out
+
+
+def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                       eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`fused_add_rms_norm_ref` (``(rms_norm(x + residual), x + residual)``)
+    in one native call on float32 rows."""
+    if not (_norm_args_plain(x, weight) and _plain(residual) and residual.shape == x.shape):
+        return fused_add_rms_norm_ref(x, residual, weight, eps)
+    out, summed = torch.empty_like(x), torch.empty_like(x)
+    _NATIVE.add_rms_norm(x.data_ptr(), residual.data_ptr(), weight.data_ptr(), out.data_ptr(),
+                         summed.data_ptr(), x.shape[0], x.shape[1], eps)
+    return out, summed
+
+
+def rotary_rows(qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """:func:`rotary_rows_ref` in one native call; ``qk`` [T, H, D] may be a view of
+    the fused QKV rows (tokens strided, heads contiguous)."""
+    if not (_NATIVE is not None and type(qk) is torch.Tensor and qk.dtype == _F32
+            and qk.is_cpu and qk.dim() == 3 and qk.numel() > 0 and _plain(cos) and _plain(sin)):
+        return rotary_rows_ref(qk, cos, sin)
+    t, h, d = qk.shape
+    if (cos.shape != (t, 1, d) or sin.shape != cos.shape or d % 2 or d < 2 or qk.stride(2) != 1
+            or qk.stride(1) != d or (t > 1 and qk.stride(0) < h * d)):
+        return rotary_rows_ref(qk, cos, sin)
+    out = torch.empty(t, h, d)
+    _NATIVE.rotary_rows(qk.data_ptr(), qk.stride(0) if t > 1 else h * d, cos.data_ptr(),
+                        sin.data_ptr(), out.data_ptr(), t, h, d)
+    return out
+
+
+def silu_mul(x: torch.Tensor) -> torch.Tensor:
+    """:func:`silu_mul_ref` (``silu(gate) * up`` of ``[T, 2 I]`` rows) in one native
+    call, vectorized with its own e^x (~1e-7 relative to torch's)."""
+    if not (_NATIVE is not None and _plain(x) and x.dim() == 2 and x.numel() > 0
+            and x.shape[1] % 2 == 0):
+        return silu_mul_ref(x)
+    inter = x.shape[1] // 2
+    out = torch.empty(x.shape[0], inter)
+    _NATIVE.silu_mul(x.data_ptr(), out.data_ptr(), x.shape[0], inter)
+    return out
+
+
+def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
+             k: torch.Tensor, v: torch.Tensor) -> None:
+    """:func:`store_kv_ref` (``cache[slots[i]] = new[i]``) in one native call."""
+    if not (_NATIVE is not None and _plain(k_cache) and _plain(v_cache) and _plain(k)
+            and _plain(v) and type(slots) is torch.Tensor and slots.dtype == _I64
+            and slots.is_cpu and slots.is_contiguous() and slots.dim() == 1
+            and k_cache.dim() == 4 and v_cache.shape == k_cache.shape and k.dim() == 3
+            and k.shape == v.shape and k.shape[0] == slots.shape[0] and k.numel() > 0
+            and k.shape[1:] == k_cache.shape[2:]):
+        store_kv_ref(k_cache, v_cache, slots, k, v)
+        return
+    row = k_cache.shape[2] * k_cache.shape[3]
+    _NATIVE.store_kv(k_cache.data_ptr(), v_cache.data_ptr(), k_cache.numel() // max(row, 1),
+                     slots.data_ptr(), k.data_ptr(), v.data_ptr(), k.shape[0], row)
+
+
+def plan_decode(slots: torch.Tensor, lens: torch.Tensor, page_size: int = 1,
+                sliding_window: int = 0,
+                workspace: dict[str, torch.Tensor] | None = None) -> DecodePlan | None:
+    """``None`` (the native kernel, no plan) for one request or a batch of at most
+    :data:`NATIVE_DECODE_MAX_KV` padded KV tokens on the CPU, else
+    :func:`plan_decode_padded`'s plan for the torch reference."""
+    batch = lens.shape[0]
+    if (_NATIVE is not None and batch > 0 and slots.is_cpu
+            and (batch == 1 or batch * int(lens.max()) <= NATIVE_DECODE_MAX_KV)):
+        return None
+    return plan_decode_padded(slots, lens, page_size, sliding_window, workspace)
+
+
+def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     kv_indptr: torch.Tensor, kv_indices: torch.Tensor, sm_scale: float,
+                     logit_cap: float = 0.0, sliding_window: int = 0,
+                     plan: DecodePlan | None = None) -> torch.Tensor:
+    """:func:`decode_attention_ref`; on float32 CPU tensors and int64
+    indices, without a ``plan`` one native call reading the pool by slot; with a cascade plan
+    the shared prefixes by :func:`group_prefix_parts` and each request's
+    suffix by that native call, merged into the prefix part (no suffix gather, no merge
+    pass)."""
+    plain = _decode_args_plain(q, k_cache, v_cache, kv_indptr, kv_indices)
+    if plain and plan is not None and plan.groups and plan.suffix_indices is not None:
+        o_p, l_p = group_prefix_parts(q, k_cache, v_cache, plan, sm_scale, logit_cap,
+                                      prefix_partial_attention)
+        b, hq, d = q.shape
+        out = o_p.reshape(b, hq, d).contiguous()  # the prefix part, merged into in place
+        lse = l_p.reshape(b, hq).contiguous()
+        _native_decode(q, k_cache, v_cache, plan.suffix_indptr, plan.suffix_indices, out,
+                       0, lse.data_ptr(), sm_scale, logit_cap)
+        return out
+    if plan is not None or not plain:
+        return decode_attention_ref(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale,
+                                    logit_cap, sliding_window, plan)
+    out = torch.empty(q.shape)
+    _native_decode(q, k_cache, v_cache, kv_indptr, kv_indices, out, sliding_window, 0,
+                   sm_scale, logit_cap)
+    return out
+
+
+def _native_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                   indptr: torch.Tensor, indices: torch.Tensor, out: torch.Tensor,
+                   sliding_window: int, prior_lse: int, sm_scale: float,
+                   logit_cap: float) -> None:
+    """The native call: ``out`` [B, Hq, D] = attention over ``indices[indptr[b]:...]``,
+    merged into ``out``'s prior part when ``prior_lse`` (a pointer to [B, Hq]) is not 0."""
+    b, hq, d = q.shape
+    hkv = k_cache.shape[2]
+    kernel = _NATIVE.decode_attention
+    if AVX512_DECODE and d in AVX512_HEAD_DIMS and hq // hkv <= AVX512_MAX_GROUP:
+        kernel = _AVX512.decode_attention
+    kernel(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), k_cache.numel() // (hkv * d),
+           indptr.data_ptr(), indices.data_ptr(), indices.shape[0], out.data_ptr(), b, hq, hkv,
+           d, sliding_window, prior_lse, float(sm_scale), float(logit_cap))
+
+
+def _decode_args_plain(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                       kv_indptr: torch.Tensor, kv_indices: torch.Tensor) -> bool:
+    """The native decode kernel's case; anything else is the reference's to check."""
+    if not (_NATIVE is not None and _plain(q) and _plain(k_cache) and _plain(v_cache)
+            and q.dim() == 3 and k_cache.dim() == 4 and v_cache.shape == k_cache.shape
+            and q.shape[0] > 0 and k_cache.shape[3] == q.shape[2]
+            and q.shape[1] % k_cache.shape[2] == 0):
+        return False
+    return all(type(t) is torch.Tensor and t.dtype == _I64 and t.is_cpu and t.dim() == 1
+               and t.is_contiguous() for t in (kv_indptr, kv_indices)) \
+        and kv_indptr.shape[0] == q.shape[0] + 1
