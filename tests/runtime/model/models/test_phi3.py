@@ -66,33 +66,54 @@ def test_runner_loads_fused_projections(tiny_phi3_path):
     assert runner.model_config.rotary_dim == 8 and runner.model.layers[0].self_attn.rotary_dim == 8
 
 
-def test_longrope_matches_hf_within_the_original_context(tiny_phi3_path, tmp_path):
-    """Short factors and the attention factor, prefill and greedy decode, against HF; past
-    original_max_position_embeddings (64 here) the runner refuses."""
-    path = tmp_path / "longrope"
-    shutil.copytree(tiny_phi3_path, path)
-    cfg = json.loads((path / "config.json").read_text())
-    cfg.update(rope_parameters=LONGROPE, max_position_embeddings=256,
-               original_max_position_embeddings=64)
-    (path / "config.json").write_text(json.dumps(cfg))
+def with_config(src, dst, **changes):  # noqa: ANN001, ANN201
+    """A copy of the checkpoint ``src`` at ``dst`` with ``changes`` made to its config.json."""
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.update(changes)
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return dst
+
+
+def assert_runner_matches_hf(path, ids: list[int], new: int) -> ModelRunner:  # noqa: ANN001
+    """Prefill logits (1e-4 of the logit scale) and ``new`` greedy tokens equal HF's."""
     hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     runner = ModelRunner(path, RunnerConfig(page_size=4, max_total_tokens=512))
-    assert runner.max_context == 64
-    ids = AutoTokenizer.from_pretrained(path)('{"name": "Heidi", "age": 6, "city": "P"').input_ids
     slots, _ = runner.allocator.extend_slots([], len(ids), True)
     logits = runner.forward([SeqSpec(ids, slots, logits_start=0)])
     with torch.no_grad():
         ref = hf(torch.tensor([ids])).logits[0]
+    assert ref.std() > 0.01, "degenerate reference logits would make the check vacuous"
     torch.testing.assert_close(logits, ref, atol=TOL * ref.abs().max().item(), rtol=0)
-    new = 64 - len(ids)
     ours = greedy_generate(runner, [ids], new)[0]
     expected = hf.generate(torch.tensor([ids]), max_new_tokens=new, do_sample=False,
                            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                            eos_token_id=None)[0, len(ids):].tolist()
     assert ours == expected[: len(ours)] and len(ours) == new
+    return runner
+
+
+def test_longrope_matches_hf_within_the_original_context(tiny_phi3_path, tmp_path):
+    """Short factors and the attention factor, prefill and greedy decode, against HF; past
+    original_max_position_embeddings (64 here) the runner refuses."""
+    path = with_config(tiny_phi3_path, tmp_path / "longrope", rope_parameters=LONGROPE,
+                       max_position_embeddings=256, original_max_position_embeddings=64)
+    ids = AutoTokenizer.from_pretrained(path)('{"name": "Heidi", "age": 6, "city": "P"').input_ids
+    runner = assert_runner_matches_hf(path, ids, 64 - len(ids))
+    assert runner.max_context == 64
     long_ids = list(range(5, 75))
     with pytest.raises(ContextLengthError, match="exceeds the model's context of 64"):
         runner.forward([SeqSpec(long_ids, runner.allocator.extend_slots([], 70, True)[0])])
+
+
+def test_sliding_window_matches_hf(tiny_phi3_path, tmp_path):
+    """Phi-3's ``sliding_window`` applies to every layer, as transformers masks it."""
+    path = with_config(tiny_phi3_path, tmp_path / "window", sliding_window=8)
+    assert ModelConfig.from_folder(path).sliding_windows == (8, 8)
+    ids = AutoTokenizer.from_pretrained(path)(
+        '{"name": "Heidi", "age": 6, "city": "Paris", "job": "teacher"}').input_ids
+    assert len(ids) > 8
+    assert_runner_matches_hf(path, ids, 24)
 
 
 @pytest.mark.parametrize("page_size", [1, 16])

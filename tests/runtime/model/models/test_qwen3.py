@@ -3,7 +3,10 @@ ModelRunner's exactness tests run it too, in test_model_runner.py)."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
+from safetensors.torch import load_file, save_file
 
 from radixlm.runtime.model.model_config import ModelConfig, UnsupportedModelError
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
@@ -33,10 +36,6 @@ def test_runner_builds_qwen3_with_qk_norm(tiny_qwen3_path):
 
 
 def test_checkpoint_without_qk_norm_is_refused(tiny_qwen3_path, tmp_path):
-    import shutil
-
-    from safetensors.torch import load_file, save_file
-
     dst = tmp_path / "m"
     shutil.copytree(tiny_qwen3_path, dst)
     tensors = load_file(dst / "model.safetensors")
