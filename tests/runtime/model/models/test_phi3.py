@@ -15,7 +15,6 @@ from radixlm.runtime.model.forward_batch import ContextLengthError, SeqSpec
 from radixlm.runtime.model.model_config import ModelConfig, UnsupportedModelError
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.model.models import Phi3ForCausalLM
-from radixlm.runtime.model.parallel.sharding import TensorParallelError, TPSharding
 from radixlm.testing import greedy_generate
 
 BASE = dict(architectures=["Phi3ForCausalLM"], hidden_size=64, intermediate_size=128,
@@ -53,11 +52,6 @@ def test_config_reads_longrope_as_transformers_does():
 def test_unsupported_rope_fields_are_refused(changes, message):
     with pytest.raises(UnsupportedModelError, match=message):
         ModelConfig.from_dict({**BASE, **changes})
-
-
-def test_tensor_parallel_is_refused():
-    with pytest.raises(TensorParallelError, match="fused"):
-        TPSharding.create(ModelConfig.from_dict(BASE), 2, 0)
 
 
 def test_runner_loads_fused_projections(tiny_phi3_path):

@@ -61,10 +61,6 @@ class TPSharding:
         """Validate that ``cfg`` splits over ``tp_size`` ranks and return rank ``rank``'s part."""
         if tp_size < 1 or not 0 <= rank < tp_size:
             raise ValueError(f"need tp_size >= 1 and 0 <= rank < tp_size, got {tp_size}, {rank}")
-        if tp_size > 1 and cfg.model_type == "phi3":
-            raise TensorParallelError(
-                "Phi-3 checkpoints store qkv_proj and gate_up_proj fused; splitting them over "
-                "ranks is not implemented: use tp_size=1")
         problems = _split_problems(cfg, tp_size)
         if problems:
             raise TensorParallelError(
