@@ -43,9 +43,29 @@ def tiny_qwen2_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _build(tmp_path_factory, "qwen2")
 
 
+@pytest.fixture(scope="session")
+def tiny_qwen3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Seeded, untrained Qwen3 test checkpoint (head_dim 32 != hidden / heads, GQA 2:1, untied,
+    QK-norm)."""
+    return _build(tmp_path_factory, "qwen3")
+
+
+@pytest.fixture(scope="session")
+def tiny_phi3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Seeded, untrained Phi-3 test checkpoint (fused qkv / gate_up, head_dim 16, half of each
+    head rotates, GQA 2:1, untied)."""
+    return _build(tmp_path_factory, "phi3")
+
+
 @pytest.fixture(scope="session", params=["llama", "qwen2"])
 def tiny_model_path(request: pytest.FixtureRequest) -> Path:
-    """Each tiny architecture in turn."""
+    """Each tiny Llama-shaped architecture in turn."""
+    return request.getfixturevalue(f"tiny_{request.param}_path")
+
+
+@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen3", "phi3"])
+def tiny_family_path(request: pytest.FixtureRequest) -> Path:
+    """Each served model family's tiny checkpoint in turn (the exactness tests)."""
     return request.getfixturevalue(f"tiny_{request.param}_path")
 
 

@@ -68,11 +68,12 @@ def test_cpu_tensors_without_the_interpreter_are_refused(device: torch.device) -
 @pytest.mark.triton_interpret
 @pytest.mark.parametrize("page_size", [1, 16])
 def test_model_on_triton_kernels_matches_torch_kernels(
-    tiny_model_path: Path, page_size: int, device: torch.device
+    tiny_family_path: Path, page_size: int, device: torch.device
 ) -> None:
-    """Prefill logits and a greedy continuation agree between the two backends."""
+    """Prefill logits and a greedy continuation agree between the two backends, for every
+    served family (Qwen3's per-head QK-norm rows, Phi-3's partial rotary)."""
     prompts = [[5, 17, 93, 4, 250, 31, 8, 77, 12], [44, 3], [9] * 21]
-    logits, tokens = backends_side_by_side(tiny_model_path, ("torch", "triton"), device.type,
+    logits, tokens = backends_side_by_side(tiny_family_path, ("torch", "triton"), device.type,
                                            page_size, prompts)
     assert logits["torch"].std() > 0.01, "degenerate logits would make the check vacuous"
     torch.testing.assert_close(logits["triton"], logits["torch"], atol=1e-4, rtol=0)

@@ -29,7 +29,7 @@ def test_tokenizer_has_realistic_merges_and_specials(tiny_llama_path):
     assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "phi3"])
 def test_checkpoint_loads_offline_with_transformers(request, arch):
     path = request.getfixturevalue(f"tiny_{arch}_path")
     model = AutoModelForCausalLM.from_pretrained(path)

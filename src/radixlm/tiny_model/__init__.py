@@ -1,4 +1,5 @@
-"""Built-in tiny models: generated corpus, trained byte-level BPE, seeded Llama/Qwen2 weights."""
+"""Built-in tiny models: generated corpus, trained byte-level BPE, seeded weights of each
+served family (Llama, Qwen2, Qwen3, Phi-3)."""
 
 from .builder import TinyModelSpec, build_tiny_model, ensure_tiny_model
 from .presets import ARCHS, SIZES

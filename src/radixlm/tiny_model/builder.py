@@ -1,4 +1,4 @@
-"""Build a tiny Llama or Qwen2 checkpoint as a real Hugging Face folder, offline.
+"""Build a tiny Llama, Qwen2, Qwen3 or Phi-3 checkpoint as a real Hugging Face folder, offline.
 
 The folder holds ``config.json``, ``generation_config.json``, ``model.safetensors`` and the
 tokenizer files, loadable by ``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained`` and by
@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 BUILD_VERSION = 1  # bump when the corpus, tokenizer or presets change
 MARKER = "radixlm_tiny.json"
+THETAS = {"llama": 10000.0, "qwen2": 1000000.0, "qwen3": 1000000.0, "phi3": 10000.0}
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,12 @@ class TinyModelSpec:
 
 
 def _hf_config(spec: TinyModelSpec, vocab: int, specials: dict[str, int]):  # noqa: ANN202
-    from transformers import LlamaConfig, Qwen2Config
+    from transformers import LlamaConfig, Phi3Config, Qwen2Config, Qwen3Config
 
+    shape = model_shape(spec.arch, spec.size)
+    rope = {"rope_type": "default", "rope_theta": THETAS[spec.arch]}
+    if "partial_rotary_factor" in shape:  # transformers 5 reads it from rope_parameters
+        rope["partial_rotary_factor"] = shape.pop("partial_rotary_factor")
     common = dict(
         vocab_size=vocab,
         max_position_embeddings=2048,
@@ -62,13 +67,12 @@ def _hf_config(spec: TinyModelSpec, vocab: int, specials: dict[str, int]):  # no
         bos_token_id=specials["bos"],
         eos_token_id=specials["eos"],
         pad_token_id=specials["pad"],
-        **model_shape(spec.arch, spec.size),
+        rope_parameters=rope,
+        **shape,
     )
-    if spec.arch == "llama":
-        return LlamaConfig(rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-                           **common)
-    return Qwen2Config(rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
-                       **common)
+    configs = {"llama": LlamaConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config,
+               "phi3": Phi3Config}
+    return configs[spec.arch](**common)
 
 
 def _perturb(model: torch.nn.Module, gen: torch.Generator) -> None:

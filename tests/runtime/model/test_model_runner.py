@@ -1,4 +1,5 @@
-"""The model runner is exact against Hugging Face transformers on the same weights."""
+"""The model runner is exact against Hugging Face transformers on the same weights, for every
+served family (Llama, Qwen2, Qwen3, Phi-3)."""
 
 from __future__ import annotations
 
@@ -53,10 +54,10 @@ def alloc(runner: ModelRunner, prefix: list[int], n: int, owned: bool = True) ->
 
 
 @pytest.mark.parametrize("page_size", [1, 16])
-def test_prefill_logits_match_hf(tiny_model_path, hf_models, page_size):
-    runner = make_runner(tiny_model_path, page_size)
-    hf = hf_model(tiny_model_path, hf_models)
-    prompts = encode(tiny_model_path, PROMPTS)
+def test_prefill_logits_match_hf(tiny_family_path, hf_models, page_size):
+    runner = make_runner(tiny_family_path, page_size)
+    hf = hf_model(tiny_family_path, hf_models)
+    prompts = encode(tiny_family_path, PROMPTS)
     specs = [SeqSpec(ids, alloc(runner, [], len(ids)), logits_start=0) for ids in prompts]
     logits = runner.forward(specs)
     assert logits.shape == (sum(map(len, prompts)), runner.vocab_size)
@@ -69,10 +70,10 @@ def test_prefill_logits_match_hf(tiny_model_path, hf_models, page_size):
 
 
 @pytest.mark.parametrize("page_size", [1, 16])
-def test_greedy_64_tokens_match_hf_generate(tiny_model_path, hf_models, page_size):
-    runner = make_runner(tiny_model_path, page_size)
-    hf = hf_model(tiny_model_path, hf_models)
-    prompts = encode(tiny_model_path, PROMPTS[:3])
+def test_greedy_64_tokens_match_hf_generate(tiny_family_path, hf_models, page_size):
+    runner = make_runner(tiny_family_path, page_size)
+    hf = hf_model(tiny_family_path, hf_models)
+    prompts = encode(tiny_family_path, PROMPTS[:3])
     eos = list(runner.model_config.eos_token_ids)
     ours = greedy_generate(runner, prompts, 64, stop_token_ids=eos)
     for ids, out in zip(prompts, ours):
@@ -88,9 +89,9 @@ def test_greedy_64_tokens_match_hf_generate(tiny_model_path, hf_models, page_siz
 @pytest.mark.parametrize(
     ("page_size", "prefix_len"), [(1, 7), (16, 16), (16, 21), (16, 5)]
 )
-def test_extend_with_cached_prefix_equals_whole(tiny_model_path, page_size, prefix_len):
-    runner = make_runner(tiny_model_path, page_size)
-    (ids,) = encode(tiny_model_path, [PROMPTS[1] + " and more words after the record"])
+def test_extend_with_cached_prefix_equals_whole(tiny_family_path, page_size, prefix_len):
+    runner = make_runner(tiny_family_path, page_size)
+    (ids,) = encode(tiny_family_path, [PROMPTS[1] + " and more words after the record"])
     assert len(ids) > prefix_len + 4
     whole = runner.forward([SeqSpec(ids, alloc(runner, [], len(ids)), logits_start=0)])
     # Another request computes the prefix; this one borrows its slots (possibly a partial page
@@ -104,9 +105,9 @@ def test_extend_with_cached_prefix_equals_whole(tiny_model_path, page_size, pref
 
 
 @pytest.mark.parametrize("page_size", [1, 16])
-def test_mixed_extend_and_decode_batch_equals_each_alone(tiny_model_path, page_size):
-    runner = make_runner(tiny_model_path, page_size)
-    prompts = encode(tiny_model_path, PROMPTS)
+def test_mixed_extend_and_decode_batch_equals_each_alone(tiny_family_path, page_size):
+    runner = make_runner(tiny_family_path, page_size)
+    prompts = encode(tiny_family_path, PROMPTS)
     # Requests 0 and 2 hold their prompts in the pool and decode one token; 1 prefills; 3 is a
     # one-token prompt (empty prefix) and so rides the decode path.
     held = {}

@@ -8,6 +8,7 @@ naming the field, rather than running with silently different numerics.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,10 @@ SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": "llama",
     "Qwen2ForCausalLM": "qwen2",
     "MistralForCausalLM": "mistral",
+    "Qwen3ForCausalLM": "qwen3",
+    "Phi3ForCausalLM": "phi3",
 }
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "longrope")
 
 
 class UnsupportedModelError(ValueError):
@@ -34,6 +37,11 @@ class RopeConfig:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_max_position_embeddings: int = 8192
+    partial_rotary_factor: float = 1.0  # the fraction of head_dim that rotates (Phi-3)
+    # longrope (Phi-3): per-frequency divisors for contexts within / beyond the original length
+    short_factor: tuple[float, ...] = ()
+    long_factor: tuple[float, ...] = ()
+    attention_factor: float = 1.0  # cos and sin are multiplied by it (longrope)
 
     def __post_init__(self) -> None:
         if self.rope_type not in SUPPORTED_ROPE_TYPES:
@@ -45,6 +53,21 @@ class RopeConfig:
             raise UnsupportedModelError(
                 f"rope theta and factor must be positive, got {self.theta} and {self.factor}"
             )
+        if not 0 < self.partial_rotary_factor <= 1:
+            raise UnsupportedModelError(f"partial_rotary_factor must be in (0, 1], got "
+                                        f"{self.partial_rotary_factor}")
+        if self.rope_type == "longrope" and not self.short_factor:
+            raise UnsupportedModelError("longrope rope scaling needs its short_factor list")
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest context these tables are exact for, or None for no limit.
+
+        longrope switches a whole forward to ``long_factor`` once its sequence passes
+        ``original_max_position_embeddings`` (transformers' ``longrope_frequency_update``),
+        which re-rotates every position of that forward: it depends on the batch, not the
+        position, so it cannot be cached per token. We serve the short-factor range only."""
+        return self.original_max_position_embeddings if self.rope_type == "longrope" else None
 
 
 @dataclass(frozen=True)
@@ -83,8 +106,14 @@ class ModelConfig:
                 f"num_attention_heads ({self.num_heads}) must be a multiple of "
                 f"num_key_value_heads ({self.num_kv_heads})"
             )
-        if self.head_dim % 2:
-            raise UnsupportedModelError(f"head_dim must be even for RoPE, got {self.head_dim}")
+        if self.head_dim % 2 or self.rotary_dim % 2:
+            raise UnsupportedModelError(f"head_dim ({self.head_dim}) and its rotary part "
+                                        f"({self.rotary_dim}) must be even for RoPE")
+        for name in ("short_factor", "long_factor"):
+            n = len(getattr(self.rope, name))
+            if n and n != self.rotary_dim // 2:
+                raise UnsupportedModelError(f"rope {name} has {n} entries, expected one per "
+                                            f"rotary frequency ({self.rotary_dim // 2})")
         if len(self.sliding_windows) != self.num_layers:
             raise UnsupportedModelError(
                 f"sliding_windows needs one entry per layer ({self.num_layers}), "
@@ -92,11 +121,17 @@ class ModelConfig:
             )
 
     @property
+    def rotary_dim(self) -> int:
+        """How many leading dims of each head rotate (``head_dim`` unless partial rotary)."""
+        return int(self.head_dim * self.rope.partial_rotary_factor)
+
+    @property
     def num_parameters(self) -> int:
         """Parameter count of the checkpoint (embedding counted once when tied)."""
         h, q, kv = self.hidden_size, self.num_heads * self.head_dim, \
             self.num_kv_heads * self.head_dim
         attn = h * (q + 2 * kv) + q * h + (q + 2 * kv) * self.qkv_bias + h * self.o_bias
+        attn += 2 * self.head_dim * (self.model_type == "qwen3")  # q_norm, k_norm
         mlp = 3 * h * self.intermediate_size + (2 * self.intermediate_size + h) * self.mlp_bias
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
         return embed + self.num_layers * (attn + mlp + 2 * h) + h
@@ -132,7 +167,7 @@ class ModelConfig:
         heads = _req(raw, "num_attention_heads")
         layers = _req(raw, "num_hidden_layers")
         model_type = SUPPORTED_ARCHITECTURES[arch]
-        bias = bool(raw.get("attention_bias", False))
+        bias = bool(raw.get("attention_bias", False)) and model_type != "phi3"
         return cls(
             architecture=arch,
             hidden_size=hidden,
@@ -144,7 +179,7 @@ class ModelConfig:
             vocab_size=_req(raw, "vocab_size"),
             rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
             max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
-            rope=_rope(raw),
+            rope=_rope(raw, model_type),
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
             qkv_bias=True if model_type == "qwen2" else bias,
             o_bias=False if model_type == "qwen2" else bias,
@@ -176,12 +211,24 @@ def _architecture(raw: dict[str, Any]) -> str:
     )
 
 
-def _rope(raw: dict[str, Any]) -> RopeConfig:
+def _rope(raw: dict[str, Any], model_type: str) -> RopeConfig:
     params = dict(raw.get("rope_parameters") or {})
     scaling = dict(raw.get("rope_scaling") or {})
     merged = {**scaling, **params}
     theta = merged.get("rope_theta", raw.get("rope_theta", 10000.0))
     rope_type = merged.get("rope_type", merged.get("type", "default"))
+    partial = float(merged.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0)))
+    if partial != 1.0 and model_type != "phi3":
+        raise UnsupportedModelError(f"partial_rotary_factor={partial} is only supported for "
+                                    f"Phi-3; {model_type} rotates whole heads")
+    if model_type == "phi3":
+        if rope_type in ("su", "yarn"):  # Phi3Config's legacy names for longrope
+            rope_type = "longrope"
+        if rope_type == "longrope":
+            return _longrope(raw, merged, float(theta), partial)
+    elif rope_type == "longrope":
+        raise UnsupportedModelError(f"rope type 'longrope' is only supported for Phi-3, not "
+                                    f"{model_type}")
     return RopeConfig(
         theta=float(theta),
         rope_type=str(rope_type),
@@ -191,19 +238,46 @@ def _rope(raw: dict[str, Any]) -> RopeConfig:
         original_max_position_embeddings=int(
             merged.get("original_max_position_embeddings", 8192)
         ),
+        partial_rotary_factor=partial,
+    )
+
+
+def _longrope(raw: dict[str, Any], merged: dict[str, Any], theta: float,
+              partial: float) -> RopeConfig:
+    """Phi-3's longrope, as transformers' ``_compute_longrope_parameters`` reads it: the
+    original length from the top-level field, the factor defaulting to the ratio of
+    lengths, and the attention factor derived from it when not given."""
+    max_pos = int(raw.get("max_position_embeddings", 2048))
+    # Phi3Config's own field wins over rope_parameters' (and defaults to 4096), as in
+    # transformers' standardize_rope_params
+    original = int(raw.get("original_max_position_embeddings", 4096))
+    factor = merged.get("factor")
+    factor = max_pos / original if factor is None else factor
+    attention = merged.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    for key in ("short_factor", "long_factor"):
+        if not isinstance(merged.get(key), list):
+            raise UnsupportedModelError(f"rope_scaling longrope needs a {key} list")
+    return RopeConfig(
+        theta=theta, rope_type="longrope", factor=float(factor),
+        original_max_position_embeddings=original, partial_rotary_factor=partial,
+        short_factor=tuple(float(f) for f in merged["short_factor"]),
+        long_factor=tuple(float(f) for f in merged["long_factor"]),
+        attention_factor=float(attention),
     )
 
 
 def _sliding_windows(raw: dict[str, Any], model_type: str, layers: int) -> tuple[int, ...]:
     window = raw.get("sliding_window") or 0
-    if model_type == "qwen2" and not raw.get("use_sliding_window", False):
+    if model_type in ("qwen2", "qwen3") and not raw.get("use_sliding_window", False):
         window = 0
     if not window:
         return (0,) * layers
     layer_types = raw.get("layer_types")
     if layer_types:
         return tuple(int(window) if t == "sliding_attention" else 0 for t in layer_types)
-    if model_type == "qwen2":
+    if model_type in ("qwen2", "qwen3"):
         first_full = int(raw.get("max_window_layers", layers))
         return tuple(int(window) if i >= first_full else 0 for i in range(layers))
     return (int(window),) * layers

@@ -7,6 +7,7 @@ and hands over :class:`SeqSpec` lists.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +25,15 @@ from .gemm_choice import GemmChooser
 from .gguf_conversion import find_gguf, resolve_model_path
 from .gguf_quantized import gguf_source, load_gguf_int4
 from .model_config import ModelConfig
-from .models import LlamaForCausalLM
+from .models import MODEL_CLASSES, DecoderForCausalLM
 from .models.rope import RopeTables
 from .quantized_linear import QUANTIZATIONS, CpuLinearBuilder
 from .weight_loader import iter_weights
 
 if TYPE_CHECKING:
     from .parallel.process_group import TPGroup
+
+logger = logging.getLogger(__name__)
 
 DTYPES = {
     "float32": torch.float32,
@@ -118,7 +121,12 @@ class ModelRunner:
         self.max_context = min(
             self.config.max_context or self.model_config.max_position_embeddings,
             self.model_config.max_position_embeddings,
+            self.model_config.rope.max_positions or self.model_config.max_position_embeddings,
         )
+        if self.model_config.rope.max_positions is not None:
+            logger.warning("longrope: contexts up to original_max_position_embeddings (%d) only "
+                           "(the short factors); the long_factor range is not implemented",
+                           self.model_config.rope.max_positions)
         self.ops = get_kernel_ops(self.config.kernel_backend, self.device)
         self.sharding = None
         cfg = self.model_config  # this rank's shapes below (the whole model without TP)
@@ -137,11 +145,11 @@ class ModelRunner:
         self.allocator = PageAllocator(num_pages, page_size)
         self.workspace: dict[str, torch.Tensor] = {}  # attention gather buffers, reused
 
-    def _load_model(self, cfg: ModelConfig) -> LlamaForCausalLM:
+    def _load_model(self, cfg: ModelConfig) -> DecoderForCausalLM:
         # float32 tables on the device, built before the meta-device construction below
-        rope = RopeTables.build(cfg.rope, cfg.head_dim, self.max_context, self.device)
+        rope = RopeTables.build(cfg.rope, cfg.rotary_dim, self.max_context, self.device)
         with torch.device("meta"):
-            model = LlamaForCausalLM(cfg, self.ops, rope)
+            model = MODEL_CLASSES[cfg.model_type](cfg, self.ops, rope)
         model = model.to_empty(device=self.device).to(self.dtype)
         if self.sharding is None:
             model.load_weights(iter_weights(self.model_path))
@@ -157,7 +165,7 @@ class ModelRunner:
             apply_tensor_parallel(model, self.sharding, self.tp_group)
         return model.eval()
 
-    def _build_cpu_linears(self, model: LlamaForCausalLM) -> None:
+    def _build_cpu_linears(self, model: DecoderForCausalLM) -> None:
         cfg = self.config
         if cfg.cpu_gemm == "onednn" and not onednn_linear_available(self.dtype):
             raise ValueError(f"cpu_gemm=onednn: this torch build cannot run oneDNN linears "

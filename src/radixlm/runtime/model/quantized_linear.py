@@ -158,7 +158,7 @@ def kind_of(weight: QuantWeight | torch.Tensor) -> str:
 
 
 class CpuLinearBuilder:
-    """The ``build`` hook of :meth:`LlamaForCausalLM.replace_linears` on CPU.
+    """The ``build`` hook of :meth:`DecoderForCausalLM.replace_linears` on CPU.
 
     Float weights get ``torch``/``onednn`` candidates (``cpu_gemm`` may fix one); with
     ``quantization`` every weight is quantized (``int8``/``int4``) or, for ``gguf``, the

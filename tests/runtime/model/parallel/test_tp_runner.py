@@ -1,9 +1,12 @@
-"""TP=2 over gloo gives TP=1's logits (within 1e-4, float32) and greedy tokens, per model."""
+"""TP=2 over gloo gives TP=1's logits (within 1e-4, float32) and greedy tokens, per model
+(Qwen3's QK-norm weights are replicated on every rank; Phi-3's fused qkv_proj / gate_up_proj
+are split block by block)."""
 
 from __future__ import annotations
 
 import functools
 
+import pytest
 import torch
 from transformers import AutoTokenizer
 
@@ -17,7 +20,9 @@ TOL = 1e-4
 NEW_TOKENS = 8
 
 
-def test_tp2_matches_tp1(tiny_model_path):
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "phi3"])
+def test_tp2_matches_tp1(request, arch):
+    tiny_model_path = request.getfixturevalue(f"tiny_{arch}_path")
     cfg = ModelConfig.from_folder(tiny_model_path)
     # the qwen2 test model has one KV head: replicated on both ranks
     assert TPSharding.create(cfg, 2, 1).kv_heads == ((0, 1) if cfg.num_kv_heads == 1 else (1, 2))

@@ -1,5 +1,21 @@
-"""Model implementations (Llama family) run by the model runner."""
+"""Model implementations run by the model runner: the shared decoder (``decoder.py``) and one
+file per family holding only its differences. May import kernels, memory and the model
+package's config, batch and RoPE modules; nothing above the runtime's model layer.
+"""
 
+from .decoder import DecoderForCausalLM
 from .llama import LlamaForCausalLM
+from .phi3 import Phi3ForCausalLM
+from .qwen3 import Qwen3ForCausalLM
 
-__all__ = ["LlamaForCausalLM"]
+# ModelConfig.model_type -> the class that runs it
+MODEL_CLASSES: dict[str, type[DecoderForCausalLM]] = {
+    "llama": LlamaForCausalLM,
+    "qwen2": LlamaForCausalLM,
+    "mistral": LlamaForCausalLM,
+    "qwen3": Qwen3ForCausalLM,
+    "phi3": Phi3ForCausalLM,
+}
+
+__all__ = ["MODEL_CLASSES", "DecoderForCausalLM", "LlamaForCausalLM", "Phi3ForCausalLM",
+           "Qwen3ForCausalLM"]

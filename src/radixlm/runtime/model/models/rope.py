@@ -11,8 +11,13 @@ from ..model_config import RopeConfig
 
 
 def inv_frequencies(rope: RopeConfig, head_dim: int) -> torch.Tensor:
-    """[head_dim / 2] float32 inverse frequencies, after the config's scaling."""
+    """[head_dim / 2] float32 inverse frequencies, after the config's scaling (``head_dim``:
+    the rotated part of a head)."""
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
+    if rope.rope_type == "longrope":
+        # short factors only: ModelRunner caps the context at RopeConfig.max_positions
+        short = torch.tensor(rope.short_factor, dtype=torch.float32)
+        return 1.0 / (short * rope.theta**exponents)
     inv_freq = 1.0 / (rope.theta**exponents)
     if rope.rope_type == "linear":
         return inv_freq / rope.factor
@@ -38,11 +43,15 @@ def _llama3_scale(inv_freq: torch.Tensor, rope: RopeConfig) -> torch.Tensor:
 def cos_sin_tables(
     rope: RopeConfig, head_dim: int, max_positions: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Float32 ``cos`` and ``sin`` of shape [max_positions, head_dim / 2]."""
+    """Float32 ``cos`` and ``sin`` of shape [max_positions, head_dim / 2] (``head_dim``: the
+    rotated part of a head, ``ModelConfig.rotary_dim``)."""
     inv_freq = inv_frequencies(rope, head_dim)
     positions = torch.arange(max_positions, dtype=torch.float32)
     freqs = positions[:, None] * inv_freq[None, :]
-    return freqs.cos().to(device), freqs.sin().to(device)
+    cos, sin = freqs.cos(), freqs.sin()
+    if rope.attention_factor != 1.0:  # longrope's scaling of cos and sin, as transformers does
+        cos, sin = cos * rope.attention_factor, sin * rope.attention_factor
+    return cos.to(device), sin.to(device)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Each rank reads only its slice of every sharded tensor (safetensors slicing).
 
 A GGUF checkpoint is first converted once into the cached Hugging Face folder
-(``gguf_conversion.resolve_model_path``), so it is sliced the same way. The tensors yielded
-keep their Hugging Face names and have this rank's shapes, so the model's own
-``load_weights`` (built from :meth:`TPSharding.local_config`) places them unchanged.
+(``gguf_conversion.resolve_model_path``), so it is sliced the same way. Phi-3's fused
+``qkv_proj`` / ``gate_up_proj`` are split block by block. The tensors yielded keep their
+Hugging Face names and have this rank's shapes, so the model's own ``load_weights`` (built
+from :meth:`TPSharding.local_config`) places them unchanged.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ _SPLITS = {
 
 
 def shard_rule(name: str) -> tuple[str, int] | None:
-    """(kind, dim) for a Hugging Face tensor name, or None when every rank reads it whole."""
+    """(kind, dim) for a Hugging Face tensor name, or None when every rank reads it whole.
+    ``fused``: Phi-3's stored ``qkv_proj`` / ``gate_up_proj``, whose row blocks each split."""
+    if ".qkv_proj." in name or ".gate_up_proj." in name:  # before v_proj / up_proj match it
+        return "fused", 0
     for proj, rule in _SPLITS.items():
         if f"{proj}." in name:
             return rule
@@ -51,6 +55,8 @@ def _read(f: Any, name: str, sharding: TPSharding) -> torch.Tensor:
         return f.get_tensor(name)
     kind, dim = rule
     sl = f.get_slice(name)
+    if kind == "fused":
+        return _read_fused(sl, name, sharding)
     ndim = len(sl.get_shape())
     if dim == 1 and ndim == 1:
         # A row-parallel bias is added once after the all-reduce: rank 0 holds it, the
@@ -65,3 +71,20 @@ def _read(f: Any, name: str, sharding: TPSharding) -> torch.Tensor:
         pad = sharding.vocab_per_rank - part.shape[0]
         part = torch.cat([part, part.new_zeros((pad, *part.shape[1:]))])
     return part
+
+
+def _read_fused(sl: Any, name: str, sharding: TPSharding) -> torch.Tensor:
+    """This rank's rows of each block of a fused column-parallel tensor, concatenated in the
+    same order: q | k | v rows of ``qkv_proj``, gate | up rows of ``gate_up_proj``."""
+    rows = sl.get_shape()[0]
+    if ".qkv_proj." in name:
+        q = sharding.num_q_heads * sharding.tp_size * sharding.head_dim
+        kv = (rows - q) // 2
+        blocks = [(0, "q"), (q, "kv"), (q + kv, "kv")]
+    else:
+        blocks = [(0, "inter"), (rows // 2, "inter")]
+    parts = []
+    for offset, kind in blocks:
+        start, end = sharding.row_range(kind)
+        parts.append(sl[offset + start:offset + end])
+    return torch.cat(parts)

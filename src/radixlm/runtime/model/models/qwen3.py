@@ -1,0 +1,41 @@
+"""Qwen3: the shared decoder plus QK-norm.
+
+Each query and key head is RMS-normalised over ``head_dim`` (weights ``q_norm`` / ``k_norm``,
+shared by all heads) before RoPE, as ``Qwen3Attention`` does. ``head_dim`` is explicit in the
+config and may differ from ``hidden_size / heads``; there is no qkv bias (``attention_bias``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ....kernels import KernelOps
+from ..model_config import ModelConfig
+from .decoder import DecoderAttention, DecoderForCausalLM
+from .rope import RopeTables
+
+
+class Qwen3Attention(DecoderAttention):
+    """Decoder attention whose query and key heads are RMS-normalised before rotation."""
+
+    def __init__(self, cfg: ModelConfig, layer_id: int, ops: KernelOps, rope: RopeTables) -> None:
+        super().__init__(cfg, layer_id, ops, rope)
+        self.eps = cfg.rms_norm_eps
+        self.q_norm = nn.Parameter(torch.empty(cfg.head_dim))
+        self.k_norm = nn.Parameter(torch.empty(cfg.head_dim))
+
+    def _qk_heads(self, qkv: torch.Tensor) -> torch.Tensor:
+        """Normalised ``[T, Hq + Hkv, D]``: one RMSNorm row per head (``[T * H, D]``)."""
+        t, d, hq, hkv = qkv.shape[0], self.head_dim, self.num_heads, self.num_kv_heads
+        q = qkv[:, :self.q_size].reshape(t * hq, d)
+        k = qkv[:, self.q_size:self.q_size + self.kv_size].reshape(t * hkv, d)
+        q = self.ops.rms_norm(q, self.q_norm, self.eps).view(t, hq, d)
+        k = self.ops.rms_norm(k, self.k_norm, self.eps).view(t, hkv, d)
+        return torch.cat((q, k), 1)
+
+
+class Qwen3ForCausalLM(DecoderForCausalLM):
+    """Qwen3 (dense): the decoder with :class:`Qwen3Attention`."""
+
+    attention = Qwen3Attention
