@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from . import regex_ast as ra
-from . import work_clock
-from .compressed_fsm import CompressedFSM
-from .derivatives import TermBuilder
+from .automaton import work_clock
+from .automaton.compressed_fsm import CompressedFSM
+from .automaton.derivatives import TermBuilder
+from .automaton.lazy_dfa import DEAD, LazyDFA, check_satisfiable
 from .errors import GrammarBudgetError, GrammarError
 from .grammar_spec import CompileBudget, GrammarSpec
-from .lazy_dfa import DEAD, LazyDFA, check_satisfiable
 from .matcher import GrammarMatcher
-from .token_index import MaskDeferred, TokenIndex, mask_steps_error
-from .vocabulary import TokenVocabulary
+from .regex import tree as ra
+from .tokens.token_index import MaskDeferred, TokenIndex, mask_steps_error
+from .tokens.vocabulary import TokenVocabulary
 
 
 @dataclass

@@ -1,0 +1,9 @@
+"""The compiler's services around a compiled grammar: its caches and the worker's hold.
+
+* :mod:`.grammar_cache` -- compiled grammars in memory (LRU) and their masks on disk;
+* :mod:`.background_hold` -- a latency-critical thread's claim on the GIL against the worker.
+
+May import every stage below it (:mod:`radixlm.fsm.errors`, ``regex``, ``automaton``,
+``tokens``, ``grammars``), never the root modules (the spec, compiler, compiled grammar,
+matcher). No re-exports.
+"""
