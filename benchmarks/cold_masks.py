@@ -31,12 +31,8 @@ from json_decoding_support import (  # this folder (run as a script)
     sample,
 )
 
-from radixlm.fsm import (
-    CompileBudget,
-    GrammarCompiler,
-    GrammarError,
-    trie_walk_kernel,
-)
+from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError
+from radixlm.fsm.tokens import trie_walk_kernel
 from radixlm.real_vocabularies import load_vocabulary
 
 COLD = CompileBudget(warmup_states=0, background_warmup_states=0)

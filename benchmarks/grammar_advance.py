@@ -27,13 +27,8 @@ import torch
 from cold_masks import time_rows  # this folder (run as a script)
 from json_decoding_support import add_walk_args, corpus_specs, sample
 
-from radixlm.fsm import (
-    CompileBudget,
-    GrammarCompiler,
-    GrammarError,
-    jump_forward,
-    trie_walk_kernel,
-)
+from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, jump_forward
+from radixlm.fsm.tokens import trie_walk_kernel
 from radixlm.real_vocabularies import RealVocabulary, load_vocabulary
 
 

@@ -22,9 +22,9 @@ frozen once the vocabulary and engines are built, the young threshold raised), f
 engine alike, since they share this process.
 
 An instance counts as accepted when some spelling of it is: its own serialisation (compact or
-with spaces) or, for radixlm, a key order found by :mod:`radixlm.fsm.json.witness`; competitors
-also get that schema-ordered spelling. xgrammar gets a ``TokenizerInfo`` built from the same
-bytes (specials other than EOS empty, so masked); outlines-core a byte-keyed vocabulary.
+with spaces) or, for radixlm, a key order found by :mod:`radixlm.fsm.grammars.json.witness`;
+competitors also get that schema-ordered spelling. xgrammar gets a ``TokenizerInfo`` built from
+the same bytes (specials other than EOS empty, so masked); outlines-core a byte-keyed vocabulary.
 
     python benchmarks/json_decoding.py --tokenizer smollm2 --per-subset 20 --out results.json
 
@@ -60,7 +60,7 @@ from radixlm.fsm import (
     TokenVocabulary,
     jump_forward,
 )
-from radixlm.fsm.json.witness import find_accepted_text
+from radixlm.fsm.grammars.json.witness import find_accepted_text
 from radixlm.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
 from radixlm.runtime.gc_policy import freeze_startup_heap
 from radixlm.runtime.scheduling.gate_reserve import wake_reserve

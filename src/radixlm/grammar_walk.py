@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from radixlm.fsm import jump_forward
-from radixlm.fsm.lazy_dfa import shortest_completion
+from radixlm.fsm.automaton.lazy_dfa import shortest_completion
 from radixlm.kernels import apply_token_bitmask_ref
 
 MAX_STEPS = 2000

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .fsm import TokenVocabulary
-from .fsm.vocabulary_sources import sentencepiece_token_bytes, tekken_token_bytes
+from .fsm.tokens.vocabulary_sources import sentencepiece_token_bytes, tekken_token_bytes
 
 NAMES = ("smollm2", "tekken", "sentencepiece", "tiny")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

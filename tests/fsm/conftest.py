@@ -59,9 +59,9 @@ def check_schema():  # noqa: ANN201
 
     import jsonschema
 
-    from radixlm.fsm import regex_ast as ra
-    from radixlm.fsm.derivatives import TermBuilder
-    from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
+    from radixlm.fsm.automaton.derivatives import TermBuilder
+    from radixlm.fsm.grammars.json import JsonSchemaOptions, json_schema_to_node
+    from radixlm.fsm.regex import tree as ra
 
     def check(schema, valid, invalid, judge: bool = True, **options) -> str:  # noqa: ANN001
         options.setdefault("any_value_depth", 2)
@@ -95,10 +95,10 @@ def judged_automaton():  # noqa: ANN201
 
     import jsonschema
 
-    from radixlm.fsm.derivatives import TermBuilder
-    from radixlm.fsm.json import JsonSchemaOptions, json_schema_to_node
-    from radixlm.fsm.json.witness import find_accepted_text
-    from radixlm.fsm.lazy_dfa import LazyDFA
+    from radixlm.fsm.automaton.derivatives import TermBuilder
+    from radixlm.fsm.automaton.lazy_dfa import LazyDFA
+    from radixlm.fsm.grammars.json import JsonSchemaOptions, json_schema_to_node
+    from radixlm.fsm.grammars.json.witness import find_accepted_text
 
     built: dict[str, tuple] = {}
 

@@ -24,7 +24,7 @@ from radixlm.fsm import (
     GrammarSpec,
     JsonLimits,
 )
-from radixlm.fsm.lazy_dfa import shortest_completion
+from radixlm.fsm.automaton.lazy_dfa import shortest_completion
 from radixlm.grammar_walk import random_walk
 
 LIMITS = JsonLimits(max_recursion_depth=2, any_value_depth=2, max_string_length=8,

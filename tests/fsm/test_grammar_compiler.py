@@ -253,7 +253,7 @@ def _nested(kind: str, levels: int) -> dict:
 @pytest.mark.parametrize(("kind", "levels"), [("array", 63), ("object", 31)])
 def test_schema_at_the_nesting_limit_compiles_and_decodes(vocab, tokenizer, kind, levels
                                                           ) -> None:  # noqa: ANN001
-    from radixlm.fsm.json.document import MAX_SCHEMA_DEPTH, nesting_depth
+    from radixlm.fsm.grammars.json.document import MAX_SCHEMA_DEPTH, nesting_depth
 
     schema = _nested(kind, levels)
     assert MAX_SCHEMA_DEPTH - 1 <= nesting_depth(schema, 1000) <= MAX_SCHEMA_DEPTH  # one more

@@ -8,7 +8,7 @@ import pytest
 
 from radixlm.fsm import CompileBudget, GrammarError, GrammarSpec, JsonLimits
 from radixlm.fsm.grammar_compiler import spec_to_node
-from radixlm.fsm.regex_ast import render
+from radixlm.fsm.regex.tree import render
 
 
 def test_equivalent_inputs_share_a_key() -> None:

@@ -1,5 +1,7 @@
-"""fsm imports nothing else of radixlm, and its modules form no import circle except the one
-that is the API's shape (a compiled grammar makes matchers, a matcher holds its grammar)."""
+"""fsm imports nothing else of radixlm, its modules form no import circle except the one that
+is the API's shape (a compiled grammar makes matchers, a matcher holds its grammar), and its
+stages import only downward: errors <- regex <- automaton <- tokens <- grammars <- compile <-
+the root modules (see ``radixlm/fsm/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ import radixlm.fsm
 
 FSM_DIR = Path(radixlm.fsm.__file__).parent
 ALLOWED_CYCLES = [{"radixlm.fsm.compiled_grammar", "radixlm.fsm.matcher"}]
+# The stages, lowest first: a module may import its own stage's modules and lower stages'.
+# errors.py (imports nothing) is the base every stage reports with; anything else at the root
+# (spec, compiler, compiled grammar, matcher, jump-forward, the package itself) is the top.
+STAGES = ["errors", "regex", "automaton", "tokens", "grammars", "compile", "root"]
 
 
 def _module_names() -> dict[str, Path]:
@@ -99,6 +105,32 @@ def test_fsm_imports_nothing_else_of_radixlm() -> None:
 def test_fsm_has_no_import_circle_but_the_grammar_matcher_pair() -> None:
     cycles = _cycles(_graph())
     assert [c for c in cycles if c not in ALLOWED_CYCLES] == []
+
+
+def _stage(name: str) -> str:
+    """The stage of an fsm module: its sub-package, ``errors``, or ``root``."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[2] in STAGES else "root"
+
+
+def test_stage_of_a_module() -> None:
+    assert _stage("radixlm.fsm.grammars.json.compiler") == "grammars"
+    assert _stage("radixlm.fsm.errors") == "errors"
+    assert _stage("radixlm.fsm.matcher") == "root"
+    assert _stage("radixlm.fsm") == "root"
+
+
+def test_every_fsm_sub_package_is_a_stage() -> None:
+    packages = {name.split(".")[2] for name, path in _module_names().items()
+                if path.name == "__init__.py" and name.count(".") == 2}
+    assert packages <= set(STAGES)
+
+
+def test_fsm_stages_import_only_downward() -> None:
+    rank = {stage: i for i, stage in enumerate(STAGES)}
+    upward = sorted((name, m) for name, deps in _graph().items() for m in deps
+                    if rank[_stage(m)] > rank[_stage(name)])
+    assert upward == []
 
 
 def test_cycle_finder_sees_a_circle() -> None:

@@ -7,8 +7,8 @@ hard limits, also while decoding) and fail with a :class:`GrammarError` naming t
 Results and errors are cached in memory by (spec, vocabulary); warmed-up masks also on disk.
 
 The worker's work (compiles, background warm-up, prefetch) parks while a caller holds it off
-the GIL (:meth:`GrammarCompiler.hold_background`, :mod:`background_hold`): the scheduler does
-for the few hundred microseconds it checks and copies a step's masks.
+the GIL (:meth:`GrammarCompiler.hold_background`, :mod:`.compile.background_hold`): the
+scheduler does for the few hundred microseconds it checks and copies a step's masks.
 """
 
 from __future__ import annotations
@@ -19,19 +19,19 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from . import regex_ast as ra
-from . import trie_walk_kernel
-from .background_hold import MAX_PAUSE_SECONDS, BackgroundHold
+from .compile.background_hold import MAX_PAUSE_SECONDS, BackgroundHold
+from .compile.grammar_cache import DiskMaskCache, MemoryCache
 from .compiled_grammar import CompiledGrammar, GrammarStats, make_deadline
-from .ebnf import EbnfOptions, ebnf_to_node
 from .errors import GrammarError
-from .grammar_cache import DiskMaskCache, MemoryCache
 from .grammar_spec import DTYPE_REGEXES, CompileBudget, GrammarSpec
-from .json import SchemaCompiler
+from .grammars.ebnf import EbnfOptions, ebnf_to_node
+from .grammars.json import SchemaCompiler
+from .grammars.structural_tag import StructuralTag, structural_tag_to_node
 from .matcher import GrammarMatcher
-from .regex_parser import regex_to_node
-from .structural_tag import StructuralTag, structural_tag_to_node
-from .vocabulary import TokenVocabulary
+from .regex import tree as ra
+from .regex.parser import regex_to_node
+from .tokens import trie_walk_kernel
+from .tokens.vocabulary import TokenVocabulary
 
 
 def spec_to_node(spec: GrammarSpec, deadline=None) -> tuple[ra.Node, list[str]]:  # noqa: ANN001

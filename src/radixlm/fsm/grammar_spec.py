@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ebnf import EbnfOptions
 from .errors import GrammarError
-from .json import JsonSchemaOptions, load_schema
-from .structural_tag import StructuralTag
-from .whitespace import WhitespacePolicy
+from .grammars.ebnf import EbnfOptions
+from .grammars.json import JsonSchemaOptions, load_schema
+from .grammars.structural_tag import StructuralTag
+from .grammars.whitespace import WhitespacePolicy
 
 KINDS = ("json_schema", "regex", "choices", "json_object", "int", "float", "bool", "str", "ebnf",
          "structural_tag")
@@ -94,9 +94,9 @@ class GrammarSpec:
     ``json_schema``: JSON text, a dict/bool, or a Pydantic model class; ``regex``: a pattern
     (full match); ``choices``: strings; ``json_object``: any JSON object; ``int``, ``float``,
     ``bool``, ``str``: SGLang's dtype regexes; ``ebnf``: grammar text, or (text, recursion
-    depth) (:mod:`ebnf`); ``structural_tag``: SGLang's structural-tag object or its JSON text
-    (:mod:`structural_tag`). ``whitespace``, ``lenient`` and ``limits`` apply to JSON kinds
-    (also the schemas inside structural tags).
+    depth) (:mod:`.grammars.ebnf`); ``structural_tag``: SGLang's structural-tag object or its
+    JSON text (:mod:`.grammars.structural_tag`). ``whitespace``, ``lenient`` and ``limits``
+    apply to JSON kinds (also the schemas inside structural tags).
     """
 
     kind: str
@@ -132,12 +132,13 @@ class GrammarSpec:
     @classmethod
     def ebnf(cls, grammar: str, max_recursion_depth: int = 0) -> GrammarSpec:
         """Constrain to a GBNF/EBNF grammar (start rule ``root``); recursive rules are refused
-        unless ``max_recursion_depth`` > 0 bounds their nesting (see :mod:`ebnf`)."""
+        unless ``max_recursion_depth`` > 0 bounds their nesting (see :mod:`.grammars.ebnf`)."""
         return cls("ebnf", (grammar, max_recursion_depth))
 
     @classmethod
     def structural_tag(cls, tag: Any, **kwargs: Any) -> GrammarSpec:
-        """Free text with constrained regions after triggers (see :mod:`structural_tag`)."""
+        """Free text with constrained regions after triggers (see
+        :mod:`.grammars.structural_tag`)."""
         return cls("structural_tag", tag, **kwargs)
 
     def cache_key(self) -> str:
@@ -169,7 +170,7 @@ class CompileBudget:
     ``warmup_seconds``; after the compile returns, up to ``background_warmup_states`` more
     are computed in the compiler's worker thread in short slices (0 turns that off); the
     rest are computed on first visit. ``native_trie_walk``: walk the token trie with the
-    compiled loop (numba, when installed: :mod:`trie_walk_kernel`; the numpy walk otherwise,
+    compiled loop (numba, when installed: :mod:`.tokens.trie_walk_kernel`; the numpy walk otherwise,
     with the same masks); on by default. ``short_reach_masks``: share the part of a mask
     made of tokens up to the vocabulary's short reach between states equal at that reach,
     walking the few longer tokens per state (:attr:`TokenVocabulary.short_reach`; the same

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .lazy_dfa import DEAD
+from .automaton.lazy_dfa import DEAD
 
 if TYPE_CHECKING:
     from .compiled_grammar import CompiledGrammar

@@ -36,8 +36,8 @@ from ...fsm import (
     TokenVocabulary,
     WhitespacePolicy,
     jump_forward,
-    work_clock,
 )
+from ...fsm.automaton import work_clock
 from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
 from .gate_reserve import GateReserve
 from .mask_gate import StepMaskGate

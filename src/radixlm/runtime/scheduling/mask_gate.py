@@ -43,7 +43,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ...fsm import BackgroundHold, work_clock
+from ...fsm import BackgroundHold
+from ...fsm.automaton import work_clock
 from .gate_reserve import GateReserve
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req

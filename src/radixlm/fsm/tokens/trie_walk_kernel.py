@@ -1,0 +1,144 @@
+"""The token trie walk as one compiled loop (numba) over the trie in preorder, resumable where
+a DFA row is missing.
+
+The trie's nodes are stored in depth-first preorder
+(:class:`~radixlm.fsm.tokens.token_trie.TokenTrie` ``preorder``): a node's subtree is the
+contiguous range after it, so the walk reads the node arrays front to back and skips a dead
+node's whole subtree with one jump (``skip[i]``, the index past it), keeping only a stack of
+DFA states, one per depth. Memory is read sequentially
+(5-7 bytes a node), so a dense walk of SmolLM2's 100k nodes costs about what reading them does.
+The level-by-level loop it replaced gathered each level's children from all over 8-byte index
+arrays (~1.8 ms for a dense 49k walk whose rows were all built, against ~0.3 ms now) and
+returned every (token, state) pair, whose de-duplication (``np.unique``) cost another
+0.6-3.4 ms. This loop writes the allowed-token bitmask itself and the distinct states the
+tokens reach (with one token reaching each), de-duplicated on the caller's ``seen`` flags.
+
+It runs without the GIL (``nogil``), so the compiler's worker computing a mask does not hold
+the interpreter against the scheduler thread while it walks. Rows of the lazy DFA are built in
+Python (derivatives): the loop stops where it is about to descend into a state without a row
+and returns where to resume and that state; the caller builds the row and calls again (the
+stack and outputs are kept in the arrays passed in).
+
+On by default where numba imports (``CompileBudget.native_trie_walk``); numba is an optional
+dependency (``pip install radixlm[native]``). Where it cannot be imported, :data:`AVAILABLE` is
+False and :class:`~radixlm.fsm.tokens.token_trie.TokenTrie` walks with numpy (the same result: tests
+compare both, on real vocabularies too). Importing numba and loading the loop (1-3 s on a loaded
+2-core host; the JIT compile, about 1 s more, once per machine: numba's on-disk cache) happens
+in :func:`warm`, which :class:`~radixlm.fsm.grammar_compiler.GrammarCompiler` runs in a thread
+of its own at construction; masks computed before it is :func:`ready` use the numpy walk.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+# numba's import and the loop's load cost 1-3 s (more on first use on a machine, when it is
+# compiled): paid by warm() in a thread of its own, not by every process importing radixlm.fsm
+AVAILABLE = importlib.util.find_spec("numba") is not None
+_compiled: Callable | None = None
+_compile_lock = threading.Lock()
+_ready = threading.Event()  # set by warm() once the loop is loaded
+
+# the argument dtypes of walk_preorder (one compiled specialisation)
+NODE_BYTE, NODE_DEPTH, NODE_INDEX, TOKEN_ID = np.uint8, np.uint16, np.int32, np.int32
+
+
+def ready() -> bool:
+    """Whether the compiled loop is loaded (:func:`warm` done and it worked): until then
+    walks use numpy, so no mask waits for numba."""
+    return _ready.is_set()
+
+
+def walk_preorder(*args: object) -> tuple[int, int, int]:
+    """:func:`_walk_preorder` compiled (on first use; cached on disk by numba)."""
+    global _compiled
+    if _compiled is None:
+        with _compile_lock:
+            if _compiled is None:
+                from numba import njit
+
+                _compiled = njit(cache=True, nogil=True)(_walk_preorder)
+    return _compiled(*args)
+
+
+def warm() -> None:
+    """Import numba and load (or compile) the loop now, for the argument types the walk
+    passes; :func:`ready` is True after. A :class:`GrammarCompiler` runs this in a thread
+    of its own at construction, so no compile or mask waits for it (they walk with numpy
+    meanwhile). A numba that fails here is logged and not used (the numpy walk gives the
+    same masks)."""
+    global AVAILABLE
+    if not AVAILABLE or _ready.is_set():
+        return
+    index = np.array([1, 1], dtype=NODE_INDEX)  # one node, skip[0] = 1 (past it)
+    try:
+        walk_preorder(np.zeros((2, 256), dtype=np.int32), np.ones(2, dtype=bool), 0,
+                      np.ones(2, dtype=np.int32), np.zeros(1, dtype=NODE_BYTE),
+                      np.ones(1, dtype=NODE_DEPTH), index[:1], np.zeros(1, dtype=TOKEN_ID),
+                      np.zeros(2, dtype=NODE_INDEX), np.zeros(1, dtype=TOKEN_ID),
+                      np.zeros(2, dtype=np.uint32),
+                      np.zeros(2, dtype=np.uint8), np.zeros(1, dtype=np.int32),
+                      np.zeros(1, dtype=np.int32), 0)
+    except Exception:  # noqa: BLE001 (any failure of the optional loop: fall back)
+        logging.getLogger(__name__).warning("numba's trie walk failed to load; masks are "
+                                            "computed with numpy", exc_info=True)
+        AVAILABLE = False
+        return
+    _ready.set()
+
+
+def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_off,  # noqa: ANN001, ANN202, PLR0913
+                   extra_ids, words, seen, succ_states, succ_tokens, n_succ):
+    """Walk the preorder nodes from index ``start``; ``stack[d]`` is the DFA state after the
+    first ``d`` bytes of the current node's prefix (``stack[0]`` the state walked from, its
+    row built).
+
+    ``table`` [S, 256] int32 transitions (0 = dead), ``built`` [S] bool. Per node ``i``:
+    ``byte[i]`` its last byte, ``depth[i]`` its prefix length, ``skip[i]`` the index past its
+    subtree, ``token[i]`` the token ending there (-1: none; the bit set then is in ``words``'
+    last, spare word, which the caller drops), more tokens with the same bytes
+    ``extra_ids[extra_off[i]:extra_off[i + 1]]``. Each token reaching a live state sets its
+    bit in ``words`` (uint32); each distinct state so reached (flagged in ``seen``, [S] uint8,
+    clear on entry but for earlier calls of the same walk and the dead state's flag, set
+    here) is appended to ``succ_states`` with that token in ``succ_tokens`` from ``n_succ``.
+
+    Returns (index to resume at, ``n_succ``, the state whose row is missing there): when that
+    state is not 0, the caller builds its row and calls again with the index, the same stack
+    and outputs; 0 means the walk is done.
+
+    The step is written without branches on the walk's own data where it can be (the next
+    index a select, a dead node's bit an OR of 0, the dead state flagged seen): a dense walk
+    alternates live and dead nodes unpredictably, and the branchy loop ran ~2x slower.
+    """
+    n = byte.shape[0]
+    spare = 32 * (words.shape[0] - 1)  # a bit of the spare word
+    seen[0] = 1  # the dead state is never a successor
+    i = start
+    while i < n:
+        d = depth[i]
+        t = table[stack[d - 1], byte[i]]
+        stack[d] = t  # harmless at a leaf: no later node reads deeper than its own depth
+        tok = token[i]
+        real = tok >= 0
+        tok = tok if real else spare
+        live = t != 0
+        words[tok >> 5] |= np.uint32(live) << np.uint32(tok & 31)
+        nxt = i + 1 if live else skip[i]
+        if seen[t] == 0 and real:
+            seen[t] = 1
+            succ_states[n_succ] = t
+            succ_tokens[n_succ] = tok
+            n_succ += 1
+        if live and extra_off[i] != extra_off[i + 1]:
+            for k in range(extra_off[i], extra_off[i + 1]):
+                extra = extra_ids[k]
+                words[extra >> 5] |= np.uint32(1) << np.uint32(extra & 31)
+        if not built[t] and live and nxt < n and depth[nxt] > d:
+            return nxt, n_succ, t  # descending into t next: its row first
+        i = nxt
+    return n, n_succ, 0
