@@ -18,7 +18,7 @@ Plan: Remember that the largest city is not always the capital.
 Answer: Ottawa
 
 """
-WORD = r" [A-Z][a-z]+\n"  # one capitalized word; the newline says it is done
+WORD = r" [A-Z][a-z]{1,15}\n"  # one capitalized word; the newline says it is done
 # (question, the right answer)
 QUESTIONS = [("What is the capital of Portugal?", "Lisbon"),
              ("What is the capital of Australia?", "Canberra")]
