@@ -1,8 +1,9 @@
 """Every script in examples/ runs on SmolLM2-135M-Instruct and reports honestly.
 
-One ``radixlm serve`` is started for the module and every example runs against it at once
-(``python examples/X.py --url URL``: one engine start, and their requests batch together);
-``few_shot_qa.py`` also runs exactly as a user types it, starting its own engine. The tests
+Each example's ``main`` runs in this process on one shared :class:`radixlm.Engine` (one engine
+start and one import of torch for all of them; a script as a subprocess costs ~8 CPU-seconds
+of imports alone), while ``few_shot_qa.py`` also runs as a user types it
+(``python examples/few_shot_qa.py``: a subprocess that starts its own engine). The tests
 check the scripts and the framework, never that the model is right: every ``ok`` line's got
 value equals its expected one and every ``WRONG`` line's differs, the summary counts them,
 and what the framework guarantees holds (a chosen tool is a tool, the calculator's result is
@@ -13,11 +14,15 @@ their regexes).
 from __future__ import annotations
 
 import ast
+import contextlib
+import importlib
 import importlib.util
+import io
 import os
 import re
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +31,7 @@ import pytest
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTS = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.name.startswith("_"))
 PLAIN_SCRIPT = "few_shot_qa"  # also run with no flags, as a user runs it
-TIMEOUT_S = 900  # per script; they run concurrently, so this also bounds the module
+TIMEOUT_S = 600  # the subprocess run's bound
 GRADE = re.compile(r"^(?P<label>.+?): expected (?P<expected>.+?), got (?P<got>.+)  "
                    r"(?P<verdict>ok|WRONG)$")
 SUMMARY = re.compile(r"^summary: (\d+)/(\d+) ok$")
@@ -47,7 +52,7 @@ class Grade:
 
 @dataclass(frozen=True)
 class Run:
-    """One finished script: exit code, its whole output, and its parsed grade lines."""
+    """One finished example: exit code (1: it raised), its printed output, its grades."""
 
     returncode: int
     output: str
@@ -66,37 +71,47 @@ class Run:
                 if line.strip().startswith(prefix)]
 
 
-def _start(script: str, args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
-    with open(log, "w") as out:  # a file, not a pipe: nothing blocks on a full buffer
-        return subprocess.Popen([sys.executable, str(EXAMPLES_DIR / f"{script}.py"), *args],
-                                stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=EXAMPLES_DIR.parent)
+@pytest.fixture(scope="module", autouse=True)
+def _examples_importable():
+    sys.path.insert(0, str(EXAMPLES_DIR))
+    yield
+    sys.path.remove(str(EXAMPLES_DIR))
 
 
-def _finish(proc: subprocess.Popen, log: Path) -> Run:
-    try:
-        proc.wait(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    return Run(proc.returncode, log.read_text())
+def _run_main(engine, script: str) -> Run:
+    """``main(engine)`` of examples/SCRIPT.py, its printed output captured."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            importlib.import_module(script).main(engine)
+        except Exception:  # noqa: BLE001 - reported by the test as a failed run
+            return Run(1, out.getvalue() + traceback.format_exc())
+    return Run(0, out.getvalue())
 
 
 @pytest.fixture(scope="module")
-def runs(real_model, start_http, tmp_path_factory) -> dict[str, Run]:
-    """Each script's run against one shared server, plus ``plain`` (no flags, own engine)."""
-    logs = tmp_path_factory.mktemp("examples")
-    env = {**os.environ, "RADIXLM_CACHE_DIR": str(real_model.cache_dir)}  # converted there
-    plain = _start(PLAIN_SCRIPT, [], logs / "plain.log", env)
+def runs(real_model, tmp_path_factory) -> dict[str, Run]:
+    """Each example's run on one shared engine, plus ``plain`` (the script as a user runs
+    it, started first so that its engine start overlaps ours)."""
+    from radixlm import Engine
+
+    cache = {"RADIXLM_CACHE_DIR": str(real_model.cache_dir)}  # the GGUF is converted there
+    log = tmp_path_factory.mktemp("examples") / "plain.log"
+    with open(log, "w") as out:  # a file, not a pipe: nothing blocks on a full buffer
+        plain = subprocess.Popen([sys.executable, str(EXAMPLES_DIR / f"{PLAIN_SCRIPT}.py")],
+                                 stdout=out, stderr=subprocess.STDOUT,
+                                 env={**os.environ, **cache}, cwd=EXAMPLES_DIR.parent)
     try:
-        server = start_http("serve", "--model-path", str(real_model.gguf), "--host",
-                            "127.0.0.1", "--cpu-gemm", "torch",  # no GEMM timing at load
-                            env={"RADIXLM_CACHE_DIR": str(real_model.cache_dir)})
-        procs = {s: _start(s, ["--url", server.url], logs / f"{s}.log", env) for s in SCRIPTS}
-        out = {s: _finish(p, logs / f"{s}.log") for s, p in procs.items()}
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("RADIXLM_CACHE_DIR", cache["RADIXLM_CACHE_DIR"])
+            with Engine(model_path=str(real_model.gguf), cpu_gemm="torch") as engine:
+                results = {script: _run_main(engine, script) for script in SCRIPTS}
+        plain.wait(timeout=TIMEOUT_S)
     finally:
-        out_plain = _finish(plain, logs / "plain.log")
-    return {**out, "plain": out_plain}
+        if plain.poll() is None:
+            plain.kill()
+            plain.wait()
+    return {**results, "plain": Run(plain.returncode, log.read_text())}
 
 
 def same(got: object, expected: object) -> bool:
@@ -125,13 +140,6 @@ def test_runs_and_grades_honestly(runs, script):
 def test_plain_run_uses_smollm2(runs):
     assert "is not installed" not in runs["plain"].output
     assert "SmolLM2-135M-Instruct" in runs["plain"].output  # the engine's load line
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _examples_importable():
-    sys.path.insert(0, str(EXAMPLES_DIR))
-    yield
-    sys.path.remove(str(EXAMPLES_DIR))
 
 
 def _check_call(name: str, argument: str, result: str) -> None:
