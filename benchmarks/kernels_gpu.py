@@ -28,6 +28,8 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
+from kernels_gpu_compile import compile_only
+from kernels_gpu_peers import dense_kv, flashinfer_decode, flashinfer_extend, sdpa_extend
 
 TOL = {torch.float32: 1e-3, torch.float16: 5e-3, torch.bfloat16: 3e-2}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -96,51 +98,6 @@ def paged_pools(lens: list[int], heads: int, head_dim: int, page_size: int,
     last = torch.tensor([(n - 1) % page_size + 1 for n in lens], device=device)
     return (k_cache, v_cache, indptr.int(), torch.cat(slots).int(), page_indptr.int(),
             torch.cat(page_ids).int(), last.int())
-
-
-def dense_kv(cache: torch.Tensor, kv_indptr: torch.Tensor,
-             kv_indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gather each request's KV into [B, H, Lmax, D] and a [B, Lmax] validity mask."""
-    lens = (kv_indptr[1:] - kv_indptr[:-1]).long()
-    max_len = int(lens.max())
-    pos = torch.arange(max_len, device=cache.device)
-    valid = pos[None, :] < lens[:, None]
-    flat = (kv_indptr[:-1, None].long() + pos).clamp(max=kv_indices.numel() - 1)
-    rows = cache.view(-1, cache.shape[2], cache.shape[3])[kv_indices.long()[flat]]
-    return rows.transpose(1, 2).contiguous(), valid
-
-
-def flashinfer_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                      pools: tuple[torch.Tensor, ...]) -> Callable[[], object] | str:
-    """FlashInfer's paged decode on the same pool, or why it is not available."""
-    try:
-        import flashinfer
-
-        workspace = torch.empty(256 << 20, dtype=torch.uint8, device=q.device)
-        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
-        page_indptr, page_indices, last = pools[4:]
-        wrapper.plan(page_indptr, page_indices, last, q.shape[1], k_cache.shape[2],
-                     q.shape[2], k_cache.shape[1], q_data_type=q.dtype)
-        return lambda: wrapper.run(q, (k_cache, v_cache))
-    except Exception as e:  # not installed, or an API of another version
-        return f"n/a ({type(e).__name__})"
-
-
-def flashinfer_extend(q: torch.Tensor, qo_indptr: torch.Tensor, k_cache: torch.Tensor,
-                      v_cache: torch.Tensor,
-                      pools: tuple[torch.Tensor, ...]) -> Callable[[], object] | str:
-    """FlashInfer's paged causal prefill (bottom-right aligned, as ours), or why not."""
-    try:
-        import flashinfer
-
-        workspace = torch.empty(256 << 20, dtype=torch.uint8, device=q.device)
-        wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD")
-        page_indptr, page_indices, last = pools[4:]
-        wrapper.plan(qo_indptr, page_indptr, page_indices, last, q.shape[1], k_cache.shape[2],
-                     q.shape[2], k_cache.shape[1], causal=True, q_data_type=q.dtype)
-        return lambda: wrapper.run(q, (k_cache, v_cache))
-    except Exception as e:
-        return f"n/a ({type(e).__name__})"
 
 
 def decode_case(batch: int, ctx: int, hq: int, hkv: int, head_dim: int, page_size: int,
@@ -235,26 +192,6 @@ def extend_case(batch: int, prefix: int, new: int, hq: int, hkv: int, head_dim: 
         + nbytes(q, out, kv_indices),
         flops=4 * pairs * hq * head_dim, baselines=baselines,
     )
-
-
-def sdpa_extend(q: torch.Tensor, qo_indptr: torch.Tensor, k_cache: torch.Tensor,
-                v_cache: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
-                news: list[int], prefixes: list[int], scale: float) -> Callable[[], object]:
-    """One padded SDPA call: queries [B, Hq, Nmax, D], a bottom-right causal mask."""
-    k_dense, valid = dense_kv(k_cache, kv_indptr, kv_indices)
-    v_dense, _ = dense_kv(v_cache, kv_indptr, kv_indices)
-    n_max = max(news)
-    rows = torch.arange(n_max, device=q.device)
-    q_pad = torch.zeros(len(news), q.shape[1], n_max, q.shape[2], dtype=q.dtype,
-                        device=q.device)
-    for i, n in enumerate(news):
-        q_pad[i, :, :n] = q[int(qo_indptr[i]) : int(qo_indptr[i]) + n].transpose(0, 1)
-    q_pos = torch.tensor(prefixes, device=q.device)[:, None] + rows  # [B, Nmax]
-    key_pos = torch.arange(k_dense.shape[2], device=q.device)
-    mask = (key_pos[None, None, :] <= q_pos[:, :, None]) & valid[:, None, :]
-    mask = mask[:, None]  # [B, 1, Nmax, Lmax]; padded query rows still see key 0
-    return lambda: F.scaled_dot_product_attention(q_pad, k_dense, v_dense, attn_mask=mask,
-                                                  scale=scale, enable_gqa=True)
 
 
 def store_kv_case(tokens: int, hkv: int, head_dim: int, page_size: int, dtype: torch.dtype,
@@ -497,129 +434,6 @@ def run_checks(args: argparse.Namespace, device: torch.device) -> int:
     return 1 if failed else 0
 
 
-SHARED_LIMIT = {80: 166912, 86: 101376, 89: 101376, 90: 232448}  # bytes per block, opt-in max
-def kernel_signature(fn: object, args: tuple, kwargs: dict) -> tuple[dict, dict, dict]:
-    """Triton's (signature, constexprs, attrs) for a launch of ``fn`` with these arguments,
-    specialised as a real launch would be (ints equal to 1 become constants; ints divisible
-    by 16 and 16-byte-aligned pointers get divisibility hints, which enable vector loads)."""
-    from triton._C.libtriton import native_specialize_impl
-    from triton.backends.compiler import BaseBackend
-
-    bound = {**dict(zip(fn.arg_names, args)), **kwargs}
-    sig, constexprs, attrs = {}, {}, {}
-    for i, (name, param) in enumerate(zip(fn.arg_names, fn.params)):
-        value = bound[name]
-        if param.is_constexpr:
-            sig[name], constexprs[name] = "constexpr", value
-            continue
-        kind, spec = native_specialize_impl(BaseBackend, value, False, True, True)
-        sig[name] = kind
-        if kind == "constexpr":
-            constexprs[name] = spec
-        elif isinstance(spec, str) and spec:
-            attrs[(i,)] = BaseBackend.parse_attr(spec)
-    return sig, constexprs, attrs
-
-
-def resource_usage(cubin: bytes) -> dict[str, int]:
-    """REG, LOCAL and STACK (bytes; non-zero means spills) of a cubin, from the cuobjdump
-    bundled with Triton."""
-    import re
-    import subprocess
-    import tempfile
-
-    import triton
-
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
-                        "cuobjdump")
-    if not os.path.exists(tool):
-        return {}
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        text = subprocess.run([tool, "-res-usage", f.name], capture_output=True,
-                              text=True).stdout
-    return {k: int(v) for k, v in re.findall(r"\b(REG|LOCAL|STACK):(\d+)", text)}
-
-
-@dataclass
-class Compiled:
-    kernel: str
-    constexprs: dict
-    seconds: float
-    shared: int
-    usage: dict[str, int]
-
-
-class CompileInstead:
-    """Stands in for a kernel: ``kernel[grid](...)`` compiles it for ``target`` instead."""
-
-    def __init__(self, fn: object, target: object, done: dict[str, Compiled]) -> None:
-        self.fn, self.target, self.done = fn, target, done
-
-    def __getitem__(self, grid: object) -> Callable[..., None]:
-        return self.compile
-
-    def compile(self, *args: object, **kwargs: object) -> None:
-        import time
-
-        import triton
-        from triton.compiler import ASTSource
-
-        options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
-        sig, constexprs, attrs = kernel_signature(self.fn, args, kwargs)
-        key = f"{self.fn.__name__} {sorted(constexprs.items())} {sorted(sig.items())} {attrs}"
-        if key in self.done:
-            return
-        start = time.perf_counter()
-        compiled = triton.compile(ASTSource(self.fn, sig, constexprs, attrs),
-                                  target=self.target, options=options)
-        self.done[key] = Compiled(self.fn.__name__, constexprs, time.perf_counter() - start,
-                                  compiled.metadata.shared,
-                                  resource_usage(compiled.asm.get("cubin", b"")))
-
-
-def compile_only(args: argparse.Namespace) -> int:
-    """Compile every launch of the small cases for ``sm_<arch>`` (ptxas), no GPU needed.
-
-    Fails (returns 1) when a variant needs more shared memory than the architecture has or
-    spills registers to local memory.
-    """
-    from triton.backends.compiler import GPUTarget
-
-    from radixlm.kernels.triton import launch
-    from radixlm.kernels.triton import ops as triton_ops
-
-    arch = args.compile_only
-    done: dict[str, Compiled] = {}
-    # CPU tensors stand in for CUDA ones; precision choices follow what a GPU would get.
-    launch.is_interpreted = lambda kernel: True
-    launch.on_gpu = lambda device: True
-    for module, name in triton_ops.launched_kernels():
-        setattr(module, name, CompileInstead(getattr(module, name), GPUTarget("cuda", arch, 32),
-                                             done))
-    torch.manual_seed(0)
-    for dtype_name in args.dtypes:
-        for make in build_cases(True, DTYPES[dtype_name], torch.device("cpu")):
-            make().run()
-    limit = SHARED_LIMIT.get(arch)
-    print(f"# sm_{arch}: {len(done)} kernel variants, dtypes {','.join(args.dtypes)}; "
-          f"shared-memory limit {limit or 'unknown'} B")
-    print("kernel  shared B  regs  local B  stack B  compile s  constexprs")
-    failed = 0
-    for c in done.values():
-        over = limit is not None and c.shared > limit
-        spills = c.usage.get("LOCAL", 0) + c.usage.get("STACK", 0) > 0
-        failed += over or spills
-        print(f"{c.kernel}  {c.shared}{' OVER' if over else ''}  {c.usage.get('REG', '?')}  "
-              f"{c.usage.get('LOCAL', '?')}  {c.usage.get('STACK', '?')}"
-              f"{' SPILLS' if spills else ''}  {c.seconds:.1f}  {c.constexprs}")
-    if failed:
-        print(f"{failed} variant(s) over the shared-memory limit or spilling registers",
-              file=sys.stderr)
-    return 1 if failed else 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--small", action="store_true", help="small shapes")
@@ -635,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if args.compile_only:
         args.dtypes = args.dtypes or ["bf16", "fp32"]
-        return compile_only(args)
+        return compile_only(args.compile_only, args.dtypes, lambda dtype: build_cases(
+            True, DTYPES[dtype], torch.device("cpu")))
     if args.interpret:
         args.dtypes = args.dtypes or ["fp32", "bf16"]
         return run_checks(args, torch.device("cpu"))
