@@ -33,7 +33,7 @@ from json_decoding_support import (  # this folder (run as a script)
 
 from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError
 from radixlm.fsm.tokens import trie_walk_kernel
-from radixlm.real_vocabularies import load_vocabulary
+from radixlm.testing.real_vocabularies import load_vocabulary
 
 COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
 VARIANTS = ("shared", "plain")

@@ -44,7 +44,7 @@ from radixlm.runtime.memory.page_allocator import pages_of
 from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.gguf_conversion import resolve_model_path
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
-from radixlm.testing import greedy_generate
+from radixlm.testing.greedy import greedy_generate
 
 HELD_OUT = (
     "The lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a can of "

@@ -32,7 +32,7 @@ from cpu_speed import prompts
 from radixlm.default_model import smollm2_gguf_path
 from radixlm.runtime.model.gguf_conversion import resolve_model_path
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
-from radixlm.testing import greedy_generate
+from radixlm.testing.greedy import greedy_generate
 
 BATCHES = (1, 32)
 # one timed measurement: (thread count, batch) -> tokens per second

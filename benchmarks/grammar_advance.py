@@ -29,7 +29,7 @@ from json_decoding_support import add_walk_args, corpus_specs, sample
 
 from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, jump_forward
 from radixlm.fsm.tokens import trie_walk_kernel
-from radixlm.real_vocabularies import RealVocabulary, load_vocabulary
+from radixlm.testing.real_vocabularies import RealVocabulary, load_vocabulary
 
 
 def timed(rows: list[float], into: list[tuple[float, int]], fn, *fn_args):  # noqa: ANN001, ANN201

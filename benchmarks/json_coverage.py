@@ -21,7 +21,7 @@ import json_decoding as jd  # the corpus path and percentiles are shared
 import torch
 
 from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, GrammarSpec
-from radixlm.real_vocabularies import NAMES, load_vocabulary
+from radixlm.testing.real_vocabularies import NAMES, load_vocabulary
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Per JSONSchemaBench subset and engine, on one vocabulary (``--tokenizer``: SmolLM2's 49k
 byte-level BPE, Mistral's 131k tekken, Mistral's 32k SentencePiece with byte fallback, or the
-tiny model's 8k; see :mod:`radixlm.real_vocabularies`):
+tiny model's 8k; see :mod:`radixlm.testing.real_vocabularies`):
 declared coverage (compiles within the time budget), correctness on the test instances (judged
 by ``jsonschema`` with a format checker, not by the labels), compile time p50/p90/p99, mask
 time per token p50/p99/max (random-logit walks), walks that finish / parse / validate, and for
@@ -61,10 +61,10 @@ from radixlm.fsm import (
     jump_forward,
 )
 from radixlm.fsm.grammars.json.witness import find_accepted_text
-from radixlm.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
 from radixlm.runtime.gc_policy import freeze_startup_heap
 from radixlm.runtime.scheduling.gate_reserve import wake_reserve
 from radixlm.runtime.scheduling.grammar_manager import GIL_SWITCH_SECONDS
+from radixlm.testing.real_vocabularies import NAMES, RealVocabulary, load_vocabulary
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "jsonschemabench"
 DEFAULT_SUBSETS = ("Glaiveai2K", "Github_easy", "Github_medium", "Github_hard",

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from radixlm.fsm import GrammarSpec, TokenVocabulary
-from radixlm.real_vocabularies import NAMES
+from radixlm.testing.real_vocabularies import NAMES
 
 
 def _child(fn: Callable[..., Any], args: tuple, conn: Any) -> None:

@@ -22,7 +22,7 @@ import json_decoding as jd
 import numpy as np
 
 from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, GrammarSpec
-from radixlm.real_vocabularies import load_vocabulary
+from radixlm.testing.real_vocabularies import load_vocabulary
 
 SUBSETS = ("Github_hard", "MCPspec", "BFCL_multiple", "Github_medium")
 

@@ -26,7 +26,7 @@ from bench_common import (
 from radixlm.runtime.memory.page_allocator import pages_of
 from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
-from radixlm.testing import greedy_generate
+from radixlm.testing.greedy import greedy_generate
 
 DECODE_BATCHES = (1, 8, 32)
 PREFILL_BATCH = 8

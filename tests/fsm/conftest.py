@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from radixlm.fsm import CompileBudget, GrammarCompiler, TokenVocabulary
-from radixlm.real_vocabularies import RealVocabulary, VocabularyUnavailable, load_vocabulary
+from radixlm.testing.real_vocabularies import RealVocabulary, VocabularyUnavailable, load_vocabulary
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "jsonschemabench"
 

@@ -25,7 +25,7 @@ from radixlm.fsm import (
     JsonLimits,
 )
 from radixlm.fsm.automaton.lazy_dfa import shortest_completion
-from radixlm.grammar_walk import random_walk
+from radixlm.testing.grammar_walk import random_walk
 
 LIMITS = JsonLimits(max_recursion_depth=2, any_value_depth=2, max_string_length=8,
                     max_array_items=3, max_object_properties=2, max_number_digits=4)

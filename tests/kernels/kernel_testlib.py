@@ -177,7 +177,7 @@ def backends_side_by_side(
     position) and their greedy continuations, batched and the first prompt alone."""
     from radixlm.runtime.model.forward_batch import SeqSpec
     from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
-    from radixlm.testing import greedy_generate
+    from radixlm.testing.greedy import greedy_generate
 
     logits, tokens = {}, {}
     for backend in backends:

@@ -14,4 +14,7 @@ Over HTTP: :mod:`http_router` — ``radixlm router --worker-urls ...`` over runn
 ``radixlm serve`` instances (:mod:`router_args`, :mod:`router_state`, :mod:`proxy`,
 :mod:`worker_errors`); :mod:`dp_server` — ``radixlm serve --dp-size N``: N serve replicas
 behind that router.
+
+May import ``runtime.api`` (engines, HTTP helpers), ``runtime.wire`` (launching replicas),
+``runtime.server_args``, ``dataclass_cli``, ``env`` and ``version``; the runtime never imports it.
 """

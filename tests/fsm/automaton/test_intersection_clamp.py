@@ -16,7 +16,7 @@ from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarSpec
 from radixlm.fsm.automaton.derivatives import TermBuilder
 from radixlm.fsm.automaton.term import AND_K, Term
 from radixlm.fsm.regex import tree as ra
-from radixlm.real_vocabularies import RealVocabulary
+from radixlm.testing.real_vocabularies import RealVocabulary
 
 UNIT = ra.alt(ra.char_set("ab"), ra.lit("cc"))  # a "character" of one or two bytes
 

@@ -17,7 +17,7 @@ from radixlm.fsm import GrammarError, GrammarSpec
 from radixlm.fsm.automaton.derivatives import TermBuilder
 from radixlm.fsm.grammars.ebnf import EbnfOptions, ebnf_to_node
 from radixlm.fsm.regex import tree as ra
-from radixlm.grammar_walk import random_walk
+from radixlm.testing.grammar_walk import random_walk
 
 lark = pytest.importorskip("lark", reason="lark (test extra) is the reference parser")
 

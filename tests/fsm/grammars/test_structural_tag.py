@@ -16,7 +16,7 @@ import torch
 from radixlm.fsm import GrammarError, GrammarSpec
 from radixlm.fsm.automaton.derivatives import TermBuilder
 from radixlm.fsm.grammar_compiler import spec_to_node
-from radixlm.grammar_walk import random_walk
+from radixlm.testing.grammar_walk import random_walk
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
                                             "days": {"type": "integer", "minimum": 1,

@@ -12,7 +12,7 @@ import pytest
 from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarSpec
 from radixlm.fsm.automaton.lazy_dfa import DEAD
 from radixlm.fsm.tokens import trie_walk_kernel
-from radixlm.real_vocabularies import RealVocabulary
+from radixlm.testing.real_vocabularies import RealVocabulary
 
 pytestmark = pytest.mark.skipif(not trie_walk_kernel.AVAILABLE, reason="numba is not "
                                 "installed (the compiled trie walk is optional: pip install "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from radixlm.real_vocabularies import RealVocabulary, VocabularyUnavailable, load_vocabulary
+from radixlm.testing.real_vocabularies import RealVocabulary, VocabularyUnavailable, load_vocabulary
 
 SIZES = {"smollm2": 49152, "tekken": 131072, "sentencepiece": 32768}
 TEXTS = ['{"name": "Zoë", "tags": ["a", "b"], "n": -12.5e3}', "  indented\n\tline",

@@ -12,7 +12,7 @@ import pytest
 
 from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarSpec
 from radixlm.fsm.tokens import trie_walk_kernel
-from radixlm.real_vocabularies import RealVocabulary
+from radixlm.testing.real_vocabularies import RealVocabulary
 
 SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 60},

@@ -10,9 +10,9 @@ import torch
 
 from radixlm.fsm import CompileBudget, GrammarCompiler
 from radixlm.fsm.automaton.derivatives import TermBuilder
-from radixlm.grammar_walk import random_walk
 from radixlm.runtime.agents.tool_grammar import ToolRequestError, tool_call_grammar
 from radixlm.runtime.agents.tool_parser import HermesToolParser, Llama3JsonToolParser
+from radixlm.testing.grammar_walk import random_walk
 
 WEATHER = {"type": "object", "properties": {
     "city": {"type": "string", "maxLength": 10},

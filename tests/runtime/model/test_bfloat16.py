@@ -20,7 +20,7 @@ from transformers import AutoTokenizer
 from radixlm.runtime.memory.page_allocator import pages_of
 from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
-from radixlm.testing import greedy_generate
+from radixlm.testing.greedy import greedy_generate
 
 BF16_TOL = 0.08  # x std of the float32 logits row; 2x the worst measured (0.043)
 PROMPTS = ["The capital of France is", '{"name": "Heidi", "age": 6, "city": "Paris"',

@@ -19,7 +19,7 @@ from radixlm.runtime.api.engine import Engine
 from radixlm.runtime.model import quantized_linear
 from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
-from radixlm.testing import greedy_generate
+from radixlm.testing.greedy import greedy_generate
 
 QUESTIONS = ["What is the capital of France?", "Name three colors.",
              'Write the JSON {"a": 1} and nothing else.']

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from radixlm.runtime.memory.page_allocator import pages_of
 from radixlm.runtime.model.forward_batch import ContextLengthError, SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
-from radixlm.testing import greedy_generate
+from radixlm.testing.greedy import greedy_generate
 
 PROMPTS = [
     "The capital of France is",

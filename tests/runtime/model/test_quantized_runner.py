@@ -19,7 +19,7 @@ from radixlm.runtime.model import gemm_choice
 from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.gemm_choice import ChosenLinear
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
-from radixlm.testing import greedy_generate
+from radixlm.testing.greedy import greedy_generate
 
 IDS = list(range(5, 45))
 REL_TOL = {"int8": 0.03, "int4": 0.25}

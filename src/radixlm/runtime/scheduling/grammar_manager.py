@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class AdvanceDeferred:
     """A token whose grammar advance would have built automaton rows (or computed a mask)
@@ -79,7 +80,6 @@ class CompilePoll:
     failed: list[tuple[Req, str]] = field(default_factory=list)
 
 
-
 @dataclass(frozen=True)
 class _LateFills:
     """Mask rows filled after the gate in one step: how many, the seconds they took, how
@@ -103,7 +103,6 @@ IDLE_WAIT_SECONDS = 0.005  # longest sleep when only held requests could run
 # makes the worker give it up only after the switch interval, 5 ms by default: longer than the
 # whole mask-wait bound. Shorter slices bound that wait (a few us of switching each).
 GIL_SWITCH_SECONDS = 0.0002
-
 
 
 class GrammarManager:
@@ -243,10 +242,11 @@ class GrammarManager:
                 req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
 
-    def background_summary(self) -> dict[str, float | int]:
-        """How often, and how long in all, the compiler's worker parked for the gate."""
+    def stats(self) -> dict[str, float | int]:
+        """The steps' mask waits (:meth:`MaskWaitStats.summary`), then how often, and how long
+        in all, the compiler's worker parked for the gate."""
         hold = self._compiler.background if self._compiler is not None else None
-        return {"grammar_worker_pauses": hold.pauses if hold else 0,
+        return {**self.mask_waits.summary(), "grammar_worker_pauses": hold.pauses if hold else 0,
                 "grammar_worker_paused_ms": 1e3 * hold.paused_seconds if hold else 0.0}
 
     def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> list[tuple[Req, Exception]]:

@@ -16,9 +16,6 @@ import logging
 import time
 from typing import Any
 
-import torch
-
-from ..model.forward_batch import ForwardBatch
 from ..model.model_runner import ModelRunner
 from ..server_args import ServerArgs
 from ..wire.messages import (
@@ -31,12 +28,16 @@ from ..wire.messages import (
     GenerateReq,
     ReqOut,
 )
+from .admission_check import check_admissible
 from .finish_check import FinishCheck, eos_ids_of
 from .grammar_manager import GrammarManager
 from .mask_gate import StepMaskGate
 from .output_processor import OutputProcessor
 from .request import PrefillChunk, Req, RequestError
 from .schedule_policy import order_waiting, uncached_shared_len, waits_for_cache
+from .scheduler_info import server_info
+from .step_batch import build_step_batch
+from .step_grammar import GrammarStart, StepGrammar
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,8 @@ class Scheduler:
     """Owns the KV manager and the queues: admission, batching, memory and retraction.
 
     What happens after each forward (sampling, finish checks, outputs) is the
-    :class:`OutputProcessor`'s; the scheduler releases the requests it reports finished.
+    :class:`OutputProcessor`'s, the grammar side of a step's start (compiles, the mask gate,
+    deferred advances) the :class:`StepGrammar`'s; the scheduler acts on what they report.
     """
 
     def __init__(self, args: ServerArgs, runner: ModelRunner, tokenizer: Any) -> None:
@@ -62,6 +64,7 @@ class Scheduler:
         self.grammar = GrammarManager(args, tokenizer, runner.vocab_size, eos_ids, runner.ops)
         self.output = OutputProcessor(args, self.kv, self.grammar,
                                       FinishCheck(tokenizer, eos_ids, self.max_context))
+        self.step_grammar = StepGrammar(self.grammar, self.output)
         self.errors: list[ErrorOut] = []  # request errors found while stepping (drained)
         self.pending_outs: list[ReqOut] = []  # outputs produced outside the output processor
         self.waiting: list[Req] = []
@@ -77,27 +80,8 @@ class Scheduler:
         """Validate and queue; raises :class:`RequestError` naming the problem."""
         if msg.rid in self.reqs:
             raise RequestError(f"request id {msg.rid!r} is already in use")
-        n = len(msg.input_ids)
-        if n == 0:
-            raise RequestError("the prompt is empty (0 tokens)")
-        limit = self.max_context if msg.sampling.max_new_tokens == 0 else self.max_context - 1
-        if n > limit:
-            raise RequestError(f"the prompt has {n} tokens; the context length is "
-                               f"{self.max_context} (at most {limit} prompt tokens)")
-        capacity = self.kv.allocator.num_pages * self.kv.page_size
-        if n + (msg.sampling.max_new_tokens > 0) > capacity:
-            raise RequestError(f"the prompt has {n} tokens; the KV pool holds {capacity} "
-                               f"(raise --max-total-tokens)")
-        vocab = self.runner.vocab_size
-        bad = [t for t in msg.input_ids if not 0 <= t < vocab]
-        if bad:
-            raise RequestError(f"input_ids contain ids outside [0, {vocab}): {bad[:5]}")
-        if not 0 <= msg.top_logprobs_num <= vocab:
-            raise RequestError(f"top_logprobs_num is {msg.top_logprobs_num}; it must be in "
-                               f"[0, {vocab}] (the vocabulary size)")
-        if msg.logprob_start_len >= n and msg.sampling.max_new_tokens > 0:
-            raise RequestError(f"logprob_start_len {msg.logprob_start_len} must be < the "
-                               f"prompt length {n}")
+        check_admissible(msg, self.max_context, self.kv.allocator.num_pages * self.kv.page_size,
+                         self.runner.vocab_size)
         req = Req.from_message(msg)
         self.grammar.admit(req, msg.grammar)  # raises RequestError on a bad constraint
         self.reqs[req.rid] = req
@@ -138,20 +122,16 @@ class Scheduler:
 
     def step(self) -> list[ReqOut]:
         """Schedule, run one forward, sample, and return the outputs to send."""
-        outs: list[ReqOut] = []
-        self._poll_compiles()
         # Constrained requests whose mask is not ready within the bound sit this step out.
-        gate = self.grammar.begin_step()
-        self._resume_advances(gate)
+        gate = self._start_grammar(self.step_grammar.start(self.running, self.waiting))
         decodes = self._reserve_decodes(gate)
-        outs.extend(self.pending_outs)
-        self.pending_outs.clear()
+        outs, self.pending_outs = self.pending_outs, []  # what was owed outside the forward
         chunks = self._schedule_prefills(decodes, gate)
         gate.leave()  # its last check is done: the compiler's worker may take the GIL again
         if not decodes and not chunks:
             self.grammar.end_step(ran=False)
             return outs
-        batch = self._build_batch(decodes, chunks)
+        batch = build_step_batch(decodes, chunks, self.kv.table, self.runner, self.max_context)
         logits = self.runner.forward(batch)
         self.counters["steps"] += 1
         result = self.output.process(batch, decodes, chunks, logits)
@@ -159,39 +139,25 @@ class Scheduler:
         for req in result.finished:
             self._retire(req)
         for req, message in result.faulted:  # this request alone; the batch went on
-            self.fail(req.rid)
-            self.errors.append(ErrorOut(rid=req.rid, message=message, code="internal"))
+            self._fail_with(req, message, code="internal")
         outs.extend(result.outs)
         self.last_step_time = time.monotonic()
         return outs
 
-    def _poll_compiles(self) -> None:
-        """Fail the waiting requests whose constraint failed to compile (ready ones are
-        admitted by the policy as any other)."""
-        for req, message in self.grammar.poll_compiles(self.waiting).failed:
-            self.fail(req.rid)
-            self.errors.append(ErrorOut(rid=req.rid, message=message))
+    def _start_grammar(self, start: GrammarStart) -> StepMaskGate:
+        """Act on the grammar side's start of the step (fail, queue the outputs owed, retire,
+        in that order, as :class:`GrammarStart` lists them); returns the step's mask gate."""
+        for failure in start.failed:
+            self._fail_with(failure.req, failure.message, failure.code)
+        self.pending_outs.extend(start.outs)
+        for req in start.finished:
+            self._retire(req)
+        return start.gate
 
-    def _resume_advances(self, gate: StepMaskGate) -> None:
-        """Make the grammar advances deferred to the compiler's worker that the gate finds
-        ready (within the step's mask-wait bound); the others' requests stay held. One that
-        raises fails its request alone."""
-        for req in [r for r in self.running + self.waiting if r.grammar_pending is not None]:
-            if not gate.advance_ready(req):
-                continue
-            try:
-                out = self.output.resume_grammar(req)
-            except Exception as exc:  # a bug in one request's advance never stops the engine
-                logger.exception("advancing the constraint of %s failed", req.rid)
-                self.fail(req.rid)
-                self.errors.append(ErrorOut(rid=req.rid, code="internal", message=(
-                    f"internal error while advancing the constraint: "
-                    f"{type(exc).__name__}: {exc}")))
-                continue
-            if out is not None:
-                self.pending_outs.append(out)
-            if req.finish_reason is not None:
-                self._retire(req)
+    def _fail_with(self, req: Req, message: str, code: str) -> None:
+        """Fail ``req`` and report ``message`` (``code`` as :class:`ErrorOut`'s)."""
+        self.fail(req.rid)
+        self.errors.append(ErrorOut(rid=req.rid, message=message, code=code))
 
     def _reserve_decodes(self, gate: StepMaskGate) -> list[Req]:
         """A KV slot for every decoding request the gate lets run (its mask is ready),
@@ -288,32 +254,6 @@ class Scheduler:
             return None
         return PrefillChunk(req, start, n)
 
-    def _build_batch(self, decodes: list[Req], chunks: list[PrefillChunk]) -> ForwardBatch:
-        """One forward over the decode tokens then the prefill chunks, in that order."""
-        reqs = decodes + [c.req for c in chunks]
-        ids: list[int] = [r.token_ids[r.kv.kv_len - 1] for r in decodes]
-        starts: list[int] = [-1] * len(decodes)
-        for c in chunks:
-            ids.extend(c.req.token_ids[c.start : c.start + c.n])
-            starts.append(self._logits_start(c))
-        rows = torch.tensor([r.kv.row for r in reqs])
-        seq_lens = torch.tensor([r.kv.kv_len for r in reqs])
-        ext_lens = torch.tensor([1] * len(decodes) + [c.n for c in chunks])
-        table = self.kv.table[rows, : int(seq_lens.max())].to(self.runner.device)
-        batch = ForwardBatch.from_table(
-            seq_slots=table, seq_lens=seq_lens, ext_lens=ext_lens, input_ids=ids,
-            logits_starts=torch.tensor(starts), device=self.runner.device,
-            max_context=self.max_context, page_size=self.runner.config.page_size,
-            workspace=self.runner.workspace,
-        )
-        return batch
-
-    @staticmethod
-    def _logits_start(c: PrefillChunk) -> int:
-        """First row of this chunk whose logits are needed (prompt logprobs), or -1."""
-        pos = c.req.scored_from(c.start, c.n)
-        return -1 if pos is None else pos - c.start
-
     # -- finishing and outputs ------------------------------------------------------------
 
     def _release(self, req: Req, cache: bool) -> None:
@@ -361,20 +301,11 @@ class Scheduler:
         return ControlOut(msg.cid, False, error=f"unknown control request {msg.kind!r}")
 
     def info(self) -> dict[str, Any]:
-        c = self.counters
-        return {
-            **c,
-            **self.output.counters,
-            **self.kv.stats(),
-            **self.grammar.mask_waits.summary(),
-            **self.grammar.background_summary(),
-            "waiting": len(self.waiting),
-            "running": len(self.running),
-            "cache_hit_rate": c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"]
-            else 0.0,
-            "max_context": self.max_context,
-            "vocab_size": self.runner.vocab_size,
-        }
+        """What ``/get_server_info`` reports of this scheduler (:mod:`.scheduler_info`)."""
+        return server_info(self.counters, [self.output.counters, self.kv.stats(),
+                                           self.grammar.stats()],
+                           len(self.waiting), len(self.running), self.max_context,
+                           self.runner.vocab_size)
 
     def idle_audit(self) -> None:
         """With nothing running, check (and repair) the KV ownership invariant."""

@@ -15,7 +15,7 @@ from radixlm.runtime.model.forward_batch import ContextLengthError, SeqSpec
 from radixlm.runtime.model.model_config import ModelConfig, UnsupportedModelError
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.model.models import Phi3ForCausalLM
-from radixlm.testing import greedy_generate
+from radixlm.testing.greedy import greedy_generate
 
 BASE = dict(architectures=["Phi3ForCausalLM"], hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,

@@ -17,7 +17,7 @@ from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.model.parallel.sharding import TensorParallelError
 from radixlm.runtime.wire.ipc import free_tcp_port
-from radixlm.testing import greedy_generate
+from radixlm.testing.greedy import greedy_generate
 
 PROMPTS = ["The capital of France is", "Question: What is 3 plus 4?\nAnswer:"]
 NEW = 6

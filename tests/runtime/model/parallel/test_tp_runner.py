@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 from radixlm.runtime.model.model_config import ModelConfig
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.model.parallel.sharding import TPSharding
-from radixlm.testing_parallel import prefill_logits_and_greedy, run_tensor_parallel
+from radixlm.testing.parallel import prefill_logits_and_greedy, run_tensor_parallel
 
 PROMPTS = ["The capital of France is", "Question: What is 3 plus 4?\nAnswer:", "x"]
 TOL = 1e-4

@@ -8,4 +8,7 @@
   applied to an already-built model.
 * :mod:`batch_broadcast` — rank 0 sends each step's :class:`ForwardBatch` to the other ranks.
 * :mod:`tp_worker` — the loop of a non-zero rank: receive a batch, run the forward.
+
+Imports only the ``model`` package's own modules (config, weights, forward batch, runner) and
+``torch.distributed``.
 """

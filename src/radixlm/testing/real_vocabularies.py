@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .fsm import TokenVocabulary
-from .fsm.tokens.vocabulary_sources import sentencepiece_token_bytes, tekken_token_bytes
+from ..fsm import TokenVocabulary
+from ..fsm.tokens.vocabulary_sources import sentencepiece_token_bytes, tekken_token_bytes
 
 NAMES = ("smollm2", "tekken", "sentencepiece", "tiny")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -139,7 +139,7 @@ def _tiny(cache: Path | None) -> RealVocabulary:
         raise ValueError("the tiny vocabulary needs a cache folder to build the model into")
     from transformers import AutoTokenizer
 
-    from .tiny_model import TinyModelSpec, ensure_tiny_model
+    from ..tiny_model import TinyModelSpec, ensure_tiny_model
 
     tokenizer = AutoTokenizer.from_pretrained(
         ensure_tiny_model(TinyModelSpec(arch="llama", size="test"), cache))

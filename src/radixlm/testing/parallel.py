@@ -14,20 +14,20 @@ from typing import Any
 import torch
 import torch.multiprocessing as tmp
 
-from .runtime.memory.page_allocator import pages_of
-from .runtime.model.model_runner import ModelRunner, RunnerConfig
-from .runtime.wire.ipc import free_tcp_port
+from ..runtime.memory.page_allocator import pages_of
+from ..runtime.model.model_runner import ModelRunner, RunnerConfig
+from ..runtime.wire.ipc import free_tcp_port
 
 
 def _rank_main(rank: int, tp_size: int, addr: str, model_path: str, config: RunnerConfig,
                job: Callable[[ModelRunner], Any], results: Any, left: Any) -> None:
-    from .runtime.model.parallel.batch_broadcast import send_stop
-    from .runtime.model.parallel.process_group import (
+    from ..runtime.model.parallel.batch_broadcast import send_stop
+    from ..runtime.model.parallel.process_group import (
         TPGroupConfig,
         exit_without_teardown,
         init_tp_group,
     )
-    from .runtime.model.parallel.tp_worker import serve_forwards
+    from ..runtime.model.parallel.tp_worker import serve_forwards
 
     torch.set_num_threads(1)
     group = init_tp_group(TPGroupConfig(tp_size=tp_size, rank=rank, dist_init_addr=addr))
@@ -66,8 +66,8 @@ def run_tensor_parallel(model_path: str, tp_size: int, job: Callable[[ModelRunne
 def prefill_logits_and_greedy(prompts: list[list[int]], max_new_tokens: int,
                               runner: ModelRunner) -> tuple[list[torch.Tensor], list[list[int]]]:
     """A job for :func:`run_tensor_parallel`: every prompt row's logits, then greedy tokens."""
-    from .runtime.model.forward_batch import SeqSpec
-    from .testing import greedy_generate
+    from ..runtime.model.forward_batch import SeqSpec
+    from .greedy import greedy_generate
 
     specs = []
     for ids in prompts:

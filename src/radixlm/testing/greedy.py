@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import torch
 
-from .runtime.memory.page_allocator import pages_of
-from .runtime.model.forward_batch import ForwardBatch
-from .runtime.model.model_runner import ModelRunner
-from .runtime.model.sampler import argmax_rows
+from ..runtime.memory.page_allocator import pages_of
+from ..runtime.model.forward_batch import ForwardBatch
+from ..runtime.model.model_runner import ModelRunner
+from ..runtime.model.sampler import argmax_rows
 
 
 def greedy_generate(

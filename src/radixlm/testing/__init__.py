@@ -1,0 +1,10 @@
+"""Helpers the tests and benchmarks share; no product module imports this package.
+
+* :mod:`greedy` — offline batched greedy generation straight on a model runner.
+* :mod:`parallel` — run a job on a tensor-parallel group of spawned processes.
+* :mod:`grammar_walk` — random-logit walks through a compiled grammar.
+* :mod:`real_vocabularies` — real tokenizer vocabularies read from installed package data.
+
+It may import anything of radixlm (``runtime``, ``fsm``, ``kernels``, ``tiny_model``); each
+module is imported by name (nothing is re-exported here), so using one loads only what it needs.
+"""
