@@ -1,5 +1,5 @@
 """A token's grammar advance deferred to the compiler's worker when it would build automaton
-rows on the scheduler's thread (grammar_manager.AdvanceDeferred): the request is held until
+rows on the scheduler's thread (token_advance.AdvanceDeferred): the request is held until
 the advance is ready, then it is made (a jump-forward applied, a finish set) before the
 gate, and the output is exactly the one an undeferred run gives.
 

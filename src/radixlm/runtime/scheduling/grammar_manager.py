@@ -13,7 +13,7 @@ the chat route for reasoning models, takes precedence).
 The manager changes only grammar state (a request's matcher, compile future and grammar
 fields); what follows from it is returned as data for the scheduler to act on: the compiles
 that finished or failed (:class:`CompilePoll`), and after a token a finish reason or a
-jump-forward plan (:data:`GrammarStep`).
+jump-forward plan (:data:`~.token_advance.GrammarStep`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -38,37 +38,19 @@ from ...fsm import (
     jump_forward,
 )
 from ...fsm.automaton import work_clock
-from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
+from ..wire.messages import FinishAbort, FinishStop, GrammarReq
 from .gate_reserve import GateReserve
 from .mask_gate import StepMaskGate
 from .mask_rows import StepMaskRows
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req, RequestError
+from .token_advance import AdvanceDeferred, GrammarStep
 
 if TYPE_CHECKING:
     from ...kernels import KernelOps
     from ..server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class AdvanceDeferred:
-    """A token whose grammar advance would have built automaton rows (or computed a mask)
-    on the scheduler's thread: the compiler's worker prepares it instead, and the request,
-    its token kept in its output, sits out steps until the advance is ready (the gate's
-    :meth:`~.mask_gate.StepMaskGate.advance_ready`), when the owner makes it
-    (:meth:`GrammarManager.resume_advance`). ``jump``: whether the advance plans a
-    jump-forward, so whether the forced run after the token must be ready too."""
-
-    token: int
-    jump: bool
-
-
-# After a token: a finish reason (the grammar ended the output, or the constraint failed), or
-# a jump-forward plan to apply (replace ``rollback`` output tokens by ``tokens``), or the
-# advance deferred to the compiler's worker, or None.
-GrammarStep = Union[FinishReason, JumpForwardPlan, AdvanceDeferred, None]  # noqa: UP007
 
 
 @dataclass(frozen=True)
