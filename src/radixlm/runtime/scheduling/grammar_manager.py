@@ -99,6 +99,9 @@ class GrammarManager:
         self.eos_ids = list(eos_ids)
         self.ops = ops
         self.enable_jump_forward = not args.disable_jump_forward
+        # advances that would build automaton rows go to the compiler's worker (the request
+        # sits steps out meanwhile) unless --grammar-advance-inline
+        self.defer_advances = not args.grammar_advance_inline
         self._compiler: GrammarCompiler | None = None
         self._rows = StepMaskRows(vocab_size)  # the step's bitmask, filled by the gate
         self.mask_waits = MaskWaitStats()
@@ -271,7 +274,7 @@ class GrammarManager:
         Returns a finish reason if the output must end here, a jump-forward plan for the
         owner to apply, :class:`AdvanceDeferred` when the advance would build automaton rows
         on this thread (then the compiler's worker prepares it and the owner makes it later,
-        :meth:`resume_advance`), or None.
+        :meth:`resume_advance`; with ``--grammar-advance-inline`` it is made here), or None.
         """
         if req.grammar is None:
             return None
@@ -280,7 +283,7 @@ class GrammarManager:
             return None
         start = time.perf_counter()
         jump = self._jumps(req)
-        if not req.grammar.advance_ready(token, jump):
+        if self.defer_advances and not req.grammar.advance_ready(token, jump):
             req.grammar_pending = AdvanceDeferred(token, jump)
             self.compiler.prefetch_advance(req.grammar, token)
             self.mask_waits.deferred(time.perf_counter() - start)

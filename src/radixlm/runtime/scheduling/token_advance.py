@@ -21,7 +21,8 @@ class AdvanceDeferred:
     its token kept in its output, sits out steps until the advance is ready (the gate's
     :meth:`~.mask_gate.StepMaskGate.advance_ready`), when the owner makes it
     (:meth:`~.grammar_manager.GrammarManager.resume_advance`). ``jump``: whether the advance
-    plans a jump-forward, so whether the forced run after the token must be ready too."""
+    plans a jump-forward, so whether the forced run after the token must be ready too.
+    Never made with ``--grammar-advance-inline``."""
 
     token: int
     jump: bool
