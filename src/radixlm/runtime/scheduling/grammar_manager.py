@@ -217,6 +217,7 @@ class GrammarManager:
             self.mask_waits.record(gate.spent + late.seconds, late.cold,
                                    gate.preempted + late.preempted, gate.waited,
                                    gate.gc_paused + late.gc_paused, gate.blocked)
+        self.mask_waits.close_step()  # the step's masks and advances, as one grammar time
         if not ran and gate.held:
             start = time.perf_counter()
             req = gate.held[0]
@@ -256,6 +257,7 @@ class GrammarManager:
         if self._gate is None:  # no step open (a caller outside the scheduler's loop)
             late, self._late = self._late, _LateFills()
             self.mask_waits.record(late.seconds, late.cold, late.preempted, 0.0, late.gc_paused)
+            self.mask_waits.close_step()
             self._rows.clear()
         return faults
 
