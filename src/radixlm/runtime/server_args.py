@@ -89,6 +89,11 @@ class ServerArgs:
                 "together); a request whose mask is still not ready sits that step out and "
                 "rejoins when it is (same tokens). Lower: steps never stall longer, more "
                 "skipped steps for requests on hard schemas; 0: never wait"})
+    grammar_advance_inline: bool = field(default=False, metadata={
+        "help": "make every sampled token's grammar advance (accept, end check, jump-forward "
+                "plan) on the scheduler's thread, even one that builds automaton rows; by "
+                "default such an advance is made on the grammar compiler's worker and the "
+                "request sits steps out until it is ready (same tokens either way)"})
     constrained_json_whitespace: str = field(
         default="single", metadata={"help": "compact, single or flexible"}
     )
@@ -160,6 +165,9 @@ class ServerArgs:
         if not 0 <= self.grammar_mask_wait_ms <= 60_000:  # NaN fails too
             raise ValueError(f"grammar_mask_wait_ms must be in [0, 60000] (milliseconds a "
                              f"step may wait for masks), got {self.grammar_mask_wait_ms}")
+        if not isinstance(self.grammar_advance_inline, bool):
+            raise ValueError(f"grammar_advance_inline must be True or False, got "
+                             f"{self.grammar_advance_inline!r}")
         from .agents.reasoning_parser import REASONING_FORMATS
         from .agents.tool_parser import TOOL_PARSERS
 

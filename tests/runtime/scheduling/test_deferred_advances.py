@@ -1,5 +1,5 @@
 """A token's grammar advance deferred to the compiler's worker when it would build automaton
-rows on the scheduler's thread (grammar_manager.AdvanceDeferred): the request is held until
+rows on the scheduler's thread (token_advance.AdvanceDeferred): the request is held until
 the advance is ready, then it is made (a jump-forward applied, a finish set) before the
 gate, and the output is exactly the one an undeferred run gives.
 
@@ -25,14 +25,23 @@ def slow_advances(s: Scheduler, not_ready_checks: int) -> Counter:
     return not_ready_at_first(s, "advance_ready", not_ready_checks)
 
 
+# The bound on grammar work on the scheduler's thread, at its two ends: 0 (an advance that
+# would build rows is deferred, the default) and infinite (--grammar-advance-inline).
+BOUNDS = pytest.mark.parametrize("inline", [False, True], ids=["deferred", "inline"])
+
+
+@BOUNDS
 @pytest.mark.parametrize("wait_ms", [0.0, 1.0], ids=["holds", "gate waits"])
 @pytest.mark.parametrize("jump", [True, False], ids=["jump-forward", "no jump-forward"])
 def test_deferred_advances_produce_exactly_the_tokens_they_would_have(make_scheduler, jump,
-                                                                      wait_ms):
+                                                                      wait_ms, inline):
     args = {"disable_jump_forward": not jump}
-    s = make_scheduler(grammar_mask_wait_ms=wait_ms, **args)
+    s = make_scheduler(grammar_mask_wait_ms=wait_ms, grammar_advance_inline=inline, **args)
     checks = slow_advances(s, not_ready_checks=2)
-    info = matches_reference(make_scheduler, s, **args)
+    info = matches_reference(make_scheduler, s, **args)  # the reference runs the default
+    if inline:  # every advance made when its token is accepted, ready or not
+        assert info["grammar_advances_deferred"] == 0 and info["grammar_advances"] > 0
+        return
     assert info["grammar_advances_deferred"] > 0 and checks
     assert info["grammar_advances"] >= info["grammar_advances_deferred"]
     if wait_ms == 0.0:  # nothing waits: each deferral holds the request at least a step
@@ -40,10 +49,15 @@ def test_deferred_advances_produce_exactly_the_tokens_they_would_have(make_sched
     assert all(r.grammar_pending is None for r in s.running), "none left pending"
 
 
-def test_real_deferrals_never_change_the_output(make_scheduler):
+@BOUNDS
+def test_real_deferrals_never_change_the_output(make_scheduler, inline):
     """Without forcing: whatever the worker has not built when a token is accepted is
-    deferred (timing decides which), and the tokens are the reference's."""
-    matches_reference(make_scheduler, make_scheduler(grammar_mask_wait_ms=0))
+    deferred (timing decides which), or made at once when inline, and the tokens are the
+    reference's either way."""
+    s = make_scheduler(grammar_mask_wait_ms=0, grammar_advance_inline=inline)
+    info = matches_reference(make_scheduler, s)
+    if inline:
+        assert info["grammar_advances_deferred"] == 0
 
 
 def test_other_requests_progress_while_one_advance_is_deferred(make_scheduler):
@@ -81,3 +95,20 @@ def test_a_deferred_advance_that_raises_fails_its_request_alone(make_scheduler):
     assert "resume bug" in s.errors[0].message
     assert len(ids["free"]) == 20, "the batch-mate finished"
     assert "json" not in s.reqs and not s.running and not s.waiting
+
+
+def test_the_inline_setting_has_a_flag_and_is_validated():
+    import argparse
+
+    from radixlm.runtime.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+
+    def parse(*flags: str) -> ServerArgs:
+        return ServerArgs.from_cli_args(parser.parse_args(["--model-path", "m", *flags]))
+
+    assert parse().grammar_advance_inline is False, "deferring is the default"
+    assert parse("--grammar-advance-inline").grammar_advance_inline is True
+    with pytest.raises(ValueError, match="grammar_advance_inline must be True or False"):
+        ServerArgs(model_path="m", grammar_advance_inline="no")

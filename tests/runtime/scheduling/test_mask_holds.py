@@ -52,6 +52,12 @@ def test_held_requests_produce_exactly_the_tokens_they_would_have(make_scheduler
         info["grammar_advances_deferred"]
     assert 0 < info["grammar_advance_ms_p50"] <= info["grammar_advance_ms_p99"] \
         <= info["grammar_advance_ms_max"]
+    # a step's grammar time is its mask time plus its advances' (the run fits the window)
+    assert info["grammar_steps"] >= info["mask_wait_steps"]
+    assert 0 < info["grammar_step_ms_p50"] <= info["grammar_step_ms_p99"] \
+        <= info["grammar_step_ms_max"]
+    assert info["grammar_step_ms_max"] >= info["mask_wait_ms_max"]
+    assert info["grammar_step_ms_max"] >= info["grammar_advance_ms_max"]
 
 
 def test_other_requests_progress_while_one_is_held(make_scheduler):

@@ -24,7 +24,9 @@ def test_empty_summary_is_zero() -> None:
                        "mask_idle_wait_ms": 0.0, "grammar_advances": 0,
                        "grammar_advances_deferred": 0,
                        "grammar_advance_ms_p50": 0.0, "grammar_advance_ms_p99": 0.0,
-                       "grammar_advance_ms_max": 0.0}
+                       "grammar_advance_ms_max": 0.0, "grammar_steps": 0,
+                       "grammar_step_ms_p50": 0.0, "grammar_step_ms_p99": 0.0,
+                       "grammar_step_ms_max": 0.0}
 
 
 @given(st.lists(st.integers(min_value=1, max_value=50), max_size=30))
@@ -59,6 +61,42 @@ def test_advances_are_timed_apart_from_steps() -> None:
     assert abs(s["grammar_advance_ms_p50"] - 1.01) < 1e-9
     assert abs(s["grammar_advance_ms_p99"] - 1.99) < 1e-9
     assert abs(s["grammar_advance_ms_max"] - 2.0) < 1e-9
+
+
+def test_a_steps_grammar_time_is_its_masks_plus_its_advances() -> None:
+    stats = MaskWaitStats()
+    for i in range(100):  # masks 0.01 .. 1.0 ms, then two advances of 0.5 and 0.25 ms
+        stats.advanced(0.5e-3)
+        stats.record((i + 1) * 1e-5, cold=0)
+        stats.advanced(0.25e-3)
+        stats.close_step()
+    stats.close_step()  # no grammar work since the last close: no step
+    stats.deferred(2e-3)  # a step whose only grammar work was a deferral's check
+    stats.close_step()
+    s = stats.summary()
+    assert s["grammar_steps"] == 101 and s["mask_wait_steps"] == 100
+    assert s["grammar_advances"] == 201 and s["grammar_advances_deferred"] == 1
+    assert abs(s["grammar_step_ms_p50"] - (0.51 + 0.75)) < 1e-9
+    assert abs(s["grammar_step_ms_p99"] - 1.75) < 1e-9  # 1.0 + 0.75, the second longest
+    assert abs(s["grammar_step_ms_max"] - 2.0) < 1e-9
+    assert s["grammar_step_ms_max"] >= s["mask_wait_ms_max"]
+    assert s["grammar_step_ms_max"] >= s["grammar_advance_ms_max"]
+
+
+@given(st.lists(st.tuples(st.floats(min_value=0, max_value=1),
+                          st.lists(st.floats(min_value=0, max_value=1), max_size=4)),
+                min_size=1, max_size=50))
+def test_grammar_steps_sum_each_steps_work(steps: list[tuple[float, list[float]]]) -> None:
+    stats = MaskWaitStats()
+    for mask, advances in steps:
+        stats.record(mask, cold=0)
+        for a in advances:
+            stats.advanced(a)
+        stats.close_step()
+    assert list(stats.grammar_step_seconds) == [m + sum(a, 0.0) for m, a in steps]
+    s = stats.summary()
+    assert s["grammar_step_ms_p50"] <= s["grammar_step_ms_p99"] <= s["grammar_step_ms_max"]
+    assert s["grammar_step_ms_max"] >= s["mask_wait_ms_max"]
 
 
 @given(st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=3 * WINDOW // 2))

@@ -13,7 +13,7 @@ the chat route for reasoning models, takes precedence).
 The manager changes only grammar state (a request's matcher, compile future and grammar
 fields); what follows from it is returned as data for the scheduler to act on: the compiles
 that finished or failed (:class:`CompilePoll`), and after a token a finish reason or a
-jump-forward plan (:data:`GrammarStep`).
+jump-forward plan (:data:`~.token_advance.GrammarStep`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -38,37 +38,19 @@ from ...fsm import (
     jump_forward,
 )
 from ...fsm.automaton import work_clock
-from ..wire.messages import FinishAbort, FinishReason, FinishStop, GrammarReq
+from ..wire.messages import FinishAbort, FinishStop, GrammarReq
 from .gate_reserve import GateReserve
 from .mask_gate import StepMaskGate
 from .mask_rows import StepMaskRows
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req, RequestError
+from .token_advance import AdvanceDeferred, GrammarStep
 
 if TYPE_CHECKING:
     from ...kernels import KernelOps
     from ..server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class AdvanceDeferred:
-    """A token whose grammar advance would have built automaton rows (or computed a mask)
-    on the scheduler's thread: the compiler's worker prepares it instead, and the request,
-    its token kept in its output, sits out steps until the advance is ready (the gate's
-    :meth:`~.mask_gate.StepMaskGate.advance_ready`), when the owner makes it
-    (:meth:`GrammarManager.resume_advance`). ``jump``: whether the advance plans a
-    jump-forward, so whether the forced run after the token must be ready too."""
-
-    token: int
-    jump: bool
-
-
-# After a token: a finish reason (the grammar ended the output, or the constraint failed), or
-# a jump-forward plan to apply (replace ``rollback`` output tokens by ``tokens``), or the
-# advance deferred to the compiler's worker, or None.
-GrammarStep = Union[FinishReason, JumpForwardPlan, AdvanceDeferred, None]  # noqa: UP007
 
 
 @dataclass(frozen=True)
@@ -117,6 +99,9 @@ class GrammarManager:
         self.eos_ids = list(eos_ids)
         self.ops = ops
         self.enable_jump_forward = not args.disable_jump_forward
+        # advances that would build automaton rows go to the compiler's worker (the request
+        # sits steps out meanwhile) unless --grammar-advance-inline
+        self.defer_advances = not args.grammar_advance_inline
         self._compiler: GrammarCompiler | None = None
         self._rows = StepMaskRows(vocab_size)  # the step's bitmask, filled by the gate
         self.mask_waits = MaskWaitStats()
@@ -232,6 +217,7 @@ class GrammarManager:
             self.mask_waits.record(gate.spent + late.seconds, late.cold,
                                    gate.preempted + late.preempted, gate.waited,
                                    gate.gc_paused + late.gc_paused, gate.blocked)
+        self.mask_waits.close_step()  # the step's masks and advances, as one grammar time
         if not ran and gate.held:
             start = time.perf_counter()
             req = gate.held[0]
@@ -271,6 +257,7 @@ class GrammarManager:
         if self._gate is None:  # no step open (a caller outside the scheduler's loop)
             late, self._late = self._late, _LateFills()
             self.mask_waits.record(late.seconds, late.cold, late.preempted, 0.0, late.gc_paused)
+            self.mask_waits.close_step()
             self._rows.clear()
         return faults
 
@@ -289,7 +276,7 @@ class GrammarManager:
         Returns a finish reason if the output must end here, a jump-forward plan for the
         owner to apply, :class:`AdvanceDeferred` when the advance would build automaton rows
         on this thread (then the compiler's worker prepares it and the owner makes it later,
-        :meth:`resume_advance`), or None.
+        :meth:`resume_advance`; with ``--grammar-advance-inline`` it is made here), or None.
         """
         if req.grammar is None:
             return None
@@ -298,7 +285,7 @@ class GrammarManager:
             return None
         start = time.perf_counter()
         jump = self._jumps(req)
-        if not req.grammar.advance_ready(token, jump):
+        if self.defer_advances and not req.grammar.advance_ready(token, jump):
             req.grammar_pending = AdvanceDeferred(token, jump)
             self.compiler.prefetch_advance(req.grammar, token)
             self.mask_waits.deferred(time.perf_counter() - start)

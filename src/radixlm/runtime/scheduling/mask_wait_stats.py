@@ -14,7 +14,9 @@ Apart from the steps, each accepted token's grammar advance (accept, end check, 
 plan) is timed too (``grammar_advance_ms_*``): scheduler time outside the gate. An advance
 that would build automaton rows is not made there but handed to the compiler's worker
 (``grammar_advances_deferred``; its check is timed as an advance, and the advance again when
-the gate finds it ready), the request held meanwhile like one whose mask is not ready.
+the gate finds it ready), the request held meanwhile like one whose mask is not ready
+(unless ``--grammar-advance-inline``). The scheduler's whole grammar time in a step, its masks
+and its advances together, is reported per step too (``grammar_step_ms_*``).
 A garbage collection stops every thread, so one running while a step waits or fills (started
 by the scheduler or by the compiler's worker allocating automaton terms) is in that step's
 time: kept there, and counted apart too (steps with one, the longest inside one step).
@@ -123,6 +125,11 @@ class MaskWaitStats:
     # has not had its own rows built) or wait for a grammar's lock the worker holds
     advance_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     deferred_advances: int = 0  # of them, handed to the compiler's worker, since start
+    # per step with grammar work, its mask time (as step_seconds) plus its advances' times
+    grammar_step_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    # the open step's mask time once recorded, and its advances' time once one is made
+    _step_masks: float | None = field(default=None, init=False, repr=False)
+    _step_advances: float | None = field(default=None, init=False, repr=False)
 
     def record(self, seconds: float, cold: int, preempted: float = 0.0,
                gate: float = 0.0, gc_paused: float = 0.0, blocked: float = 0.0) -> None:
@@ -140,16 +147,27 @@ class MaskWaitStats:
         self.step_seconds_not_preempted.append(max(0.0, seconds - preempted))
         self.steps += 1
         self.cold_fills += cold
+        self._step_masks = (self._step_masks or 0.0) + seconds
 
     def advanced(self, seconds: float) -> None:
         """One token's grammar advance took ``seconds`` on the scheduler's thread."""
         self.advance_seconds.append(seconds)
+        self._step_advances = (self._step_advances or 0.0) + seconds
 
     def deferred(self, seconds: float) -> None:
         """One token's advance was found to need automaton rows (the check took
         ``seconds``) and was handed to the compiler's worker; it is timed again when made."""
         self.deferred_advances += 1
-        self.advance_seconds.append(seconds)
+        self.advanced(seconds)
+
+    def close_step(self) -> None:
+        """The step's grammar work is over: its mask time (:meth:`record`) and its advances'
+        (:meth:`advanced`, :meth:`deferred`) since the last close are one step's grammar time;
+        a step that did neither records none."""
+        if self._step_masks is None and self._step_advances is None:
+            return
+        self.grammar_step_seconds.append((self._step_masks or 0.0) + (self._step_advances or 0.0))
+        self._step_masks = self._step_advances = None
 
     def held(self, n: int) -> None:
         """``n`` requests were held out of one step."""
@@ -168,6 +186,7 @@ class MaskWaitStats:
         blocked = sorted(self.blocked_seconds)
         fill = sorted(t - g for t, g in zip(self.step_seconds, self.gate_seconds, strict=True))
         advance = sorted(self.advance_seconds)
+        grammar = sorted(self.grammar_step_seconds)
         return {
             "mask_wait_steps": self.steps,
             "mask_wait_cold_fills": self.cold_fills,
@@ -194,4 +213,8 @@ class MaskWaitStats:
             "grammar_advance_ms_p50": 1e3 * _percentile(advance, 0.50),
             "grammar_advance_ms_p99": 1e3 * _percentile(advance, 0.99),
             "grammar_advance_ms_max": 1e3 * (advance[-1] if advance else 0.0),
+            "grammar_steps": len(grammar),
+            "grammar_step_ms_p50": 1e3 * _percentile(grammar, 0.50),
+            "grammar_step_ms_p99": 1e3 * _percentile(grammar, 0.99),
+            "grammar_step_ms_max": 1e3 * (grammar[-1] if grammar else 0.0),
         }

@@ -30,8 +30,9 @@ from ..model.sampler import SampleResult, SampleRow, finite_logprobs, sample, to
 from ..server_args import ServerArgs
 from ..wire.messages import FinishLength, FinishReason, ReqOut
 from .finish_check import FinishCheck
-from .grammar_manager import AdvanceDeferred, GrammarManager, GrammarStep
+from .grammar_manager import GrammarManager
 from .request import PrefillChunk, Req
+from .token_advance import AdvanceDeferred, GrammarStep
 
 logger = logging.getLogger(__name__)
 # One drawn token: (id, its logprob or None, its top alternatives or None).

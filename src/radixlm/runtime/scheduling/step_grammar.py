@@ -2,7 +2,7 @@
 
 Each step first attaches the compiles that finished (the failed ones are to be failed), opens
 the step's mask gate (:meth:`GrammarManager.begin_step`), and makes the grammar advances that
-were deferred to the compiler's worker (:class:`~.grammar_manager.AdvanceDeferred`) when the
+were deferred to the compiler's worker (:class:`~.token_advance.AdvanceDeferred`) when the
 gate finds them ready within the step's mask-wait bound; the others' requests stay held.
 
 :class:`StepGrammar` changes grammar state and requests' outputs (through the grammar manager
