@@ -3,13 +3,16 @@ number depends on this machine's free RAM."""
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 
 from radixlm.runtime.memory import pool_sizing
 from radixlm.runtime.model.model_config import ModelConfig
 from radixlm.runtime.model.model_runner import RunnerConfig
 from radixlm.runtime.server_args import ServerArgs
-from radixlm.runtime.wire.runner_setup import pool_size
+from radixlm.runtime.wire.runner_setup import load_runner, pool_size
 
 
 @pytest.fixture
@@ -38,3 +41,15 @@ def test_an_explicit_fraction_fills_it_as_before(roomy_host, tiny_llama_path):
     pool = sized(tiny_llama_path, mem_fraction_static=0.5)
     # the scheduler's 256 running requests cap it, as before the CPU default (and on CUDA)
     assert (pool.tokens, pool.limited_by) == (context * 256, "context x requests")
+
+
+def test_start_up_line_says_weights_pool_and_why(roomy_host, tiny_llama_path, caplog):
+    context = ModelConfig.from_folder(tiny_llama_path).max_position_embeddings
+    with caplog.at_level(logging.INFO, logger="radixlm.runtime.wire.runner_setup"):
+        _, pool, _ = load_runner(ServerArgs(model_path=str(tiny_llama_path), num_threads=1))
+    line = next(r.getMessage() for r in caplog.records if "KV pool" in r.getMessage())
+    sequences = pool_sizing.DEFAULT_CPU_SEQUENCES
+    assert re.search(r"weights [\d,]+ MiB, KV pool ", line), line
+    assert f"KV pool {sequences} x {context:,} tokens = {sequences * context:,} tokens, " in line
+
+    assert f"{pool.bytes / 2**20:,.0f} MiB (context x requests)" in line, line
