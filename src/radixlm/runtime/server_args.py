@@ -19,6 +19,7 @@ from ..dataclass_cli import add_field_flags, given_values
 SCHEDULE_POLICIES = ("fcfs", "lpm")
 WHITESPACE_POLICIES = ("compact", "single", "flexible")
 LOAD_BALANCE_METHODS = ("cache_aware", "round_robin", "shortest_queue")
+DEFAULT_MAX_RUNNING_REQUESTS = 256  # the scheduler's cap when --max-running-requests is not given
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,9 @@ class ServerArgs:
     chunked_prefill_size: int = field(
         default=512, metadata={"help": "prefill token budget per scheduler step"}
     )
-    max_running_requests: int = 256
+    max_running_requests: int | None = field(default=None, metadata={
+        "help": f"requests decoding at once (default {DEFAULT_MAX_RUNNING_REQUESTS}); also the "
+                "full-context sequences the KV pool is sized for (default on CPU: 8)"})
     max_queued_requests: int = field(
         default=4096, metadata={"help": "requests beyond this are refused (HTTP 503)"}
     )
@@ -177,6 +180,11 @@ class ServerArgs:
                 _choice(self, name, tuple(sorted(known)))
 
     @property
+    def resolved_max_running_requests(self) -> int:
+        """The scheduler's cap on running requests: the one given, else the default."""
+        return self.max_running_requests or DEFAULT_MAX_RUNNING_REQUESTS
+
+    @property
     def resolved_tokenizer_path(self) -> str:
         return self.tokenizer_path or self.model_path
 
@@ -242,7 +250,7 @@ def _validate_scale_out(args: ServerArgs) -> None:
 def _positive(args: ServerArgs, *names: str) -> None:
     for name in names:
         value = getattr(args, name)
-        if value < 1:
+        if value is not None and value < 1:  # None: a default resolved later
             raise ValueError(f"{name} must be >= 1, got {value}")
 
 

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from radixlm.runtime.api.tokenizer_manager import EngineDeadError, GenerateError
+from radixlm.runtime.memory.pool_sizing import DEFAULT_CPU_SEQUENCES
 
 PROMPTS = [
     "The capital of France is",
@@ -106,6 +107,12 @@ def test_abort_mid_generation_frees_its_kv(engine):
     assert info["running"] == 0 and info["running_tokens"] == 0
     assert info["aborted"] >= 1
     wait_idle_and_flush(engine)
+
+
+def test_default_cpu_pool_holds_the_default_sequences_of_full_context(engine):
+    info = engine.get_server_info()  # page size 1: pages are tokens
+    assert info["total_pages"] == info["max_context"] * DEFAULT_CPU_SEQUENCES
+    assert engine.server_args.max_running_requests is None  # the default, not a given number
 
 
 def test_kv_exhaustion_retracts_and_completes_every_request(make_engine, tiny_llama_path):

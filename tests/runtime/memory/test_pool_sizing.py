@@ -1,5 +1,6 @@
-"""KV pool sizing: from the memory fraction, capped by context x requests, overridden by an
-explicit max_total_tokens; always whole pages and never over budget."""
+"""KV pool sizing: context x sequences (on the CPU by default 8 of them) capped by the memory
+fraction, overridden by an explicit max_total_tokens; always whole pages and never over budget.
+Every number is hand-made: nothing here depends on this machine's free RAM (but the probe)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from radixlm.runtime.memory.pool_sizing import (
+    DEFAULT_CPU_SEQUENCES,
     device_memory_bytes,
     kv_bytes_per_token,
+    pool_sequences,
     size_kv_pool,
 )
 
@@ -40,10 +43,49 @@ def test_context_times_requests_caps_the_pool():
     assert (pool.tokens, pool.limited_by) == (4000, "context x requests")
 
 
+def test_smollm2_on_the_cpu_by_default_is_8_contexts_not_a_quarter_of_ram():
+    # The issue's machine: a quarter of its free RAM less the weights held 112,646 tokens.
+    available = 4 * (540 * 2**20 + 112_646 * SMOLLM2_BPT)
+    before = size(available_bytes=available, page_size=1)
+    assert (before.tokens, before.limited_by) == (112_646, "memory")
+    assert DEFAULT_CPU_SEQUENCES == 8
+    after = size(available_bytes=available, page_size=1,
+                 max_running_requests=pool_sequences("cpu", None, False, 256))
+    assert (after.tokens, after.limited_by) == (8 * 8192, "context x requests")
+    assert after.bytes == 2880 * 2**20
+    assert after.describe() == "8 x 8,192 tokens = 65,536 tokens, 2,880 MiB (context x requests)"
+
+
+def test_memory_stays_an_upper_bound_and_the_log_gives_its_numbers():
+    pool = size(available_bytes=4 * GIB, max_running_requests=8, page_size=1)
+    assert (pool.tokens, pool.limited_by) == ((GIB - 540 * 2**20) // SMOLLM2_BPT, "memory")
+    assert pool.describe() == (
+        "11,013 tokens, 484 MiB (memory: 25% of 4.00 GiB available less 540 MiB of weights; "
+        "8 x 8,192 tokens would take 2,880 MiB)")
+
+
+def test_an_explicit_fraction_is_named_as_the_bound():
+    pool = size(available_bytes=4 * GIB, mem_fraction_given=True, page_size=1)
+    assert pool.limited_by == "mem_fraction_static"
+    assert pool.describe().startswith("11,013 tokens, 484 MiB (mem_fraction_static: 25% of")
+
+
+@pytest.mark.parametrize("kind, requested, fraction_given, expected", [
+    ("cpu", None, False, DEFAULT_CPU_SEQUENCES),  # by need: the CPU default
+    ("cpu", 3, False, 3),  # the user's concurrency, on any device
+    ("cuda", 3, True, 3),
+    ("cpu", None, True, 256),  # an explicit fraction: memory decides, as on CUDA
+    ("cuda", None, False, 256),  # CUDA unchanged
+])
+def test_sequences_the_pool_is_sized_for(kind, requested, fraction_given, expected):
+    assert pool_sequences(kind, requested, fraction_given, 256) == expected
+
+
 def test_explicit_max_total_tokens_overrides_and_rounds_up_to_pages():
     pool = size(max_total_tokens=100, available_bytes=1)
     assert (pool.tokens, pool.limited_by) == (112, "max_total_tokens")
     assert pool.bytes == 112 * SMOLLM2_BPT
+    assert pool.describe() == "112 tokens, 5 MiB (max_total_tokens)"
 
 
 @pytest.mark.parametrize("kw", [{"available_bytes": 2 * GIB}, {"mem_fraction": 0.01}])

@@ -57,7 +57,7 @@ class Scheduler:
         self.runner = runner
         self.tokenizer = tokenizer
         self.max_context = runner.max_context
-        self.kv = KVManager(runner.allocator, args.max_running_requests, self.max_context,
+        self.kv = KVManager(runner.allocator, args.resolved_max_running_requests, self.max_context,
                             enable_cache=not args.disable_radix_cache)
         eos_ids = eos_ids_of(runner.model_config.eos_token_ids, tokenizer)
         self.eos_ids = set(eos_ids)  # reported at start-up

@@ -33,10 +33,12 @@ def pool_size(args: ServerArgs, runner_cfg: Any, tp_size: int = 1):  # noqa: ANN
         DEFAULT_MEM_FRACTION,
         device_memory_bytes,
         kv_bytes_per_token,
+        pool_sequences,
         size_kv_pool,
     )
     from ..model.model_config import ModelConfig
     from ..model.parallel.sharding import TPSharding
+    from ..server_args import DEFAULT_MAX_RUNNING_REQUESTS
 
     cfg = ModelConfig.from_folder(args.model_path)
     dtype_bytes = runner_cfg.torch_dtype(cfg).itemsize
@@ -45,13 +47,16 @@ def pool_size(args: ServerArgs, runner_cfg: Any, tp_size: int = 1):  # noqa: ANN
                   cfg.max_position_embeddings)
     kv_heads = TPSharding.create(cfg, tp_size, 0).num_kv_heads
     weights = -(-cfg.num_parameters * dtype_bytes // tp_size)  # about: norms are replicated
+    fraction_given = args.mem_fraction_static is not None
     return size_kv_pool(
         available_bytes=device_memory_bytes(args.device),
         weights_bytes=weights,
         bytes_per_token=kv_bytes_per_token(cfg.num_layers, kv_heads, cfg.head_dim,
                                            dtype_bytes),
         mem_fraction=args.mem_fraction_static or DEFAULT_MEM_FRACTION[kind],
-        context_length=context, max_running_requests=args.max_running_requests,
+        mem_fraction_given=fraction_given, context_length=context,
+        max_running_requests=pool_sequences(kind, args.max_running_requests, fraction_given,
+                                            DEFAULT_MAX_RUNNING_REQUESTS),
         page_size=args.page_size, max_total_tokens=args.max_total_tokens), weights
 
 
@@ -81,16 +86,18 @@ def load_runner(args: ServerArgs, rank: int = 0):  # noqa: ANN201 - (ModelRunner
     pool, weights = pool_size(args, runner_cfg, args.tp_size)
     if group is not None:  # every rank's pool must hold rank 0's slot indices: take the min
         tokens = min_over_ranks(group, pool.tokens)
-        pool = dataclasses.replace(pool, tokens=tokens,
-                                   bytes=tokens * pool.bytes_per_token)
+        if tokens != pool.tokens:
+            pool = dataclasses.replace(pool, tokens=tokens, bytes=tokens * pool.bytes_per_token,
+                                       limited_by="the smallest rank's pool",
+                                       detail=f"this rank's: {pool.describe()}")
     runner = ModelRunner(args.model_path, dataclasses.replace(
         runner_cfg, max_total_tokens=pool.tokens), tp_group=group)
     logger.info(
-        "rank %d/%d loaded %s in %.1f s: weights %.0f MiB, KV pool %d tokens = %.0f MiB "
-        "(%d B/token, limited by %s), dtype %s, page size %d, %d thread(s)", rank,
-        args.tp_size, args.model_path, time.perf_counter() - start, weights / 2**20,
-        pool.tokens, pool.bytes / 2**20, pool.bytes_per_token, pool.limited_by,
-        str(runner.dtype).removeprefix("torch."), args.page_size, args.num_threads)
+        "rank %d/%d loaded %s in %.1f s: weights %s MiB, KV pool %s, %d B/token, dtype %s, "
+        "page size %d, %d thread(s)", rank, args.tp_size, args.model_path,
+        time.perf_counter() - start, f"{weights / 2**20:,.0f}", pool.describe(),
+        pool.bytes_per_token, str(runner.dtype).removeprefix("torch."), args.page_size,
+        args.num_threads)
     if args.num_threads > 1 and env.omp_spin_waits():
         logger.warning("%d threads with OpenMP spin-waiting: on shared cores this can be many "
                        "times slower than 1 thread; set OMP_WAIT_POLICY=PASSIVE before start",
