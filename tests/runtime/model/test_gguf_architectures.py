@@ -1,8 +1,9 @@
 """GGUF files of the ``llama``, ``qwen2`` and ``qwen3`` architectures, written from the tiny
 Hugging Face checkpoints in llama.cpp's layout (its metadata keys and tensor names, q/k rows
-permuted for ``llama`` only, 1-D tensors F32, matrices F32 or Q8_0), load in radixlm and equal
-transformers on the same weights: prefill logits within 1e-4 of the logit scale, greedy tokens
-identical. For Q8_0 and Q4_0, transformers gets the gguf package's dequantization of the same
+permuted for ``llama`` only, 1-D tensors F32, matrices F32, Q8_0 or Q4_0), load in radixlm and
+equal transformers on the same weights: prefill logits within 1e-4 of the logit scale, greedy tokens
+identical; the converted tokenizer encodes as transformers' own reading of the file's tokenizer
+metadata. For Q8_0 and Q4_0, transformers gets the gguf package's dequantization of the same
 blocks. The oracle is transformers on the Hugging Face folder: its own GGUF loader (5.x) ignores
 ``attention.key_length`` and so builds these checkpoints (head_dim != hidden / heads) wrong."""
 
@@ -67,6 +68,30 @@ def stored(w: torch.Tensor, qtype: str) -> tuple[np.ndarray, np.ndarray | None]:
     return blocks, np.asarray(dequantize(blocks, t), dtype=np.float32).reshape(data.shape)
 
 
+def add_tokenizer(w: gguf.GGUFWriter, folder: Path, vocab_size: int, pre: str) -> None:
+    """The folder's byte-level BPE as llama.cpp stores a "gpt2" tokenizer: tokens by id (the
+    embedding's padding rows as ``[PAD{i}]``, UNUSED), merges, special ids, and ``pre`` (the
+    split regex's name)."""
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    vocab = {**tok["model"]["vocab"], **{a["content"]: a["id"] for a in tok["added_tokens"]}}
+    by_id = {i: t for t, i in vocab.items()}
+    special = {a["id"] for a in tok["added_tokens"] if a["special"]}
+    types = gguf.TokenType
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list([by_id.get(i, f"[PAD{i}]") for i in range(vocab_size)])
+    w.add_token_types([types.UNUSED if i not in by_id else types.CONTROL if i in special
+                       else types.NORMAL for i in range(vocab_size)])
+    w.add_token_merges([" ".join(m) if isinstance(m, list) else m
+                        for m in tok["model"]["merges"]])
+    cfg = json.loads((folder / "config.json").read_text())
+    w.add_bos_token_id(cfg["bos_token_id"])
+    w.add_eos_token_id(cfg["eos_token_id"])
+    # gguf-py's SpecialVocab sets add_bos_token when the tokenizer prepends BOS.
+    w.add_add_bos_token(AutoTokenizer.from_pretrained(folder)("x").input_ids[0]
+                        == cfg["bos_token_id"])
+
+
 def write_like_llama_cpp(folder: Path, out: Path, qtype: str) -> dict[str, torch.Tensor]:
     """``folder``'s checkpoint as llama.cpp's converter writes it; returns the float weights a
     reader of the file must end up with (by Hugging Face name)."""
@@ -89,7 +114,9 @@ def write_like_llama_cpp(folder: Path, out: Path, qtype: str) -> dict[str, torch
         w.add_value_length(head_dim)
     if arch == "llama":  # LlamaModel.set_gguf_parameters
         w.add_rope_dimension_count(head_dim)
-    w.add_eos_token_id(cfg["eos_token_id"])
+    # Qwen files name Qwen2's split (and transformers reads any Qwen folder as Qwen2Tokenizer,
+    # which splits so); the tiny Llama's splits with GPT-2's regex.
+    add_tokenizer(w, folder, cfg["vocab_size"], "gpt2" if arch == "llama" else "qwen2")
     expected = {}
     for name, t in load_file(str(folder / "model.safetensors")).items():
         if name == "lm_head.weight" and cfg.get("tie_word_embeddings"):
@@ -124,16 +151,16 @@ def hf_folder(arch: str, request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="module", params=["F32", "Q8_0", "Q4_0"])
 def converted(hf_folder: Path, request: pytest.FixtureRequest,
               tmp_path_factory: pytest.TempPathFactory):
-    """(radixlm's conversion folder of the GGUF, transformers on the file's weights)."""
+    """(the GGUF, radixlm's conversion folder of it, transformers on the file's weights)."""
     tmp = tmp_path_factory.mktemp("gguf-arch")
     expected = write_like_llama_cpp(hf_folder, tmp / "m.gguf", request.param)
-    folder = ensure_converted(tmp / "m.gguf", tmp / "cache", need_tokenizer=False)
+    folder = ensure_converted(tmp / "m.gguf", tmp / "cache")
     hf = AutoModelForCausalLM.from_pretrained(hf_folder, dtype=torch.float32).eval()
     params = hf.state_dict()
     with torch.no_grad():
         for name, w in expected.items():
             params[name].copy_(w)
-    return folder, hf
+    return tmp / "m.gguf", folder, hf
 
 
 def test_the_config_names_the_architecture_and_its_fields(arch, hf_folder, tmp_path):
@@ -148,8 +175,16 @@ def test_the_config_names_the_architecture_and_its_fields(arch, hf_folder, tmp_p
     assert ours.rms_norm_eps == pytest.approx(ref.rms_norm_eps, rel=1e-7)  # GGUF stores f32
 
 
+def test_the_converted_tokenizer_encodes_as_transformers_gguf_tokenizer(converted):
+    path, folder, _ = converted
+    ours = AutoTokenizer.from_pretrained(folder)
+    ref = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    for text in [*PROMPTS, '{"a": [1, 22, 333]}\n\tend <|im_end|>']:
+        assert ours(text).input_ids == ref(text).input_ids, text
+
+
 def test_prefill_logits_match_transformers(converted, hf_folder):
-    folder, hf = converted
+    _, folder, hf = converted
     runner = ModelRunner(folder, RunnerConfig(page_size=16, max_total_tokens=512))
     tok = AutoTokenizer.from_pretrained(hf_folder)
     prompts = [tok(p).input_ids for p in PROMPTS]
@@ -157,7 +192,7 @@ def test_prefill_logits_match_transformers(converted, hf_folder):
 
 
 def test_greedy_tokens_match_transformers(converted, hf_folder):
-    folder, hf = converted
+    _, folder, hf = converted
     runner = ModelRunner(folder, RunnerConfig(page_size=1, max_total_tokens=512))
     tok = AutoTokenizer.from_pretrained(hf_folder)
     prompts = [tok(p).input_ids for p in PROMPTS]
