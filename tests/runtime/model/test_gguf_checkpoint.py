@@ -72,6 +72,9 @@ def test_a_synthetic_gguf_reads_as_our_config_and_names(tmp_path):
     ("blk.12.attn_k.weight", "model.layers.12.self_attn.k_proj.weight"),
     ("blk.0.ffn_norm.weight", "model.layers.0.post_attention_layernorm.weight"),
     ("output.weight", "lm_head.weight"),
+    ("blk.3.attn_q.bias", "model.layers.3.self_attn.q_proj.bias"),
+    ("blk.1.attn_q_norm.weight", "model.layers.1.self_attn.q_norm.weight"),
+    ("blk.1.attn_k_norm.weight", "model.layers.1.self_attn.k_norm.weight"),
     ("rope_freqs.weight", None),
 ])
 def test_tensor_names_map_to_hugging_face_names(gguf_name, hf_name):
@@ -91,7 +94,8 @@ def test_unsupported_architecture_names_file_arch_and_supported(tmp_path):
     with pytest.raises(UnsupportedModelError) as info:
         GGUFCheckpoint(path)
     msg = str(info.value)
-    assert str(path) in msg and "'falcon'" in msg and "llama" in msg
+    assert str(path) in msg and "'falcon'" in msg
+    assert all(f"'{arch}'" in msg for arch in ("llama", "qwen2", "qwen3"))
 
 
 def test_unsupported_tensor_type_names_tensor_type_and_supported(tmp_path):

@@ -17,9 +17,9 @@ from radixlm.kernels.cpu.f32_amx_gemm import f32_amx_gemm_available
 from radixlm.kernels.cpu.f32_panel_gemm import f32_panel_gemm_available
 from radixlm.runtime.api.engine import Engine
 from radixlm.runtime.model import quantized_linear
-from radixlm.runtime.model.forward_batch import SeqSpec
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.testing.greedy import greedy_generate
+from radixlm.testing.prefill_oracle import assert_prefill_matches_hf
 
 QUESTIONS = ["What is the capital of France?", "Name three colors.",
              'Write the JSON {"a": 1} and nothing else.']
@@ -69,21 +69,7 @@ def test_prefill_logits_match_transformers(gguf_env, hf, prompts, page_size):
 def assert_prefill_matches(runner: ModelRunner, hf, prompts: list[list[int]]) -> None:
     """The prompts' prefill logits, all rows, within REL_TOL of transformers'."""
     assert runner.model_config.num_layers == 30 and runner.vocab_size == 49152
-    specs = []
-    for ids in prompts:
-        slots, _ = runner.allocator.extend_slots([], len(ids), True)
-        specs.append(SeqSpec(ids, list(slots), logits_start=0))
-    logits = runner.forward(specs)
-    row = 0
-    for ids in prompts:
-        with torch.no_grad():
-            ref = hf(torch.tensor([ids])).logits[0].float()
-        ours = logits[row:row + len(ids)]
-        row += len(ids)
-        scale = ref.abs().max().item()
-        diff = (ours - ref).abs().max().item()
-        assert ref.std() > 1.0, "degenerate reference logits would make the check vacuous"
-        assert diff <= REL_TOL * scale, f"max logit diff {diff:.3g} vs scale {scale:.3g}"
+    assert_prefill_matches_hf(runner, hf, prompts, REL_TOL, min_std=1.0)
 
 
 @pytest.mark.parametrize("page_size", [1, 16])

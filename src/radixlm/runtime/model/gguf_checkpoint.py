@@ -1,4 +1,4 @@
-"""Reading a GGUF checkpoint (llama.cpp's single-file format) of the Llama family.
+"""Reading a GGUF checkpoint (llama.cpp's single-file format): Llama, Qwen2 and Qwen3.
 
 :class:`GGUFCheckpoint` validates a file up front (readable, not truncated, a supported
 architecture, every tensor of a type we can dequantize, tokenizer metadata present) and then
@@ -6,9 +6,10 @@ exposes it in our terms: :meth:`hf_config` is a Hugging Face ``config.json`` dic
 :meth:`ModelConfig.from_dict` validates), and :meth:`iter_weights` yields float32 tensors under
 Hugging Face names, dequantized by the ``gguf`` package.
 
-llama.cpp's converter permutes the rows of ``q_proj`` and ``k_proj`` from Hugging Face's
-rotate-half RoPE layout to GGML's interleaved one; :func:`unpermute_qk` undoes that, so the
-tensors feed our (Hugging Face layout) attention unchanged.
+For ``llama`` files, llama.cpp's converter permutes the rows of ``q_proj`` and ``k_proj`` from
+Hugging Face's rotate-half RoPE layout to GGML's interleaved one; :func:`unpermute_qk` undoes
+that, so the tensors feed our (Hugging Face layout) attention unchanged. ``qwen2`` and ``qwen3``
+files are written unpermuted (llama.cpp runs them with NEOX-style, i.e. rotate-half, RoPE).
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ from .model_config import UnsupportedModelError
 
 # GGUF ``general.architecture`` -> the Hugging Face architecture it is served as. llama.cpp
 # writes Llama, Mistral and SmolLM checkpoints as "llama" (with permuted q/k).
-SUPPORTED_GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM"}
+SUPPORTED_GGUF_ARCHITECTURES = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",  # q/k/v biases (blk.N.attn_q.bias ...)
+    "qwen3": "Qwen3ForCausalLM",  # per-head QK-norm (blk.N.attn_q_norm.weight ...)
+}
+# Architectures whose q/k rows llama.cpp's convert_hf_to_gguf.py permuted (LlamaModel only;
+# Qwen2Model and Qwen3Model write Hugging Face's rotate-half layout as is).
+PERMUTED_QK_ARCHITECTURES = frozenset({"llama"})
 # Tensor types the gguf package dequantizes and we accept (names as GGMLQuantizationType).
 SUPPORTED_TENSOR_TYPES = (
     "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
@@ -38,6 +46,8 @@ _LAYER_TENSORS = {
     "attn_k": "self_attn.k_proj",
     "attn_v": "self_attn.v_proj",
     "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
@@ -127,7 +137,9 @@ class GGUFCheckpoint:
         """The checkpoint's architecture as a Hugging Face ``config.json`` dict."""
         heads = int(self._arch("attention.head_count"))
         hidden = int(self._arch("embedding_length"))
-        head_dim = int(self._arch("rope.dimension_count", hidden // heads))
+        # key_length: Qwen3's explicit head_dim (llama.cpp writes it from config's head_dim).
+        head_dim = int(self._arch("attention.key_length",
+                                  self._arch("rope.dimension_count", hidden // heads)))
         names = {t.name for t in self._reader.tensors}
         if "rope_freqs.weight" in names:
             raise UnsupportedModelError(
@@ -135,7 +147,7 @@ class GGUFCheckpoint:
                 f"are not supported in GGUF files; load the Hugging Face folder instead")
         cfg: dict[str, Any] = {
             "architectures": [SUPPORTED_GGUF_ARCHITECTURES[self.architecture]],
-            "model_type": self.architecture,
+            "model_type": self.architecture,  # the GGUF names equal HF's model_type here
             "hidden_size": hidden,
             "intermediate_size": int(self._arch("feed_forward_length")),
             "num_hidden_layers": int(self._arch("block_count")),
@@ -168,6 +180,19 @@ class GGUFCheckpoint:
         embd = self._tensor("token_embd.weight")
         return int(embd.shape[-1])  # GGUF shapes are innermost-first: [hidden, vocab]
 
+    @property
+    def qk_permuted(self) -> bool:
+        """Whether llama.cpp stored this file's q/k rows in GGML's interleaved RoPE order."""
+        return self.architecture in PERMUTED_QK_ARCHITECTURES
+
+    def permuted_heads(self, cfg: dict[str, Any]) -> dict[str, int]:
+        """``{"self_attn.q_proj": heads, "self_attn.k_proj": kv_heads}`` for the projections
+        to un-permute, empty when the file is in Hugging Face's layout already."""
+        if not self.qk_permuted:
+            return {}
+        return {"self_attn.q_proj": cfg["num_attention_heads"],
+                "self_attn.k_proj": cfg["num_key_value_heads"]}
+
     # -- tensors ----------------------------------------------------------------------------
     def _tensor(self, name: str) -> Any:
         for t in self._reader.tensors:
@@ -198,12 +223,12 @@ class GGUFCheckpoint:
         return len(self._reader.tensors)
 
     def iter_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Yield ``(hf_name, float32 tensor)`` in file order, q/k rows un-permuted."""
+        """Yield ``(hf_name, float32 tensor)`` in file order, q/k rows un-permuted (for
+        :attr:`qk_permuted` architectures)."""
         from gguf.quants import dequantize
 
         cfg = self.hf_config()
-        n_heads = {"self_attn.q_proj": cfg["num_attention_heads"],
-                   "self_attn.k_proj": cfg["num_key_value_heads"]}
+        n_heads = self.permuted_heads(cfg)
         for t in self._reader.tensors:
             name = hf_tensor_name(t.name)
             if name is None:

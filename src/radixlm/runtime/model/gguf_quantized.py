@@ -104,8 +104,7 @@ def load_gguf_int4(path: str | Path) -> GGUFQuantizedWeights:
     Q8_0 LM head as an :class:`Int8GroupedWeight`."""
     ckpt = GGUFCheckpoint(path)
     cfg = ckpt.hf_config()
-    heads = {"self_attn.q_proj": cfg["num_attention_heads"],
-             "self_attn.k_proj": cfg["num_key_value_heads"]}
+    heads = ckpt.permuted_heads(cfg)
     pieces: dict[str, GGUFInt4Codes] = {}
     dequantized: dict[str, str] = {}
     int8: dict[str, Int8GroupedWeight] = {}
