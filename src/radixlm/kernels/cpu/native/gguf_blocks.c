@@ -1,0 +1,501 @@
+/* y = x @ W.T straight on a GGUF matrix's raw blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
+   Q6_K), 1..8 activation rows per pass over the weight; more rows run in passes of 8.
+
+   Weights (kernels/reference/gguf_blocks.py gives the bit layouts): raw [n, row_stride]
+   bytes, each row k / E blocks of E = 32 or 256 weights. Every type is, per element e of
+   sub-block s (32 weights; Q6_K 16), w = A sc_s (u_e - off) - B mn_s with float16 A, B per
+   block, unsigned codes u_e (4, 5, 6 or 8 bits), integer scales sc_s and mins mn_s
+   (1 for the 32-weight types), and a type constant off (Q4_0 8, Q5_0 16, Q8_0 128 as the
+   code's sign bit flipped, Q6_K 32, else 0).
+
+   Activations are quantized per block as llama.cpp does: a row's block of E values (Q8_0's
+   32 for the 32-weight types, Q8_K's 256 for the K-quants) becomes X = round(x / dx), dx =
+   max|x| / 127, X in [-127, 127] (a block with max|x| < 2^-100 becomes 0), so |x - dx X| <=
+   dx / 2 (times 1 + 2^-22 for the rounding of 127 / max|x|). The dot of a sub-block is then
+   exact in integers: vpdpbusd (u8 codes times s8 X, 4 products per int32 lane) and, for the
+   K-quants, vpdpwssd to weigh each lane by its sub-block's scale (a lane's 4 products fit
+   int16: 4 * 63 * 127 < 2^15), so a super-block's sum stays in int32 (|.| < 2^26) and meets
+   float once: y += d dx I - dmin dx sum_s mn_s S_s, S_s the sub-block's sum of X. The
+   32-weight types: y += A dx U - (A off + B) dx S per block (U = sum u X, exact int).
+   The result differs from float32 x @ W.T by at most sum_e |w_e| dx_e / 2 (activation
+   rounding) plus float32 rounding of the per-block products and sums.
+
+   Two paths, the same integers: AVX-512 VNNI on 256-bit vectors (Zen 4 runs 512-bit ones
+   as two halves anyway; a 32-weight sub-block is one vector, in the file's own element
+   order, so nothing is repacked), and portable C (any CPU; forced by the caller for tests).
+   dequantize() decodes rows to float32 bit-equal to gguf.quants (the portable decoder).
+   Pointers come from kernels/cpu/gguf_blocks.py, which checks shapes and dtypes; each call
+   runs on the caller's thread with the GIL released. */
+
+#include "radixlm_native.h"
+
+#define MAX_ROWS 8
+#define TINY 7.888609052210118e-31f /* 2^-100: blocks below it quantize to 0 */
+enum { Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, NTYPES };
+static const int ELEMS[NTYPES] = {32, 32, 32, 32, 256, 256, 256};
+static const int BYTES[NTYPES] = {18, 20, 22, 34, 144, 176, 210};
+static const int OFFSET[NTYPES] = {8, 0, 16, 128, 0, 0, 32};
+
+/* -- activations --------------------------------------------------------------------- */
+typedef struct {
+    int8_t *X;      /* [rows][k]: the quantized activations */
+    float *dx;      /* [rows][k / E]: each block's step */
+    float *xs;      /* [rows][k / 32]: dx S per 32 (the 32-weight types' corrections) */
+    int32_t *s16;   /* [rows][k / 16]: sums of X per 16 */
+    int32_t *s32;   /* [rows][k / 32]: sums of X per 32 */
+    int *finite;    /* [rows]: 0 where the row holds inf or nan */
+} Prep;
+
+/* One row x [k] in blocks of E; plain C (the VNNI and portable paths share its integers). */
+static void prepare_row(const float *x, idx_t k, int E, int8_t *X, float *dx, float *xs,
+                        int32_t *s16, int32_t *s32, int *finite) {
+    *finite = 1;
+    for (idx_t b = 0; b < k / E; b++) {
+        const float *xb = x + b * E;
+        float amax = 0.0f;
+        for (int i = 0; i < E; i++) {
+            float a = fabsf(xb[i]);
+            if (!(a <= 3.4028234663852886e38f)) *finite = 0; /* inf or nan */
+            amax = a > amax ? a : amax;
+        }
+        float inv = amax >= TINY ? 127.0f / amax : 0.0f;
+        dx[b] = amax >= TINY ? amax / 127.0f : 0.0f;
+        for (int i = 0; i < E; i++) {
+            long v = *finite ? lrintf(xb[i] * inv) : 0; /* round half to even */
+            X[b * E + i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+    }
+    for (idx_t j = 0; j < k / 16; j++) {
+        int32_t t = 0;
+        for (int i = 0; i < 16; i++) t += X[16 * j + i];
+        s16[j] = t;
+        if (j & 1) s32[j / 2] = s16[j - 1] + t;
+    }
+    for (idx_t j = 0; j < k / 32 && E == 32; j++) xs[j] = dx[j] * (float)s32[j];
+}
+
+/* -- portable decoding: one block to signed codes q = u - off and its scales ----------- */
+typedef struct {
+    int8_t q[256];
+    int32_t sc[16], mn[16]; /* per sub-block of `sub` */
+    int sub;
+    float A, B;
+} Block;
+
+static float half_to_float(const uint8_t *p) {
+    uint32_t h = (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+    uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 31, m = h & 1023, bits;
+    if (e == 31) {
+        bits = sign | 0x7f800000u | (m << 13);
+    } else if (e) {
+        bits = sign | ((e + 112) << 23) | (m << 13);
+    } else { /* zero or subnormal: m 2^-24, exact in float32 */
+        float f = ldexpf((float)m, -24);
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Q4_K/Q5_K's 12 bytes: sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7
+   (mins); 4-7 from byte j + 4's nibbles with the top bits of bytes j - 4 (scales), j (mins) */
+static void scale_min_k4(const uint8_t *s, int32_t *sc, int32_t *mn) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+        sc[j + 4] = (s[j + 8] & 15) | ((s[j] >> 6) << 4);
+        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
+    }
+}
+
+static void decode_block(int type, const uint8_t *b, Block *o) {
+    o->sub = type == Q6_K ? 16 : 32;
+    o->A = half_to_float(type == Q6_K ? b + 208 : b);
+    o->B = type == Q4_1 ? -half_to_float(b + 2) : type == Q4_K || type == Q5_K ?
+           half_to_float(b + 2) : 0.0f;
+    o->sc[0] = o->mn[0] = 1;
+    const int off = OFFSET[type];
+    if (type <= Q8_0) {
+        const uint8_t *qs = b + (type == Q4_0 ? 2 : type == Q4_1 ? 4 : 6);
+        uint32_t qh = 0;
+        if (type == Q5_0) memcpy(&qh, b + 2, 4); /* little-endian: bit i, element i */
+        for (int i = 0; i < 32; i++) {
+            int u = type == Q8_0 ? (int)(int8_t)b[2 + i] + 128
+                                 : ((i < 16 ? qs[i] : qs[i - 16] >> 4) & 15) |
+                                   (int)((qh >> i) & 1) << 4;
+            o->q[i] = (int8_t)(u - off);
+        }
+    } else if (type == Q6_K) { /* element 32 (4h + t) + i: ql[64h + 32(t & 1) + i], qh[32h + i] */
+        for (int s = 0; s < 16; s++) o->sc[s] = (int8_t)b[192 + s], o->mn[s] = 0;
+        for (int e = 0; e < 256; e++) {
+            int h = e / 128, t = (e / 32) % 4, i = e % 32;
+            int lo = (b[64 * h + 32 * (t & 1) + i] >> (4 * (t >> 1))) & 15;
+            int hi = (b[128 + 32 * h + i] >> (2 * t)) & 3;
+            o->q[e] = (int8_t)((lo | hi << 4) - off);
+        }
+    } else { /* Q4_K/Q5_K: sub-block j from byte run j / 2's low (even j) or high nibbles */
+        scale_min_k4(b + 4, o->sc, o->mn);
+        const uint8_t *qs = b + (type == Q5_K ? 48 : 16), *qh = b + 16;
+        for (int e = 0; e < 256; e++) {
+            int j = e / 32, i = e % 32;
+            int u = (qs[32 * (j / 2) + i] >> (4 * (j & 1))) & 15;
+            if (type == Q5_K) u |= ((qh[i] >> j) & 1) << 4;
+            o->q[e] = (int8_t)u;
+        }
+    }
+}
+
+/* rows [r0, r0 + count) of raw -> float32 out [count][k], gguf.quants' operation order */
+static void dequantize_rows(const uint8_t *raw, idx_t stride, idx_t r0, idx_t count, idx_t k,
+                            int type, float *out) {
+    Block blk;
+    const int E = ELEMS[type];
+    for (idx_t r = 0; r < count; r++) {
+        for (idx_t b = 0; b < k / E; b++) {
+            decode_block(type, raw + (r0 + r) * stride + b * BYTES[type], &blk);
+            float *o = out + r * k + b * E;
+            for (int e = 0; e < E; e++) {
+                int s = e / blk.sub;
+                o[e] = (blk.A * (float)blk.sc[s]) * (float)blk.q[e] - blk.B * (float)blk.mn[s];
+            }
+        }
+    }
+}
+
+/* the portable GEMM: per block, exact int sums, then one float multiply-add per row */
+static void gemm_portable(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
+                          const Prep *p, int M, float *y) {
+    Block blk;
+    const int E = ELEMS[type];
+    const idx_t nb = k / E;
+    for (idx_t r = 0; r < n; r++) {
+        float acc[MAX_ROWS] = {0};
+        for (idx_t b = 0; b < nb; b++) {
+            decode_block(type, raw + r * stride + b * BYTES[type], &blk);
+            for (int m = 0; m < M; m++) {
+                const int8_t *X = p->X + m * k + b * E;
+                const int32_t *S = blk.sub == 16 ? p->s16 + m * (k / 16) + b * (E / 16)
+                                                 : p->s32 + m * (k / 32) + b * (E / 32);
+                int32_t isum = 0, msum = 0; /* |isum| <= 256 * 128 * 127 * 128 < 2^31 */
+                for (int s = 0; s < E / blk.sub; s++) {
+                    int32_t dot = 0;
+                    for (int i = s * blk.sub; i < (s + 1) * blk.sub; i++) dot += blk.q[i] * X[i];
+                    isum += blk.sc[s] * dot;
+                    msum += blk.mn[s] * S[s];
+                }
+                float dxb = p->dx[m * nb + b];
+                acc[m] += (blk.A * dxb) * (float)isum - (blk.B * dxb) * (float)msum;
+            }
+        }
+        for (int m = 0; m < M; m++) y[m * n + r] = acc[m];
+    }
+}
+
+/* -- AVX-512 VNNI: one 256-bit vector per sub-block of 32, codes u as u8 ------------------ */
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
+
+VNNI INLINE float f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+VNNI INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* 16 bytes of nibbles -> 32 codes: the low nibbles (elements 0-15), then the high ones */
+VNNI INLINE __m256i nibbles16(const uint8_t *qs) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs), f = _mm_set1_epi8(15);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(b, f)),
+                                   _mm_and_si128(_mm_srli_epi16(b, 4), f), 1);
+}
+
+/* prepare_row's integers, 16 values a vector: the same products and round-half-even */
+VNNI static void prepare_row_vnni(const float *x, idx_t k, int E, int8_t *X, float *dx,
+                                  float *xs, int32_t *s16, int32_t *s32, int *finite) {
+    const __m512 big = _mm512_set1_ps(3.4028234663852886e38f);
+    const __m512i hi = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127);
+    __mmask16 bad = 0;
+    for (idx_t b = 0; b < k / E; b++) {
+        const float *xb = x + b * E;
+        __m512 m = _mm512_setzero_ps();
+        for (int i = 0; i < E; i += 16) {
+            const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(xb + i));
+            bad |= ~_mm512_cmp_ps_mask(a, big, _CMP_LE_OQ); /* inf or nan */
+            m = _mm512_max_ps(m, a);
+        }
+        const float amax = _mm512_reduce_max_ps(m);
+        const __m512 inv = _mm512_set1_ps(amax >= TINY ? 127.0f / amax : 0.0f);
+        dx[b] = amax >= TINY ? amax / 127.0f : 0.0f;
+        for (int i = 0; i < E; i += 16) {
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i), inv));
+            v = _mm512_max_epi32(_mm512_min_epi32(v, hi), lo);
+            _mm_storeu_si128((__m128i *)(X + b * E + i), _mm512_cvtepi32_epi8(v));
+            s16[(b * E + i) / 16] = _mm512_reduce_add_epi32(v);
+        }
+    }
+    *finite = bad == 0;
+    for (idx_t j = 0; j < k / 32; j++) s32[j] = s16[2 * j] + s16[2 * j + 1];
+    for (idx_t j = 0; j < k / 32 && E == 32; j++) xs[j] = dx[j] * (float)s32[j];
+}
+
+/* A 32-weight block's codes u (Q8_0: c + 128, the sign bit flipped) */
+VNNI INLINE __m256i codes32(int type, const uint8_t *b) {
+    if (type == Q8_0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 2)),
+                                _mm256_set1_epi8((char)0x80));
+    if (type != Q5_0) return nibbles16(b + (type == Q4_0 ? 2 : 4));
+    uint32_t qh;
+    memcpy(&qh, b + 2, 4); /* bit i: element i's fifth bit */
+    return _mm256_or_si256(nibbles16(b + 6), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16)));
+}
+
+/* One output row of a 32-weight type for M activation rows -> out[m]. Blocks go in groups
+   of 8 so the per-block floats (A dx, the offset correction) are vector operations. */
+VNNI INLINE void row32(const uint8_t *row, idx_t k, int type, const Prep *p, int M,
+                       float *out) {
+    const idx_t nb = k / 32;
+    const int off = OFFSET[type], bytes = BYTES[type];
+    __m256 acc[MAX_ROWS], acc2[MAX_ROWS]; /* two chains: an FMA's latency per block */
+    for (int m = 0; m < M; m++) acc[m] = acc2[m] = _mm256_setzero_ps();
+    for (idx_t g = 0; g < nb; g += 8) {
+        const int cnt = nb - g < 8 ? (int)(nb - g) : 8;
+        const __mmask8 live = (__mmask8)((1u << cnt) - 1);
+        float a[8] = {0}, c[8] = {0}, adx[MAX_ROWS][8];
+        for (int j = 0; j < cnt; j++) { /* A, and A off + B: exact (off a power of 2) */
+            const uint8_t *b = row + (g + j) * bytes;
+            a[j] = f16(b);
+            c[j] = type == Q4_1 ? -f16(b + 2) : a[j] * (float)off;
+        }
+        const __m256 av = _mm256_loadu_ps(a), cv = _mm256_loadu_ps(c);
+        for (int m = 0; m < M; m++) {
+            _mm256_storeu_ps(adx[m], _mm256_mul_ps(av, _mm256_maskz_loadu_ps(
+                                                         live, p->dx + m * nb + g)));
+            acc[m] = _mm256_fnmadd_ps(cv, _mm256_maskz_loadu_ps(live, p->xs + m * nb + g),
+                                      acc[m]);
+        }
+        for (int j = 0; j < cnt; j++) {
+            const __m256i u = codes32(type, row + (g + j) * bytes);
+            for (int m = 0; m < M; m++) {
+                const __m256i xm = _mm256_loadu_si256((const __m256i *)(p->X + m * k + 32 * (g + j)));
+                const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xm);
+                __m256 *to = j & 1 ? acc2 + m : acc + m;
+                *to = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(adx[m][j]), *to);
+            }
+        }
+    }
+    for (int m = 0; m < M; m++) out[m] = hsum(_mm256_add_ps(acc[m], acc2[m]));
+}
+
+/* A K-quant super-block's 8 code vectors u[t] (elements 32t..32t+31) and each vector's
+   int32 scale lanes sc[t] (an int16 scale in the low half, 0 in the high one, for
+   vpdpwssd); Q4_K/Q5_K: mins mn (lane j: sub-block j's); Q6_K: scn[2], -32 sc per 16. */
+VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, __m256i *mn,
+                          __m256i *scn) {
+    const __m256i f = _mm256_set1_epi8(15), low16 = _mm256_set1_epi32(0xffff);
+    if (type == Q6_K) {
+        const __m512i s = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 192)));
+        int32_t s32[16];
+        _mm512_storeu_si512(s32, _mm512_and_si512(s, _mm512_set1_epi32(0xffff)));
+        const __m512i neg = _mm512_and_si512(_mm512_mullo_epi32(s, _mm512_set1_epi32(-32)),
+                                             _mm512_set1_epi32(0xffff));
+        scn[0] = _mm512_castsi512_si256(neg);
+        scn[1] = _mm512_extracti64x4_epi64(neg, 1);
+        const __m256i h30 = _mm256_set1_epi8(0x30);
+        for (int h = 0; h < 2; h++) {
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+            const __m256i hb[4] = {_mm256_slli_epi16(qh, 4), _mm256_slli_epi16(qh, 2), qh,
+                                   _mm256_srli_epi16(qh, 2)}; /* bits 2t, 2t+1 -> 4, 5 */
+            for (int t = 0; t < 4; t++) {
+                const __m256i l = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (t & 1)));
+                const __m256i lo = _mm256_and_si256(t < 2 ? l : _mm256_srli_epi16(l, 4), f);
+                u[4 * h + t] = _mm256_or_si256(lo, _mm256_and_si256(hb[t], h30));
+                sc[4 * h + t] = _mm256_inserti128_si256(
+                    _mm256_castsi128_si256(_mm_set1_epi32(s32[8 * h + 2 * t])),
+                    _mm_set1_epi32(s32[8 * h + 2 * t + 1]), 1);
+            }
+        }
+        return;
+    }
+    int32_t s[8], m8[8];
+    scale_min_k4(b + 4, s, m8);
+    *mn = _mm256_loadu_si256((const __m256i *)m8);
+    const uint8_t *qs = b + (type == Q5_K ? 48 : 16);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
+    for (int j = 0; j < 8; j++) {
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
+        u[j] = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(l, 4) : l, f);
+        if (type == Q5_K)
+            u[j] = _mm256_or_si256(u[j], _mm256_maskz_mov_epi8(
+                _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << j))),
+                _mm256_set1_epi8(16)));
+        sc[j] = _mm256_and_si256(_mm256_set1_epi32(s[j]), low16);
+    }
+}
+
+/* One output row of a K-quant for M activation rows -> out[m]: per super-block an exact
+   int32 sum I = sum_t sc_t (u_t . X_t) (- 32 sum_s sc_s S_s for Q6_K), then d dx I
+   (- dmin dx sum_j mn_j S_j for Q4_K/Q5_K) in float */
+VNNI INLINE void row256(const uint8_t *row, idx_t k, int type, const Prep *p, int M,
+                        float *out) {
+    const idx_t nsb = k / 256;
+    __m256 acc[MAX_ROWS];
+    for (int m = 0; m < M; m++) acc[m] = _mm256_setzero_ps();
+    for (idx_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = row + sb * BYTES[type];
+        __m256i u[8], sc[8], mn = _mm256_setzero_si256(), scn[2] = {mn, mn};
+        codes256(type, b, u, sc, &mn, scn);
+        const float d = f16(type == Q6_K ? b + 208 : b), dmin = type == Q6_K ? 0.0f : f16(b + 2);
+        for (int m = 0; m < M; m++) {
+            const int8_t *X = p->X + m * k + sb * 256;
+            __m256i I = _mm256_setzero_si256(), I2 = I; /* two chains of vpdpwssd */
+            for (int t = 0; t < 8; t++) { /* a lane's 4 products fit int16 */
+                const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u[t],
+                    _mm256_loadu_si256((const __m256i *)(X + 32 * t)));
+                if (t & 1)
+                    I2 = _mm256_dpwssd_epi32(I2, dot, sc[t]);
+                else
+                    I = _mm256_dpwssd_epi32(I, dot, sc[t]);
+            }
+            I = _mm256_add_epi32(I, I2);
+            const float dx = p->dx[m * nsb + sb];
+            if (type == Q6_K) { /* |S16| <= 2032 fits int16 */
+                const int32_t *s = p->s16 + m * (k / 16) + sb * 16;
+                I = _mm256_dpwssd_epi32(I, _mm256_loadu_si256((const __m256i *)s), scn[0]);
+                I = _mm256_dpwssd_epi32(I, _mm256_loadu_si256((const __m256i *)(s + 8)), scn[1]);
+            } else {
+                const __m256i S = _mm256_loadu_si256((const __m256i *)(p->s32 + m * (k / 32) + sb * 8));
+                const __m256i mins = _mm256_dpwssd_epi32(_mm256_setzero_si256(), S, mn);
+                acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx),
+                                          acc[m]);
+            }
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_set1_ps(d * dx), acc[m]);
+        }
+    }
+    for (int m = 0; m < M; m++) out[m] = hsum(acc[m]);
+}
+
+/* rows of W for M activation rows; one specialisation per (type, M) so the loops unroll */
+VNNI INLINE void gemm_vnni_m(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
+                             const Prep *p, int M, float *y) {
+    float out[MAX_ROWS];
+    for (idx_t r = 0; r < n; r++) {
+        if (ELEMS[type] == 32)
+            row32(raw + r * stride, k, type, p, M, out);
+        else
+            row256(raw + r * stride, k, type, p, M, out);
+        for (int m = 0; m < M; m++) y[m * n + r] = out[m];
+    }
+}
+
+typedef void (*gemm_fn)(const uint8_t *, idx_t, idx_t, idx_t, const Prep *, float *);
+#define GEMM_FOR(T, M)                                                                   \
+    VNNI static void gemm_##T##_##M(const uint8_t *raw, idx_t stride, idx_t n, idx_t k,  \
+                                    const Prep *p, float *y) {                           \
+        gemm_vnni_m(raw, stride, n, k, T, p, M, y);                                      \
+    }
+#define GEMM_TYPE(T) \
+    GEMM_FOR(T, 1) GEMM_FOR(T, 2) GEMM_FOR(T, 3) GEMM_FOR(T, 4) \
+    GEMM_FOR(T, 5) GEMM_FOR(T, 6) GEMM_FOR(T, 7) GEMM_FOR(T, 8)
+#define GEMM_ROW(T) \
+    {gemm_##T##_1, gemm_##T##_2, gemm_##T##_3, gemm_##T##_4, gemm_##T##_5, gemm_##T##_6, \
+     gemm_##T##_7, gemm_##T##_8}
+GEMM_TYPE(Q4_0) GEMM_TYPE(Q4_1) GEMM_TYPE(Q5_0) GEMM_TYPE(Q8_0)
+GEMM_TYPE(Q4_K) GEMM_TYPE(Q5_K) GEMM_TYPE(Q6_K)
+static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), GEMM_ROW(Q5_0),
+                                               GEMM_ROW(Q8_0), GEMM_ROW(Q4_K), GEMM_ROW(Q5_K),
+                                               GEMM_ROW(Q6_K)};
+
+/* -- Python entry points ------------------------------------------------------------- */
+DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
+                     CPU_HAS("avx512vnni") && CPU_HAS("f16c") && CPU_HAS("fma"))
+
+/* every row of x prepared once, then passes of up to 8 rows over W */
+static void run_gemm(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
+                     const float *x, idx_t rows, float *y, int vnni, Prep *p) {
+    const int E = ELEMS[type];
+    for (idx_t m = 0; m < rows; m++)
+        (vnni ? prepare_row_vnni : prepare_row)(
+            x + m * k, k, E, p->X + m * k, p->dx + m * (k / E), p->xs + m * (k / 32),
+            p->s16 + m * (k / 16), p->s32 + m * (k / 32), p->finite + m);
+    for (idx_t m0 = 0; m0 < rows; m0 += MAX_ROWS) {
+        const int M = rows - m0 < MAX_ROWS ? (int)(rows - m0) : MAX_ROWS;
+        Prep q = {p->X + m0 * k, p->dx + m0 * (k / E), p->xs + m0 * (k / 32),
+                  p->s16 + m0 * (k / 16), p->s32 + m0 * (k / 32), p->finite + m0};
+        if (vnni)
+            GEMM[type][M - 1](raw, stride, n, k, &q, y + m0 * n);
+        else
+            gemm_portable(raw, stride, n, k, type, &q, M, y + m0 * n);
+    }
+    for (idx_t m = 0; m < rows; m++) /* an inf or nan in x: NaN, as float32 would give */
+        for (idx_t r = 0; r < n && !p->finite[m]; r++) y[m * n + r] = NAN;
+}
+
+static int check_args(idx_t stride, idx_t n, idx_t k, int type, int vnni) {
+    if (type < 0 || type >= NTYPES || n < 1 || k < ELEMS[type] || k % ELEMS[type] ||
+        stride < k / ELEMS[type] * BYTES[type]) {
+        PyErr_SetString(PyExc_ValueError, "gguf_blocks: need a type id in [0, 7), n >= 1, k a "
+                        "positive multiple of the block size, row_stride >= the row's bytes");
+        return 0;
+    }
+    return !vnni || cpu_check(cpu_supported(), "gguf_blocks: this CPU lacks AVX-512 VNNI");
+}
+
+/* gemm(raw, row_stride, n, k, type, x, rows, y, vnni): x f32 [rows, k] -> y f32 [rows, n] */
+static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
+    unsigned long long raw, x, y;
+    Py_ssize_t stride, n, k, rows;
+    int type, vnni;
+    if (!PyArg_ParseTuple(args, "KnnniKnKp", &raw, &stride, &n, &k, &type, &x, &rows, &y,
+                          &vnni))
+        return NULL;
+    if (!check_args(stride, n, k, type, vnni)) return NULL;
+    if (rows < 1 || !raw || !x || !y) {
+        PyErr_SetString(PyExc_ValueError, "gguf_blocks: need rows >= 1 and non-null pointers");
+        return NULL;
+    }
+    const idx_t E = ELEMS[type];
+    size_t xbytes = ((size_t)(rows * k) + 63) & ~(size_t)63;
+    size_t bytes = xbytes + (size_t)rows * ((k / E + k / 32) * sizeof(float) +
+                                            (k / 16 + k / 32) * sizeof(int32_t) + sizeof(int));
+    char *work = malloc(bytes);
+    if (!work) return PyErr_NoMemory();
+    Prep p;
+    p.X = (int8_t *)work;
+    p.dx = (float *)(work + xbytes);
+    p.xs = p.dx + rows * (k / E);
+    p.s16 = (int32_t *)(p.xs + rows * (k / 32));
+    p.s32 = p.s16 + rows * (k / 16);
+    p.finite = (int *)(p.s32 + rows * (k / 32));
+    WITHOUT_GIL(run_gemm(PTR(raw), stride, n, k, type, PTR(x), rows, PTR(y), vnni, &p));
+    free(work);
+    Py_RETURN_NONE;
+}
+
+/* dequantize(raw, row_stride, first_row, count, k, type, out): out f32 [count, k] */
+static PyObject *py_dequantize(PyObject *UNUSED self, PyObject *args) {
+    unsigned long long raw, out;
+    Py_ssize_t stride, first, count, k;
+    int type;
+    if (!PyArg_ParseTuple(args, "KnnnniK", &raw, &stride, &first, &count, &k, &type, &out))
+        return NULL;
+    if (!check_args(stride, count, k, type, 0)) return NULL;
+    WITHOUT_GIL(dequantize_rows(PTR(raw), stride, first, count, k, type, PTR(out)));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef METHODS[] = {
+    {"supported", py_supported, METH_NOARGS, "True if this CPU has AVX-512 VNNI."},
+    {"gemm", py_gemm, METH_VARARGS,
+     "gemm(raw, row_stride, n, k, type, x, rows, y, vnni): y = x @ W.T on raw GGUF blocks."},
+    {"dequantize", py_dequantize, METH_VARARGS,
+     "dequantize(raw, row_stride, first_row, count, k, type, out): rows to float32."},
+    {NULL, NULL, 0, NULL},
+};
+
+DEFINE_MODULE(gguf_blocks, "Linear layers on raw GGUF blocks (Q4_0..Q8_0, Q4_K, Q5_K, Q6_K).")
