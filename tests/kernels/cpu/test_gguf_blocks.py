@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from radixlm.kernels.cpu.gguf_blocks import (
-    PREFILL_TILE_ROWS,
     GGUFBlockLinear,
     gguf_block_dequantize,
     gguf_block_linear,
@@ -108,11 +107,11 @@ def test_prefill_tiles_match_the_float_product(type_name):
     gen = torch.Generator().manual_seed(4)
     cols = GGUF_BLOCKS[type_name].elems * 2
     raw = random_gguf_raw(type_name, 45, cols, gen)
-    x = torch.randn(PREFILL_TILE_ROWS + 9, cols, generator=gen)
+    x = torch.randn(41, cols, generator=gen)
     ref = gguf_linear_ref(x, raw, type_name, cols)
     scale = x.abs() @ gguf_dequantize(raw, type_name, cols).abs().T
-    assert bool(((gguf_block_linear(x, raw, type_name, cols) - ref).abs() <= 2.0**-18 * scale)
-                .all())
+    y = gguf_block_linear(x, raw, type_name, cols, path="tiled")
+    assert bool(((y - ref).abs() <= 2.0**-18 * scale).all())
 
 
 @pytest.mark.parametrize("path", NATIVE_PATHS)
@@ -162,3 +161,17 @@ def test_argument_checks():
         GGUFBlockLinear(torch.randint(0, 255, (68, 5), dtype=torch.uint8).T, "Q8_0", 64)
     with pytest.raises(ValueError, match="path"):
         gguf_block_linear(torch.randn(2, 64), raw, "Q8_0", 64, path="gpu")
+
+
+def test_without_the_module_the_reference_runs(monkeypatch):
+    import radixlm.kernels.cpu.gguf_blocks as launcher
+    monkeypatch.setattr(launcher, "_lib", None)
+    gen = torch.Generator().manual_seed(6)
+    raw = random_gguf_raw("Q6_K", 7, 256, gen)
+    x = torch.randn(2, 256, generator=gen)
+    ref = gguf_linear_ref(x, raw, "Q6_K", 256)
+    assert torch.equal(GGUFBlockLinear(raw, "Q6_K", 256)(x), ref)
+    assert torch.equal(launcher.gguf_block_dequantize(raw, "Q6_K", 256),
+                       gguf_dequantize(raw, "Q6_K", 256))
+    with pytest.raises(RuntimeError, match="not built"):
+        GGUFBlockLinear(raw, "Q6_K", 256, path="portable")

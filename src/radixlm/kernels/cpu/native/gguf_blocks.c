@@ -255,40 +255,55 @@ VNNI INLINE __m256i codes32(int type, const uint8_t *b) {
     return _mm256_or_si256(nibbles16(b + 6), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16)));
 }
 
-/* One output row of a 32-weight type for M activation rows -> out[m]. Blocks go in groups
-   of 8 so the per-block floats (A dx, the offset correction) are vector operations. */
+/* Blocks g .. g + cnt - 1 of one output row (32-weight types) into acc / acc2 (even / odd
+   blocks: two FMA chains) for M activation rows. The group's A (and A off + B) are one
+   vector, so the offset correction is one FMA per row and 8 blocks. */
+VNNI INLINE void group32(const uint8_t *row, idx_t g, int cnt, idx_t k, int type,
+                         const Prep *p, int M, __m256 *acc, __m256 *acc2) {
+    const idx_t nb = k / 32;
+    const int bytes = BYTES[type];
+    const __mmask8 live = (__mmask8)((1u << cnt) - 1);
+    /* each block's first 4 bytes (d, and Q4_1's m) -> float16 pairs -> float */
+    const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                          _mm256_set1_epi32(bytes));
+    const __m256i head = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), live, at,
+                                                      row + g * bytes, 1);
+    const __m256 av = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(head));
+    const __m256 cv = type == Q4_1
+        ? _mm256_sub_ps(_mm256_setzero_ps(),
+                        _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(head, 16))))
+        : _mm256_mul_ps(av, _mm256_set1_ps((float)OFFSET[type])); /* exact: a power of 2 */
+    __m256 adx[MAX_ROWS];
+    for (int m = 0; m < M; m++) {
+        adx[m] = _mm256_mul_ps(av, _mm256_maskz_loadu_ps(live, p->dx + m * nb + g));
+        acc[m] = _mm256_fnmadd_ps(cv, _mm256_maskz_loadu_ps(live, p->xs + m * nb + g), acc[m]);
+    }
+    for (int j = 0; j < cnt; j++) {
+        const __m256i u = codes32(type, row + (g + j) * bytes);
+        const __m256i lane = _mm256_set1_epi32(j);
+        for (int m = 0; m < M; m++) {
+            const __m256i xm = _mm256_loadu_si256((const __m256i *)(p->X + m * k + 32 * (g + j)));
+            const __m256 dot = _mm256_cvtepi32_ps(
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xm));
+            const __m256 scale = _mm256_permutexvar_ps(lane, adx[m]);
+            if (j & 1)
+                acc2[m] = _mm256_fmadd_ps(dot, scale, acc2[m]);
+            else
+                acc[m] = _mm256_fmadd_ps(dot, scale, acc[m]);
+        }
+    }
+}
+
+/* One output row of a 32-weight type for M activation rows -> out[m]: groups of 8 blocks
+   (a constant count, unrolled), then the rest. */
 VNNI INLINE void row32(const uint8_t *row, idx_t k, int type, const Prep *p, int M,
                        float *out) {
     const idx_t nb = k / 32;
-    const int off = OFFSET[type], bytes = BYTES[type];
-    __m256 acc[MAX_ROWS], acc2[MAX_ROWS]; /* two chains: an FMA's latency per block */
+    __m256 acc[MAX_ROWS], acc2[MAX_ROWS];
     for (int m = 0; m < M; m++) acc[m] = acc2[m] = _mm256_setzero_ps();
-    for (idx_t g = 0; g < nb; g += 8) {
-        const int cnt = nb - g < 8 ? (int)(nb - g) : 8;
-        const __mmask8 live = (__mmask8)((1u << cnt) - 1);
-        float a[8] = {0}, c[8] = {0}, adx[MAX_ROWS][8];
-        for (int j = 0; j < cnt; j++) { /* A, and A off + B: exact (off a power of 2) */
-            const uint8_t *b = row + (g + j) * bytes;
-            a[j] = f16(b);
-            c[j] = type == Q4_1 ? -f16(b + 2) : a[j] * (float)off;
-        }
-        const __m256 av = _mm256_loadu_ps(a), cv = _mm256_loadu_ps(c);
-        for (int m = 0; m < M; m++) {
-            _mm256_storeu_ps(adx[m], _mm256_mul_ps(av, _mm256_maskz_loadu_ps(
-                                                         live, p->dx + m * nb + g)));
-            acc[m] = _mm256_fnmadd_ps(cv, _mm256_maskz_loadu_ps(live, p->xs + m * nb + g),
-                                      acc[m]);
-        }
-        for (int j = 0; j < cnt; j++) {
-            const __m256i u = codes32(type, row + (g + j) * bytes);
-            for (int m = 0; m < M; m++) {
-                const __m256i xm = _mm256_loadu_si256((const __m256i *)(p->X + m * k + 32 * (g + j)));
-                const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xm);
-                __m256 *to = j & 1 ? acc2 + m : acc + m;
-                *to = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(adx[m][j]), *to);
-            }
-        }
-    }
+    idx_t g = 0;
+    for (; g + 8 <= nb; g += 8) group32(row, g, 8, k, type, p, M, acc, acc2);
+    if (g < nb) group32(row, g, (int)(nb - g), k, type, p, M, acc, acc2);
     for (int m = 0; m < M; m++) out[m] = hsum(_mm256_add_ps(acc[m], acc2[m]));
 }
 
@@ -297,7 +312,7 @@ VNNI INLINE void row32(const uint8_t *row, idx_t k, int type, const Prep *p, int
    vpdpwssd); Q4_K/Q5_K: mins mn (lane j: sub-block j's); Q6_K: scn[2], -32 sc per 16. */
 VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, __m256i *mn,
                           __m256i *scn) {
-    const __m256i f = _mm256_set1_epi8(15), low16 = _mm256_set1_epi32(0xffff);
+    const __m256i f = _mm256_set1_epi8(15);
     if (type == Q6_K) {
         const __m512i s = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 192)));
         int32_t s32[16];
@@ -322,9 +337,15 @@ VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, _
         }
         return;
     }
-    int32_t s[8], m8[8];
-    scale_min_k4(b + 4, s, m8);
-    *mn = _mm256_loadu_si256((const __m256i *)m8);
+    /* scale_min_k4 four bytes at a time: scales, mins as u8 [8] -> int32 lanes */
+    uint32_t w[3];
+    memcpy(w, b + 4, 12);
+    const __m128i sm = _mm_setr_epi32(
+        (int)(w[0] & 0x3f3f3f3f), (int)((w[2] & 0x0f0f0f0f) | ((w[0] >> 2) & 0x30303030)),
+        (int)(w[1] & 0x3f3f3f3f), (int)(((w[2] >> 4) & 0x0f0f0f0f) | ((w[1] >> 2) & 0x30303030)));
+    int32_t s[8];
+    _mm256_storeu_si256((__m256i *)s, _mm256_cvtepu8_epi32(sm));
+    *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8));
     const uint8_t *qs = b + (type == Q5_K ? 48 : 16);
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
     for (int j = 0; j < 8; j++) {
@@ -334,7 +355,7 @@ VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, _
             u[j] = _mm256_or_si256(u[j], _mm256_maskz_mov_epi8(
                 _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << j))),
                 _mm256_set1_epi8(16)));
-        sc[j] = _mm256_and_si256(_mm256_set1_epi32(s[j]), low16);
+        sc[j] = _mm256_set1_epi32(s[j]); /* in [0, 63]: the high int16 is 0 */
     }
 }
 
