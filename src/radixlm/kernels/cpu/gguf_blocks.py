@@ -134,8 +134,12 @@ class GGUFBlockLinear:
         if bias is not None:
             check_tensor("bias", bias, ndim=1, dtypes=(torch.float32,))
             check_dim("bias", bias, 0, raw.shape[0])
-        _resolve(path)  # fail now, not at the first call
         self.raw, self.type_name, self.cols, self.bias, self.path = raw, type_name, cols, bias, path
+        # the native call's fixed arguments, resolved once (a decode step makes ~200 calls)
+        chosen = _resolve(path)
+        self._native = None if chosen not in ("vnni", "portable") else (
+            raw.data_ptr(), raw.stride(0), raw.shape[0], cols, _TYPE_IDS[type_name],
+            chosen == "vnni")
 
     @property
     def rows(self) -> int:
@@ -150,7 +154,14 @@ class GGUFBlockLinear:
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ W.T (+ bias)``: x ``[T, cols]`` -> float32 ``[T, rows]``."""
-        y = gguf_block_linear(x, self.raw, self.type_name, self.cols, self.path)
+        if (self._native is None or x.dtype != torch.float32 or x.ndim != 2
+                or x.shape[1] != self.cols or not x.is_contiguous() or x.shape[0] < 1):
+            y = gguf_block_linear(x, self.raw, self.type_name, self.cols, self.path)
+        else:  # the lean call: arguments checked once at construction
+            raw, stride, rows, cols, type_id, vnni = self._native
+            y = torch.empty(x.shape[0], rows, dtype=torch.float32)
+            _lib.gemm(raw, stride, rows, cols, type_id, x.data_ptr(), x.shape[0], y.data_ptr(),
+                      vnni)
         return y if self.bias is None else y.add_(self.bias)
 
     __call__ = forward

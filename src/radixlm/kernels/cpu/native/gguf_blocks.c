@@ -255,6 +255,14 @@ VNNI INLINE __m256i codes32(int type, const uint8_t *b) {
     return _mm256_or_si256(nibbles16(b + 6), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16)));
 }
 
+/* the 16-bit values at p, p + stride, ... (cnt of them, the rest 0) as 8 lanes */
+VNNI INLINE __m128i half8(const uint8_t *p, int stride, int cnt) {
+    uint16_t h[8] = {0};
+    for (int j = 0; j < cnt; j++) memcpy(h + j, p + j * stride, 2);
+    return _mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
+                          (short)h[5], (short)h[6], (short)h[7]);
+}
+
 /* Blocks g .. g + cnt - 1 of one output row (32-weight types) into acc / acc2 (even / odd
    blocks: two FMA chains) for M activation rows. The group's A (and A off + B) are one
    vector, so the offset correction is one FMA per row and 8 blocks. */
@@ -263,29 +271,23 @@ VNNI INLINE void group32(const uint8_t *row, idx_t g, int cnt, idx_t k, int type
     const idx_t nb = k / 32;
     const int bytes = BYTES[type];
     const __mmask8 live = (__mmask8)((1u << cnt) - 1);
-    /* each block's first 4 bytes (d, and Q4_1's m) -> float16 pairs -> float */
-    const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                          _mm256_set1_epi32(bytes));
-    const __m256i head = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), live, at,
-                                                      row + g * bytes, 1);
-    const __m256 av = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(head));
+    /* the blocks' float16 d (and Q4_1's m) as 8 lanes: scalar loads beat a gather here */
+    const __m256 av = _mm256_cvtph_ps(half8(row + g * bytes, bytes, cnt));
     const __m256 cv = type == Q4_1
-        ? _mm256_sub_ps(_mm256_setzero_ps(),
-                        _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(head, 16))))
+        ? _mm256_sub_ps(_mm256_setzero_ps(), _mm256_cvtph_ps(half8(row + g * bytes + 2, bytes, cnt)))
         : _mm256_mul_ps(av, _mm256_set1_ps((float)OFFSET[type])); /* exact: a power of 2 */
-    __m256 adx[MAX_ROWS];
+    float adx[MAX_ROWS][8]; /* A dx per row and block, read back as broadcast loads */
     for (int m = 0; m < M; m++) {
-        adx[m] = _mm256_mul_ps(av, _mm256_maskz_loadu_ps(live, p->dx + m * nb + g));
+        _mm256_storeu_ps(adx[m], _mm256_mul_ps(av, _mm256_maskz_loadu_ps(live, p->dx + m * nb + g)));
         acc[m] = _mm256_fnmadd_ps(cv, _mm256_maskz_loadu_ps(live, p->xs + m * nb + g), acc[m]);
     }
     for (int j = 0; j < cnt; j++) {
         const __m256i u = codes32(type, row + (g + j) * bytes);
-        const __m256i lane = _mm256_set1_epi32(j);
         for (int m = 0; m < M; m++) {
             const __m256i xm = _mm256_loadu_si256((const __m256i *)(p->X + m * k + 32 * (g + j)));
             const __m256 dot = _mm256_cvtepi32_ps(
                 _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xm));
-            const __m256 scale = _mm256_permutexvar_ps(lane, adx[m]);
+            const __m256 scale = _mm256_set1_ps(adx[m][j]);
             if (j & 1)
                 acc2[m] = _mm256_fmadd_ps(dot, scale, acc2[m]);
             else
