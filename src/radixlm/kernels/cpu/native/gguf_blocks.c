@@ -89,7 +89,8 @@ VNNI INLINE __m256i codes32(int type, const uint8_t *b) {
     if (type != Q5_0) return nibbles16(b + (type == Q4_0 ? 2 : 4));
     uint32_t qh;
     memcpy(&qh, b + 2, 4); /* bit i: element i's fifth bit */
-    return _mm256_or_si256(nibbles16(b + 6), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16)));
+    const __m256i u = nibbles16(b + 6); /* + 16 where the bit is set: one masked add */
+    return _mm256_mask_add_epi8(u, qh, u, _mm256_set1_epi8(16));
 }
 
 /* the 16-bit values at p, p + stride, ... (cnt of them, the rest 0) as 8 lanes */
@@ -154,10 +155,9 @@ VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, _
     const __m256i f = _mm256_set1_epi8(15);
     if (type == Q6_K) {
         const __m512i s = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 192)));
-        int32_t s32[16];
-        _mm512_storeu_si512(s32, _mm512_and_si512(s, _mm512_set1_epi32(0xffff)));
-        const __m512i neg = _mm512_and_si512(_mm512_mullo_epi32(s, _mm512_set1_epi32(-32)),
-                                             _mm512_set1_epi32(0xffff));
+        const __m512i low16 = _mm512_set1_epi32(0xffff), s16 = _mm512_and_si512(s, low16);
+        const __m512i neg = _mm512_and_si512(
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 5)), low16);
         scn[0] = _mm512_castsi512_si256(neg);
         scn[1] = _mm512_extracti64x4_epi64(neg, 1);
         const __m256i h30 = _mm256_set1_epi8(0x30);
@@ -169,9 +169,10 @@ VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, _
                 const __m256i l = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (t & 1)));
                 const __m256i lo = _mm256_and_si256(t < 2 ? l : _mm256_srli_epi16(l, 4), f);
                 u[4 * h + t] = _mm256_or_si256(lo, _mm256_and_si256(hb[t], h30));
-                sc[4 * h + t] = _mm256_inserti128_si256(
-                    _mm256_castsi128_si256(_mm_set1_epi32(s32[8 * h + 2 * t])),
-                    _mm_set1_epi32(s32[8 * h + 2 * t + 1]), 1);
+                const int lo_s = 8 * h + 2 * t; /* lanes 0-3: scale lo_s, 4-7: lo_s + 1 */
+                sc[4 * h + t] = _mm512_castsi512_si256(_mm512_permutexvar_epi32(
+                    _mm512_setr_epi32(lo_s, lo_s, lo_s, lo_s, lo_s + 1, lo_s + 1, lo_s + 1,
+                                      lo_s + 1, 0, 0, 0, 0, 0, 0, 0, 0), s16));
             }
         }
         return;
@@ -190,10 +191,12 @@ VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, _
     for (int j = 0; j < 8; j++) {
         const __m256i l = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
         u[j] = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(l, 4) : l, f);
-        if (type == Q5_K)
-            u[j] = _mm256_or_si256(u[j], _mm256_maskz_mov_epi8(
-                _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << j))),
-                _mm256_set1_epi8(16)));
+        if (type == Q5_K) { /* bit j of each qh byte to bit 4 (16-bit shifts: the 0x10 mask
+                               keeps only each byte's own bit), or'ed in: one vpternlog */
+            const __m256i bit = j <= 4 ? _mm256_slli_epi16(qh, 4 - j)
+                                       : _mm256_srli_epi16(qh, j - 4);
+            u[j] = _mm256_ternarylogic_epi32(bit, _mm256_set1_epi8(16), u[j], 0xEA);
+        }
         sc[j] = _mm256_set1_epi32(s[j]); /* in [0, 63]: the high int16 is 0 */
     }
 }
@@ -204,8 +207,8 @@ VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, _
 VNNI INLINE void row256(const uint8_t *row, idx_t k, int type, const Prep *p, int M,
                         float *out) {
     const idx_t nsb = k / 256;
-    __m256 acc[MAX_ROWS];
-    for (int m = 0; m < M; m++) acc[m] = _mm256_setzero_ps();
+    __m256 acc[MAX_ROWS], acc2[MAX_ROWS]; /* the scales' and the mins' float chains */
+    for (int m = 0; m < M; m++) acc[m] = acc2[m] = _mm256_setzero_ps();
     for (idx_t sb = 0; sb < nsb; sb++) {
         const uint8_t *b = row + sb * BYTES[type];
         __m256i u[8], sc[8], mn = _mm256_setzero_si256(), scn[2] = {mn, mn};
@@ -213,31 +216,33 @@ VNNI INLINE void row256(const uint8_t *row, idx_t k, int type, const Prep *p, in
         const float d = f16(type == Q6_K ? b + 208 : b), dmin = type == Q6_K ? 0.0f : f16(b + 2);
         for (int m = 0; m < M; m++) {
             const int8_t *X = p->X + m * k + sb * 256;
-            __m256i I = _mm256_setzero_si256(), I2 = I; /* two chains of vpdpwssd */
+            const float dx = p->dx[m * nsb + sb];
+            /* four independent vpdpwssd chains (latency); Q6_K's offset terms start two */
+            const __m256i zero = _mm256_setzero_si256();
+            __m256i I[4] = {zero, zero, zero, zero};
+            if (type == Q6_K) { /* |S16| <= 2032 fits int16 */
+                const int32_t *s = p->s16 + m * (k / 16) + sb * 16;
+                I[2] = _mm256_dpwssd_epi32(I[2], _mm256_loadu_si256((const __m256i *)s), scn[0]);
+                I[3] = _mm256_dpwssd_epi32(I[3], _mm256_loadu_si256((const __m256i *)(s + 8)),
+                                           scn[1]);
+            } else { /* the mins: their own float chain */
+                const __m256i S = _mm256_loadu_si256(
+                    (const __m256i *)(p->s32 + m * (k / 32) + sb * 8));
+                const __m256i mins = _mm256_dpwssd_epi32(_mm256_setzero_si256(), S, mn);
+                acc2[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx),
+                                           acc2[m]);
+            }
             for (int t = 0; t < 8; t++) { /* a lane's 4 products fit int16 */
                 const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u[t],
                     _mm256_loadu_si256((const __m256i *)(X + 32 * t)));
-                if (t & 1)
-                    I2 = _mm256_dpwssd_epi32(I2, dot, sc[t]);
-                else
-                    I = _mm256_dpwssd_epi32(I, dot, sc[t]);
+                I[t & 3] = _mm256_dpwssd_epi32(I[t & 3], dot, sc[t]);
             }
-            I = _mm256_add_epi32(I, I2);
-            const float dx = p->dx[m * nsb + sb];
-            if (type == Q6_K) { /* |S16| <= 2032 fits int16 */
-                const int32_t *s = p->s16 + m * (k / 16) + sb * 16;
-                I = _mm256_dpwssd_epi32(I, _mm256_loadu_si256((const __m256i *)s), scn[0]);
-                I = _mm256_dpwssd_epi32(I, _mm256_loadu_si256((const __m256i *)(s + 8)), scn[1]);
-            } else {
-                const __m256i S = _mm256_loadu_si256((const __m256i *)(p->s32 + m * (k / 32) + sb * 8));
-                const __m256i mins = _mm256_dpwssd_epi32(_mm256_setzero_si256(), S, mn);
-                acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx),
-                                          acc[m]);
-            }
-            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_set1_ps(d * dx), acc[m]);
+            const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(I[0], I[1]),
+                                                 _mm256_add_epi32(I[2], I[3]));
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d * dx), acc[m]);
         }
     }
-    for (int m = 0; m < M; m++) out[m] = hsum(acc[m]);
+    for (int m = 0; m < M; m++) out[m] = hsum(_mm256_add_ps(acc[m], acc2[m]));
 }
 
 /* rows of W for M activation rows; one specialisation per (type, M) so the loops unroll */
