@@ -18,7 +18,16 @@
    float once: y += d dx I - dmin dx sum_s mn_s S_s, S_s the sub-block's sum of X. The
    32-weight types: y += A dx U - (A off + B) dx S per block (U = sum u X, exact int).
    The result differs from float32 x @ W.T by at most sum_e |w_e| dx_e / 2 (activation
-   rounding) plus float32 rounding of the per-block products and sums.
+   rounding) plus float32 rounding of the per-block products and sums. Why not q4_gemv.c's
+   float32-faithful 24-bit activations (three int8 digit planes): on this layout each plane
+   costs its own vpdpbusd and vpdpwssd per sub-block and row, three times the integer work,
+   for an error llama.cpp's own kernels accept (benchmarks/gguf_block_kernels.py times the
+   24-bit kernel on its repacked tiles beside these).
+
+   Loop order: one output row at a time, its blocks in file order (the weight streams once
+   per pass), every activation row of the pass against each decoded block; one horizontal
+   sum per output and row. Prefill (more than 8 rows) runs passes of 8 over the weight: at
+   128 rows that measured faster than dequantizing W in tiles into torch's float32 GEMM.
 
    Two paths, the same integers: AVX-512 VNNI on 256-bit vectors (Zen 4 runs 512-bit ones
    as two halves anyway; a 32-weight sub-block is one vector, in the file's own element
@@ -111,12 +120,14 @@ VNNI INLINE void group32(const uint8_t *row, idx_t g, int cnt, idx_t k, int type
     const __mmask8 live = (__mmask8)((1u << cnt) - 1);
     /* the blocks' float16 d (and Q4_1's m) as 8 lanes: scalar loads beat a gather here */
     const __m256 av = _mm256_cvtph_ps(half8(row + g * bytes, bytes, cnt));
-    const __m256 cv = type == Q4_1
-        ? _mm256_sub_ps(_mm256_setzero_ps(), _mm256_cvtph_ps(half8(row + g * bytes + 2, bytes, cnt)))
-        : _mm256_mul_ps(av, _mm256_set1_ps((float)OFFSET[type])); /* exact: a power of 2 */
+    const __m256 cv = type == Q4_1 /* A off + B: -m, or A times a power of 2 (exact) */
+        ? _mm256_sub_ps(_mm256_setzero_ps(),
+                        _mm256_cvtph_ps(half8(row + g * bytes + 2, bytes, cnt)))
+        : _mm256_mul_ps(av, _mm256_set1_ps((float)OFFSET[type]));
     float adx[MAX_ROWS][8]; /* A dx per row and block, read back as broadcast loads */
     for (int m = 0; m < M; m++) {
-        _mm256_storeu_ps(adx[m], _mm256_mul_ps(av, _mm256_maskz_loadu_ps(live, p->dx + m * nb + g)));
+        const __m256 dx = _mm256_maskz_loadu_ps(live, p->dx + m * nb + g);
+        _mm256_storeu_ps(adx[m], _mm256_mul_ps(av, dx));
         acc[m] = _mm256_fnmadd_ps(cv, _mm256_maskz_loadu_ps(live, p->xs + m * nb + g), acc[m]);
     }
     for (int j = 0; j < cnt; j++) {
