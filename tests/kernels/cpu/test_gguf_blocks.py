@@ -100,6 +100,34 @@ def test_native_dequantize_is_bit_equal(type_name):
     ref = gguf_dequantize(raw, type_name, cols)
     assert torch.equal(gguf_block_dequantize(raw, type_name, cols), ref)
     assert torch.equal(gguf_block_dequantize(raw, type_name, cols, 5, 7), ref[5:12])
+    out = torch.full((7, cols), float("nan"))
+    assert gguf_block_dequantize(raw, type_name, cols, 5, 7, out=out) is out
+    assert torch.equal(out, ref[5:12])
+    assert torch.equal(_portable_dequantize(raw, type_name, cols), ref)
+
+
+@pytest.mark.parametrize("type_name", TYPES)
+def test_native_dequantize_of_any_bytes(type_name):
+    """Fully random bytes (subnormal, huge, inf, nan float16 scales): as the reference."""
+    geo = GGUF_BLOCKS[type_name]
+    raw = torch.randint(0, 256, (11, 3 * geo.nbytes), dtype=torch.uint8,
+                        generator=torch.Generator().manual_seed(8))
+    ref = gguf_dequantize(raw, type_name, 3 * geo.elems)
+    for w in (gguf_block_dequantize(raw, type_name, 3 * geo.elems),
+              _portable_dequantize(raw, type_name, 3 * geo.elems)):
+        assert torch.equal(w.isnan(), ref.isnan())
+        assert torch.equal(w.nan_to_num(), ref.nan_to_num())
+
+
+def _portable_dequantize(raw: torch.Tensor, type_name: str, cols: int) -> torch.Tensor:
+    """The native module's plain-C decoder (what a CPU without AVX-512 runs)."""
+    import radixlm.kernels.cpu.gguf_blocks as launcher
+    if launcher._lib is None:
+        pytest.skip("gguf_blocks is not built")
+    out = torch.empty(raw.shape[0], cols)
+    launcher._lib.dequantize(raw.data_ptr(), raw.stride(0), 0, raw.shape[0], cols,
+                             launcher._TYPE_IDS[type_name], out.data_ptr(), False)
+    return out
 
 
 @pytest.mark.parametrize("type_name", ["Q4_0", "Q6_K"])

@@ -76,30 +76,40 @@ def _check_layout(raw: torch.Tensor, type_name: str, cols: int) -> None:
 
 
 def gguf_block_dequantize(raw: torch.Tensor, type_name: str, cols: int, first: int = 0,
-                          count: int | None = None) -> torch.Tensor:
-    """Rows ``[first, first + count)`` of ``raw`` as float32 ``[count, cols]`` (native, bit-equal
-    to the reference; the reference where the module is not built)."""
+                          count: int | None = None,
+                          out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rows ``[first, first + count)`` of ``raw`` as float32 ``[count, cols]``, bit-equal to the
+    reference (native: vectorized on AVX-512; the reference where the module is not built),
+    into ``out`` (contiguous float32 ``[count, cols]``) if given."""
     _check_layout(raw, type_name, cols)
     count = raw.shape[0] - first if count is None else count
     if first < 0 or count < 1 or first + count > raw.shape[0]:
         raise ValueError(f"rows [{first}, {first + count}) outside raw's {raw.shape[0]}")
+    if out is None:
+        out = torch.empty(count, cols, dtype=torch.float32)
+    check_tensor("out", out, ndim=2, dtypes=(torch.float32,), contiguous=True)
+    if tuple(out.shape) != (count, cols):
+        raise ValueError(f"out: expected shape {(count, cols)}, got {tuple(out.shape)}")
     if _lib is None:
         from ..reference.gguf_blocks import gguf_dequantize
-        return gguf_dequantize(raw[first:first + count], type_name, cols)
-    out = torch.empty(count, cols, dtype=torch.float32)
+        return out.copy_(gguf_dequantize(raw[first:first + count], type_name, cols))
     _lib.dequantize(raw.data_ptr(), raw.stride(0), first, count, cols, _TYPE_IDS[type_name],
                     out.data_ptr())
     return out
 
 
 def _tiled(x: torch.Tensor, raw: torch.Tensor, type_name: str, cols: int) -> torch.Tensor:
-    """Prefill: W in tiles of rows dequantized to float32, each through torch's GEMM."""
+    """Prefill alternative: W in tiles of rows dequantized to float32 (one reused buffer of
+    about :data:`TILE_BYTES`), each through torch's GEMM."""
     rows = raw.shape[0]
     tile = max(16, TILE_BYTES // (4 * cols))
+    buf = torch.empty(min(tile, rows) * cols, dtype=torch.float32)
     y = torch.empty(x.shape[0], rows, dtype=torch.float32)
     for r0 in range(0, rows, tile):
-        w = gguf_block_dequantize(raw, type_name, cols, r0, min(tile, rows - r0))
-        torch.mm(x, w.T, out=y[:, r0:r0 + w.shape[0]])
+        count = min(tile, rows - r0)
+        w = buf[:count * cols].view(count, cols)
+        gguf_block_dequantize(raw, type_name, cols, r0, count, out=w)
+        torch.mm(x, w.T, out=y[:, r0:r0 + count])
     return y
 
 

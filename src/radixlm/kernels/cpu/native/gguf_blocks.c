@@ -41,6 +41,17 @@
 
 /* -- AVX-512 VNNI: one 256-bit vector per sub-block of 32, codes u as u8 ------------------ */
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
+/* How far ahead of the block being read the weight stream is fetched (into L2, as
+   q4_gemv.c does): rows lie back to back, so this runs on into the next row */
+#ifndef PREFETCH_BYTES
+#define PREFETCH_BYTES 12288
+#endif
+
+/* the cache lines of [p + PREFETCH_BYTES, + bytes) */
+VNNI INLINE void prefetch_ahead(const uint8_t *p, int bytes) {
+    for (int line = 0; line < bytes; line += 64)
+        _mm_prefetch((const char *)p + PREFETCH_BYTES + line, _MM_HINT_T1);
+}
 
 VNNI INLINE float f16(const uint8_t *p) {
     uint16_t h;
@@ -118,6 +129,7 @@ VNNI INLINE void group32(const uint8_t *row, idx_t g, int cnt, idx_t k, int type
     const idx_t nb = k / 32;
     const int bytes = BYTES[type];
     const __mmask8 live = (__mmask8)((1u << cnt) - 1);
+    prefetch_ahead(row + g * bytes, cnt * bytes);
     /* the blocks' float16 d (and Q4_1's m) as 8 lanes: scalar loads beat a gather here */
     const __m256 av = _mm256_cvtph_ps(half8(row + g * bytes, bytes, cnt));
     const __m256 cv = type == Q4_1 /* A off + B: -m, or A times a power of 2 (exact) */
@@ -222,6 +234,7 @@ VNNI INLINE void row256(const uint8_t *row, idx_t k, int type, const Prep *p, in
     for (int m = 0; m < M; m++) acc[m] = acc2[m] = _mm256_setzero_ps();
     for (idx_t sb = 0; sb < nsb; sb++) {
         const uint8_t *b = row + sb * BYTES[type];
+        prefetch_ahead(b, BYTES[type]);
         __m256i u[8], sc[8], mn = _mm256_setzero_si256(), scn[2] = {mn, mn};
         codes256(type, b, u, sc, &mn, scn);
         const float d = f16(type == Q6_K ? b + 208 : b), dmin = type == Q6_K ? 0.0f : f16(b + 2);
@@ -254,6 +267,54 @@ VNNI INLINE void row256(const uint8_t *row, idx_t k, int type, const Prep *p, in
         }
     }
     for (int m = 0; m < M; m++) out[m] = hsum(_mm256_add_ps(acc[m], acc2[m]));
+}
+
+/* 16 codes u (bytes) -> o[0..15] = (u - off) scale - minus: the portable decoder's float
+   operations in its order (bit-equal) */
+VNNI INLINE void dequant16(float *o, __m128i u, int off, float scale, float minus) {
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(u),
+                                                         _mm512_set1_epi32(off)));
+    _mm512_storeu_ps(o, _mm512_sub_ps(_mm512_mul_ps(q, _mm512_set1_ps(scale)),
+                                      _mm512_set1_ps(minus)));
+}
+
+/* dequantize_rows with the VNNI path's decoders, 16 weights a vector */
+VNNI static void dequantize_rows_vnni(const uint8_t *raw, idx_t stride, idx_t r0, idx_t count,
+                                      idx_t k, int type, float *out) {
+    const int E = ELEMS[type], off = OFFSET[type];
+    for (idx_t r = 0; r < count; r++) {
+        for (idx_t b = 0; b < k / E; b++) {
+            const uint8_t *blk = raw + (r0 + r) * stride + b * BYTES[type];
+            float *o = out + r * k + b * E;
+            __m256i u[8], sc[8], mn, scn[2];
+            float scale[16], minus[16] = {0}; /* per 16 weights */
+            if (E == 32) {
+                u[0] = codes32(type, blk);
+                scale[0] = scale[1] = f16(blk) * 1.0f; /* A sc, sc = 1 */
+                minus[0] = minus[1] = type == Q4_1 ? -f16(blk + 2) * 1.0f : 0.0f;
+            } else {
+                codes256(type, blk, u, sc, &mn, scn);
+                int32_t s[16], m[16];
+                if (type == Q6_K) {
+                    for (int j = 0; j < 16; j++) s[j] = (int8_t)blk[192 + j], m[j] = 0;
+                } else {
+                    scale_min_k4(blk + 4, s, m);
+                }
+                const float d = f16(type == Q6_K ? blk + 208 : blk);
+                const float dmin = type == Q6_K ? 0.0f : f16(blk + 2);
+                for (int j = 0; j < 16; j++) { /* Q4_K/Q5_K: sub-blocks of 32 */
+                    const int sub = type == Q6_K ? j : j / 2;
+                    scale[j] = d * (float)s[sub];
+                    minus[j] = dmin * (float)m[sub];
+                }
+            }
+            for (int j = 0; j < E / 16; j++) {
+                const __m128i half = j & 1 ? _mm256_extracti128_si256(u[j / 2], 1)
+                                           : _mm256_castsi256_si128(u[j / 2]);
+                dequant16(o + 16 * j, half, off, scale[j], minus[j]);
+            }
+        }
+    }
 }
 
 /* rows of W for M activation rows; one specialisation per (type, M) so the loops unroll */
@@ -353,15 +414,20 @@ static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* dequantize(raw, row_stride, first_row, count, k, type, out): out f32 [count, k] */
+/* dequantize(raw, row_stride, first_row, count, k, type, out[, vnni]): out f32 [count, k];
+   vnni (default True): the AVX-512 decoder where the CPU has it, else the portable one */
 static PyObject *py_dequantize(PyObject *UNUSED self, PyObject *args) {
     unsigned long long raw, out;
     Py_ssize_t stride, first, count, k;
-    int type;
-    if (!PyArg_ParseTuple(args, "KnnnniK", &raw, &stride, &first, &count, &k, &type, &out))
+    int type, vnni = 1;
+    if (!PyArg_ParseTuple(args, "KnnnniK|p", &raw, &stride, &first, &count, &k, &type, &out,
+                          &vnni))
         return NULL;
     if (!check_args(stride, count, k, type, 0)) return NULL;
-    WITHOUT_GIL(dequantize_rows(PTR(raw), stride, first, count, k, type, PTR(out)));
+    if (vnni && cpu_supported())
+        WITHOUT_GIL(dequantize_rows_vnni(PTR(raw), stride, first, count, k, type, PTR(out)));
+    else
+        WITHOUT_GIL(dequantize_rows(PTR(raw), stride, first, count, k, type, PTR(out)));
     Py_RETURN_NONE;
 }
 
@@ -370,7 +436,7 @@ static PyMethodDef METHODS[] = {
     {"gemm", py_gemm, METH_VARARGS,
      "gemm(raw, row_stride, n, k, type, x, rows, y, vnni): y = x @ W.T on raw GGUF blocks."},
     {"dequantize", py_dequantize, METH_VARARGS,
-     "dequantize(raw, row_stride, first_row, count, k, type, out): rows to float32."},
+     "dequantize(raw, row_stride, first_row, count, k, type, out[, vnni]): rows to float32."},
     {NULL, NULL, 0, NULL},
 };
 
