@@ -8,17 +8,19 @@ W.T`` is computed by the native module without decoding W to memory:
 * **numerics**: each activation row is quantized per block to int8 as llama.cpp does (steps
   ``dx = max|x| / 127`` per 32 inputs for Q4_0/Q4_1/Q5_0/Q8_0, per 256 for the K-quants), then
   the products are exact integer dot products (VNNI) with one float multiply-add per block. So
-  ``|y - x @ W.T| <= sum_k |W[n, k]| dx_k / 2`` plus float32 rounding (about ``2^-8`` of
-  ``sum |W| max|x|`` at worst, typically far less). The exact 24-bit scheme of
-  :mod:`.q4_gemv` costs three times the integer work; ``benchmarks/gguf_block_kernels.py``
-  times both;
+  ``|y - x @ W.T| <= sum_k |W[n, k]| dx_k / 2`` plus float32 rounding (tested within ``2^-20``
+  of ``sum_k |W[n, k] x_k|``), about ``2^-8`` of ``sum_k |W[n, k]| max|x|`` where float32
+  keeps ``2^-24``. The float32-faithful 24-bit activations of :mod:`.q4_gemv` (three int8
+  digit planes) would cost three times the integer work on this layout;
+  ``benchmarks/gguf_block_kernels.py`` times that kernel on its repacked tiles beside these;
 * **paths**: AVX-512 VNNI where the CPU has it, else the portable C loop (same integers),
   else (module not built) the torch reference :func:`~..reference.gguf_blocks.gguf_linear_ref`;
   ``path=`` forces one (tests); ``"tiled"`` is the alternative prefill below;
 * **rows**: decode (1..8 rows) streams W once; prefill (more rows) runs the same kernel in
   passes of 8 rows over W. Measured against the alternative, W dequantized tile by tile to
-  float32 into torch's GEMM (``path="tiled"``): on Zen 4 at 128 rows the passes take 0.6-0.9x
-  of the float32 GEMM alone, before any dequantizing (``benchmarks/gguf_block_kernels.py``).
+  float32 into torch's GEMM (``path="tiled"``): on Zen 4 (1 thread) at 128 rows the passes
+  take 0.5-0.9x the time of the float32 GEMM alone, before any dequantizing
+  (``benchmarks/gguf_block_kernels.py``).
 
 Everything runs on the caller's thread with the GIL released.
 """
@@ -36,7 +38,9 @@ _TYPE_IDS = {name: i for i, name in enumerate(
     ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K"))}
 assert set(_TYPE_IDS) == set(GGUF_BLOCKS)
 PATHS = ("auto", "vnni", "portable", "reference", "tiled")
-TILE_BYTES = 1 << 20  # float32 bytes of one dequantized tile of W (stays in L2)
+# float32 bytes of one dequantized tile of W (path="tiled"): torch's GEMM wants tall tiles
+# (1 MiB ones, 18 rows at 14336 inputs, ran 2x slower than 8 MiB)
+TILE_BYTES = 8 << 20
 
 _lib = native.load("gguf_blocks")
 _NEEDS = "AVX-512 VNNI (avx512f/bw/vl/vnni, f16c, fma)"
