@@ -10,7 +10,7 @@ shared machine do not count):
 * ``f32``: ``F.linear`` on W dequantized once to float32 (today's path; 4 bytes a weight);
 * ``fx24``: the exact 24-bit digit-plane kernel (``q4_gemv``) on its repacked tiles, for the
   types it takes (Q4_0, Q4_1, Q8_0): the cost of float32-faithful activations;
-* ``dequant``: decoding all of W to float32 once (ms).
+* ``dequant``: decoding all of W to float32 once (ms, into an allocated buffer).
 
 Shapes: SmolLM2's MLP (576 x 1536) and an 8B model's (4096 x 14336, ``--big``)::
 
@@ -42,6 +42,18 @@ from radixlm.kernels.reference.gguf_blocks import random_gguf_raw
 FX24_TYPES = ("Q4_0", "Q4_1", "Q8_0")
 
 
+def processor() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def median_ms(fn: Callable[[], object], reps: int) -> float:
     fn()  # warm
     times = []
@@ -71,8 +83,8 @@ def bench_type(type_name: str, rows: int, cols: int, row_counts: list[int], reps
     gen = torch.Generator().manual_seed(0)
     raw = random_gguf_raw(type_name, rows, cols, gen)
     out: dict = {"type": type_name, "shape": [rows, cols], "raw_MB": round(raw.numel() / 1e6, 2)}
-    out["dequant"] = median_ms(lambda: gguf_block_dequantize(raw, type_name, cols), reps)
-    w = gguf_block_dequantize(raw, type_name, cols)
+    w = gguf_block_dequantize(raw, type_name, cols)  # into a buffer: no page faults timed
+    out["dequant"] = median_ms(lambda: gguf_block_dequantize(raw, type_name, cols, out=w), reps)
     fx24 = None
     if type_name in FX24_TYPES:
         from radixlm.kernels.cpu.q4_gemv import grouped_gemv_linear, q4_gemv_available
@@ -104,8 +116,7 @@ def main() -> None:
     torch.set_num_threads(1)
     shapes = [(576, 1536)] + ([(4096, 14336)] if args.big else [])
     row_counts = [int(r) for r in args.rows.split(",")]
-    print(json.dumps({"processor": platform.processor() or platform.machine(),
-                      "torch_threads": torch.get_num_threads()}))
+    print(json.dumps({"processor": processor(), "torch_threads": torch.get_num_threads()}))
     for rows, cols in shapes:
         for type_name in args.types.split(","):
             print(json.dumps(bench_type(type_name, rows, cols, row_counts, args.reps)),
