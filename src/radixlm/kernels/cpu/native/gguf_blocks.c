@@ -121,6 +121,14 @@ VNNI INLINE __m128i half8(const uint8_t *p, int stride, int cnt) {
                           (short)h[5], (short)h[6], (short)h[7]);
 }
 
+/* the 32-bit values at p, p + stride, ... (cnt of them, the rest 0) as 8 lanes */
+VNNI INLINE __m256i head8(const uint8_t *p, int stride, int cnt) {
+    uint32_t h[8] = {0};
+    for (int j = 0; j < cnt; j++) memcpy(h + j, p + j * stride, 4);
+    return _mm256_setr_epi32((int)h[0], (int)h[1], (int)h[2], (int)h[3], (int)h[4], (int)h[5],
+                             (int)h[6], (int)h[7]);
+}
+
 /* Blocks g .. g + cnt - 1 of one output row (32-weight types) into acc / acc2 (even / odd
    blocks: two FMA chains) for M activation rows. The group's A (and A off + B) are one
    vector, so the offset correction is one FMA per row and 8 blocks. */
@@ -131,11 +139,16 @@ VNNI INLINE void group32(const uint8_t *row, idx_t g, int cnt, idx_t k, int type
     const __mmask8 live = (__mmask8)((1u << cnt) - 1);
     prefetch_ahead(row + g * bytes, cnt * bytes);
     /* the blocks' float16 d (and Q4_1's m) as 8 lanes: scalar loads beat a gather here */
-    const __m256 av = _mm256_cvtph_ps(half8(row + g * bytes, bytes, cnt));
-    const __m256 cv = type == Q4_1 /* A off + B: -m, or A times a power of 2 (exact) */
-        ? _mm256_sub_ps(_mm256_setzero_ps(),
-                        _mm256_cvtph_ps(half8(row + g * bytes + 2, bytes, cnt)))
-        : _mm256_mul_ps(av, _mm256_set1_ps((float)OFFSET[type]));
+    __m256 av, cv; /* A, and A off + B: -m, or A times a power of 2 (exact) */
+    if (type == Q4_1) { /* d and m side by side: one 32-bit load per block */
+        const __m256i dm = head8(row + g * bytes, bytes, cnt);
+        av = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm));
+        cv = _mm256_sub_ps(_mm256_setzero_ps(),
+                           _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
+    } else {
+        av = _mm256_cvtph_ps(half8(row + g * bytes, bytes, cnt));
+        cv = _mm256_mul_ps(av, _mm256_set1_ps((float)OFFSET[type]));
+    }
     float adx[MAX_ROWS][8]; /* A dx per row and block, read back as broadcast loads */
     for (int m = 0; m < M; m++) {
         const __m256 dx = _mm256_maskz_loadu_ps(live, p->dx + m * nb + g);
