@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import jsonschema
 import pytest
-from stepping import run
+from stepping import SCHEMA, constrained, run
 
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.scheduling.request import Req
@@ -23,21 +23,12 @@ from radixlm.runtime.scheduling.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.speculative.draft_chain import SOURCE_PROMPT_LOOKUP, DraftChain
 from radixlm.runtime.speculative.grammar_drafts import grammar_prefix
-from radixlm.runtime.wire.messages import FinishLength, FinishStop, GenerateReq, GrammarReq
+from radixlm.runtime.wire.messages import FinishLength, FinishStop, GenerateReq
 from radixlm.runtime.wire.sampling_params import SamplingParams
 
 SPEC = {"speculative_algorithm": "NGRAM"}
 PASSAGE = list(range(100, 160))
 COPY_PROMPT = PASSAGE + [7, 8] + PASSAGE[:12]  # the passage, then its start again
-SCHEMA = {
-    "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 12},
-                   "age": {"type": "integer", "minimum": 0, "maximum": 99},
-                   "city": {"enum": ["Paris", "Rome", "Oslo"]}},
-    "required": ["name", "age", "city"], "additionalProperties": False,
-}
-
-
 def greedy(rid: str, prompt: list[int], new: int = 40, **params) -> GenerateReq:  # noqa: ANN003
     params.setdefault("ignore_eos", True)
     return GenerateReq(rid=rid, input_ids=prompt, sampling=SamplingParams(
@@ -105,16 +96,18 @@ def test_oracle_drafts_with_planted_errors_are_exact(make_scheduler):
     assert info["spec_accept_length_mean"] > 3
 
 
+def json_reference(make_scheduler) -> dict[str, list[int]]:  # noqa: ANN001
+    """The constrained request's plain greedy output under its mask (no jump-forward)."""
+    return outputs(make_scheduler(disable_jump_forward=True, grammar_mask_wait_ms=60_000),
+                   [constrained()])[0]
+
+
 def test_json_schema_is_exact_against_plain_decoding_without_jump_forward(make_scheduler):
     """A speculating request proposes its grammar's forced text instead of jump-forward, so
     its output is plain greedy decoding's under the mask (jump-forward's retokenization off)."""
-    req = GenerateReq(rid="json", input_ids=list(range(5, 25)),
-                      grammar=GrammarReq(json_schema=json.dumps(SCHEMA)),
-                      sampling=SamplingParams(temperature=0.0, max_new_tokens=80))
-    expected, _ = outputs(make_scheduler(disable_jump_forward=True,
-                                         grammar_mask_wait_ms=60_000), [req])
+    expected = json_reference(make_scheduler)
     s = make_scheduler(grammar_mask_wait_ms=60_000, **SPEC)
-    got, reasons = outputs(s, [req])
+    got, reasons = outputs(s, [constrained()])
     assert got == expected
     assert isinstance(reasons["json"], FinishStop)
     jsonschema.validate(json.loads(s.tokenizer.decode(got["json"])), SCHEMA)
@@ -124,15 +117,10 @@ def test_json_schema_is_exact_against_plain_decoding_without_jump_forward(make_s
 
 
 def test_json_schema_with_oracle_drafts_is_exact(make_scheduler):
-    req = GenerateReq(rid="json", input_ids=list(range(5, 25)),
-                      grammar=GrammarReq(json_schema=json.dumps(SCHEMA)),
-                      sampling=SamplingParams(temperature=0.0, max_new_tokens=80))
-    expected, _ = outputs(make_scheduler(disable_jump_forward=True,
-                                         grammar_mask_wait_ms=60_000), [req])
+    expected = json_reference(make_scheduler)
     s = make_scheduler(grammar_mask_wait_ms=60_000, **SPEC)
     oracle(s, expected, wrong_every=2)
-    got, _ = outputs(s, [req])
-    assert got == expected
+    assert outputs(s, [constrained()])[0] == expected
 
 
 @pytest.mark.parametrize("cut", [3, 9, 14])
