@@ -82,11 +82,12 @@ def test_copy_heavy_prompt_is_exact_and_drafts_from_the_prompt(make_scheduler):
     assert info["generated_tokens"] == 60
 
 
-def test_oracle_drafts_with_planted_errors_are_exact(make_scheduler):
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_oracle_drafts_with_planted_errors_are_exact(make_scheduler, page_size):
     reqs = [greedy("a", COPY_PROMPT, new=50), greedy("b", list(range(300, 340)), new=37),
             greedy("c", list(range(500, 520)), new=45)]
-    expected, _ = outputs(make_scheduler(), reqs)
-    s = make_scheduler(**SPEC)
+    expected, _ = outputs(make_scheduler(page_size=page_size), reqs)
+    s = make_scheduler(page_size=page_size, **SPEC)
     oracle(s, expected)
     got, _ = outputs(s, reqs)
     assert got == expected
@@ -94,6 +95,16 @@ def test_oracle_drafts_with_planted_errors_are_exact(make_scheduler):
     # rejections happened (planted) and so did whole chains (accept length near k + 1)
     assert 0 < info["spec_accept_rate"] < 1
     assert info["spec_accept_length_mean"] > 3
+
+
+def test_finished_outputs_draft_for_later_requests(make_scheduler):
+    prompt = list(range(600, 630))  # nothing repeats in it
+    expected, _ = outputs(make_scheduler(), [greedy("first", prompt, new=30)])
+    s = make_scheduler(**SPEC)
+    assert outputs(s, [greedy("first", prompt, new=30)])[0] == expected
+    got, _ = outputs(s, [greedy("again", prompt, new=30)])
+    assert got["again"] == expected["first"]
+    assert s.info()["spec_accepted_tokens_cross_request"] > 0
 
 
 def json_reference(make_scheduler) -> dict[str, list[int]]:  # noqa: ANN001

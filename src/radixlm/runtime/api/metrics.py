@@ -29,6 +29,8 @@ SPECULATIVE_GAUGES = (
     ("spec_verify_steps", "Request-steps that verified draft tokens"),
     ("spec_accepted_tokens_prompt_lookup", "Draft tokens accepted from prompt lookup"),
     ("spec_accepted_tokens_grammar", "Draft tokens accepted from a constraint's forced text"),
+    ("spec_accepted_tokens_cross_request", "Draft tokens accepted from finished requests' "
+                                           "outputs"),
 )
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 

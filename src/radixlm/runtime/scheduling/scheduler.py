@@ -283,6 +283,8 @@ class Scheduler:
 
     def _retire(self, req: Req) -> None:
         """A finished request leaves: its KV goes into the cache, it leaves the queues."""
+        if self.speculator is not None:
+            self.speculator.learn(req)
         self._release(req, cache=True)
         if req in self.running:
             self.running.remove(req)

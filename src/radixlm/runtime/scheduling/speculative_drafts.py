@@ -5,7 +5,8 @@ A request drafts when speculation is on (``--speculative-algorithm NGRAM``), it 
 out (``disable_speculation`` in its sampling parameters), the step has at most
 ``--speculative-max-batch-size`` decoding requests, and its constraint (if any) is active.
 Its chain is the text its constraint forces (as tokens), then prompt lookup
-(:mod:`..speculative.ngram_lookup`) for the rest, cut at the first token the constraint refuses
+(:mod:`..speculative.ngram_lookup`), then the outputs of finished requests
+(:mod:`..speculative.shared_lookup`) for the rest, cut at the first token the constraint refuses
 and to what the request may still emit (``max_new_tokens``, the context). The chain's slots
 are reserved only from free pages: drafting never evicts the prefix cache nor retracts a
 request; without room a request decodes one token as usual. The verification after the
@@ -19,9 +20,15 @@ from collections.abc import Callable
 from ..memory.kv_manager import KVManager
 from ..server_args import ServerArgs
 from ..speculative.acceptance_stats import AcceptanceStats
-from ..speculative.draft_chain import SOURCE_GRAMMAR, SOURCE_PROMPT_LOOKUP, DraftChain
+from ..speculative.draft_chain import (
+    SOURCE_CROSS_REQUEST,
+    SOURCE_GRAMMAR,
+    SOURCE_PROMPT_LOOKUP,
+    DraftChain,
+)
 from ..speculative.grammar_drafts import forced_tokens, grammar_prefix
 from ..speculative.ngram_lookup import NgramLookup
+from ..speculative.shared_lookup import SharedLookup
 from .request import Req
 
 
@@ -38,10 +45,16 @@ class Speculator:
         self.encode = encode
         self.max_context = max_context
         self.stats = AcceptanceStats()
+        self.shared = SharedLookup(self.min_n, self.max_n, self.num_draft_tokens)
 
     def admit(self, req: Req) -> None:
         """Mark a new request as speculating unless its sampling parameters opt out."""
         req.speculative = not req.sampling.disable_speculation
+
+    def learn(self, req: Req) -> None:
+        """A request finished: its output joins the cross-request lookup."""
+        if req.speculative and req.num_output:
+            self.shared.add(req.namespace, req.token_ids, req.prompt_len)
 
     def draft(self, decodes: list[Req]) -> dict[str, DraftChain]:
         """The chains (by request id) of this step's decoding requests that draft, their
@@ -70,6 +83,10 @@ class Speculator:
             req.draft_index = NgramLookup(self.min_n, self.max_n)
         chain.extend(req.draft_index.propose(req.token_ids, want - len(chain), chain.tokens),
                      SOURCE_PROMPT_LOOKUP)
+        if len(chain) < want:
+            ctx = req.token_ids[-self.max_n :] + chain.tokens
+            chain.extend(self.shared.propose(req.namespace, ctx, want - len(chain)),
+                         SOURCE_CROSS_REQUEST)
         if matcher is not None:
             chain.cut(grammar_prefix(matcher, chain.tokens))
         return chain

@@ -5,7 +5,9 @@ in one forward.
 :mod:`ngram_lookup` (prompt lookup: the latest earlier occurrence of the output's suffix in the
 request's own prompt and output), :mod:`grammar_drafts` (the text a constraint forces, as
 tokens, and the cut of any chain at the first token the constraint refuses),
-:mod:`draft_chain` (a chain and where each token came from), :mod:`acceptance_stats` (what
-the verifications accepted). Pure over token lists and fsm matchers: may import ``fsm`` only,
-never ``scheduling`` (which drives these: ``scheduling/speculative_*.py``).
+:mod:`shared_lookup` (cross-request: what followed the suffix in the output of a request that
+finished), :mod:`draft_chain` (a chain and where each token came from),
+:mod:`acceptance_stats` (what the verifications accepted). Pure over token lists and fsm
+matchers: may import ``fsm`` only, never ``scheduling`` (which drives these:
+``scheduling/speculative_*.py``).
 """

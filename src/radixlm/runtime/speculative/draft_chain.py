@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 # Source names, as the acceptance statistics report them.
 SOURCE_GRAMMAR = "grammar"  # text the request's constraint forces
 SOURCE_PROMPT_LOOKUP = "prompt_lookup"  # the request's own prompt and output
-SOURCES = (SOURCE_GRAMMAR, SOURCE_PROMPT_LOOKUP)
+SOURCE_CROSS_REQUEST = "cross_request"  # outputs of requests that finished
+SOURCES = (SOURCE_GRAMMAR, SOURCE_PROMPT_LOOKUP, SOURCE_CROSS_REQUEST)
 
 
 @dataclass
