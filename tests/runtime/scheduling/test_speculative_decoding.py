@@ -287,3 +287,24 @@ def _chi_square(a: Counter, b: Counter) -> float:
         ea, eb = total * na / (na + nb), total * nb / (na + nb)
         stat += (a[k] - ea) ** 2 / ea + (b[k] - eb) ** 2 / eb
     return stat
+
+
+def test_settings_use_sglang_names_and_are_checked():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    args = ServerArgs.from_cli_args(parser.parse_args([
+        "--model-path", "m", "--speculative-algorithm", "NGRAM",
+        "--speculative-num-draft-tokens", "8", "--speculative-ngram-min-match-window-size", "2",
+        "--speculative-ngram-max-match-window-size", "6", "--speculative-max-batch-size", "2"]))
+    assert (args.speculative_algorithm, args.speculative_num_draft_tokens,
+            args.speculative_ngram_min_match_window_size,
+            args.speculative_ngram_max_match_window_size, args.speculative_max_batch_size) == \
+        ("NGRAM", 8, 2, 6, 2)
+    assert ServerArgs(model_path="m").speculative_algorithm is None, "off by default"
+    for bad in ({"speculative_algorithm": "EAGLE"}, {"speculative_num_draft_tokens": 0},
+                {"speculative_ngram_min_match_window_size": 5,
+                 "speculative_ngram_max_match_window_size": 4}):
+        with pytest.raises(ValueError, match="speculative"):
+            ServerArgs(model_path="m", **bad)
