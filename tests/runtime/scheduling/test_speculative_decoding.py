@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import jsonschema
 import pytest
-from stepping import SCHEMA, constrained, run
+from stepping import SCHEMA, constrained, not_ready_at_first, run
 
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.scheduling.request import Req
@@ -132,6 +132,22 @@ def test_json_schema_with_oracle_drafts_is_exact(make_scheduler):
     s = make_scheduler(grammar_mask_wait_ms=60_000, **SPEC)
     oracle(s, expected, wrong_every=2)
     assert outputs(s, [constrained()])[0] == expected
+
+
+@pytest.mark.parametrize("check", ["advance_ready", "mask_ready"])
+def test_deferred_advances_and_held_masks_inside_chains(make_scheduler, check):
+    """A kept token whose grammar advance is deferred to the compiler's worker ends its chain
+    there (the request is held until the advance is made); a mask not ready holds the request
+    out of the step, drafts and all. Either way the tokens are plain decoding's."""
+    expected = json_reference(make_scheduler)
+    s = make_scheduler(grammar_mask_wait_ms=0, **SPEC)
+    not_ready_at_first(s, check, 2)
+    oracle(s, expected)
+    assert outputs(s, [constrained()])[0] == expected
+    info = s.info()
+    assert info["spec_accepted_tokens"] > 0
+    held = "grammar_advances_deferred" if check == "advance_ready" else "mask_held_steps"
+    assert info[held] > 0
 
 
 @pytest.mark.parametrize("cut", [3, 9, 14])
