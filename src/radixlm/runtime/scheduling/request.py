@@ -101,9 +101,10 @@ class Req:
     pending_rollback: int = 0
     first_token_time: float = 0.0
     # speculative decoding: whether this request may (server setting, not opted out); its
-    # prompt-lookup index (built on first use)
+    # prompt-lookup index and its draft budget (built on first use)
     speculative: bool = False
     draft_index: Any = None
+    draft_budget: Any = None
 
     @classmethod
     def from_message(cls, msg: GenerateReq) -> Req:

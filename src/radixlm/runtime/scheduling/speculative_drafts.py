@@ -6,11 +6,12 @@ out (``disable_speculation`` in its sampling parameters), the step has at most
 ``--speculative-max-batch-size`` decoding requests, and its constraint (if any) is active.
 Its chain is the text its constraint forces (as tokens), then prompt lookup
 (:mod:`..speculative.ngram_lookup`), then the outputs of finished requests
-(:mod:`..speculative.shared_lookup`) for the rest, cut at the first token the constraint refuses
-and to what the request may still emit (``max_new_tokens``, the context). The chain's slots
-are reserved only from free pages: drafting never evicts the prefix cache nor retracts a
-request; without room a request decodes one token as usual. The verification after the
-forward is :mod:`speculative_verify`'s.
+(:mod:`..speculative.shared_lookup`) for the rest (as many as the request's
+:class:`~..speculative.draft_budget.DraftBudget` allows), cut at the first token the
+constraint refuses and to what the request may still emit (``max_new_tokens``, the context).
+The chain's slots are reserved only from free pages: drafting never evicts the prefix cache
+nor retracts a request; without room a request decodes one token as usual. The verification
+after the forward is :mod:`speculative_verify`'s.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from ..memory.kv_manager import KVManager
 from ..server_args import ServerArgs
 from ..speculative.acceptance_stats import AcceptanceStats
+from ..speculative.draft_budget import DraftBudget
 from ..speculative.draft_chain import (
     SOURCE_CROSS_REQUEST,
     SOURCE_GRAMMAR,
@@ -81,6 +83,8 @@ class Speculator:
             chain.extend(forced_tokens(matcher, self.encode, want), SOURCE_GRAMMAR)
         if req.draft_index is None:
             req.draft_index = NgramLookup(self.min_n, self.max_n)
+            req.draft_budget = DraftBudget(self.num_draft_tokens)
+        want = min(want, len(chain) + req.draft_budget.now)
         chain.extend(req.draft_index.propose(req.token_ids, want - len(chain), chain.tokens),
                      SOURCE_PROMPT_LOOKUP)
         if len(chain) < want:

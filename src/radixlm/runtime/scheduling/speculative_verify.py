@@ -81,6 +81,8 @@ class DraftVerifier:
         # is computed by the next step, as after any decode.
         out.kv.truncate(req.kv, min(req.kv.kv_len, len(req.token_ids) - 1))
         self.stats.record(chain.sources, accepted, emitted)
+        if req.draft_budget is not None:
+            req.draft_budget.update(len(drafts), accepted)
         if req.finish_reason is None and (msg := out.maybe_output(req)) is not None:
             step.outs.append(msg)
 

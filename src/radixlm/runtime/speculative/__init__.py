@@ -6,7 +6,8 @@ in one forward.
 request's own prompt and output), :mod:`grammar_drafts` (the text a constraint forces, as
 tokens, and the cut of any chain at the first token the constraint refuses),
 :mod:`shared_lookup` (cross-request: what followed the suffix in the output of a request that
-finished), :mod:`draft_chain` (a chain and where each token came from),
+finished), :mod:`draft_budget` (how many lookup drafts a request proposes, adapted
+to what it had accepted), :mod:`draft_chain` (a chain and where each token came from),
 :mod:`acceptance_stats` (what the verifications accepted). Pure over token lists and fsm
 matchers: may import ``fsm`` only, never ``scheduling`` (which drives these:
 ``scheduling/speculative_*.py``).
