@@ -183,6 +183,33 @@ class GrammarMatcher:
         finally:
             self.grammar.waits.add(time.perf_counter() - start)
 
+    def tokens_to_close(self) -> int | None:
+        """Tokens that surely complete the output from here (0 once finished or where it
+        may end; an upper bound: the length of a path of single-byte tokens, see
+        :mod:`.tokens.closing_index`). None: no such path was found within the search's
+        budget, so no budget can be promised. May build automaton rows."""
+        if self.is_finished():
+            return 0
+        return self.grammar.closing.dist(self._history[-1])
+
+    def close_within(self, out: np.ndarray, remaining: int) -> bool:
+        """Cut the mask in ``out`` (filled by :meth:`fill_bitmask`) to the tokens after which
+        the output can still be completed within ``remaining - 1`` more tokens; EOS stays
+        where it was allowed. Returns whether any allowed token was removed. Given
+        ``tokens_to_close() <= remaining``, the cut mask keeps at least one token and never
+        leads to a state that cannot close in time. May walk the vocabulary (first use of a
+        state: see :meth:`ClosingIndex.row`)."""
+        state = self._history[-1]
+        if state == _FINISHED:
+            return False
+        words = self.grammar.closing.closing_words(state, remaining)
+        if words is None:
+            return False
+        keep = words | self.grammar.vocab.eos_words
+        removed = bool(np.any(out & ~keep))
+        np.bitwise_and(out, keep, out=out)
+        return removed
+
     def rollback(self, num_tokens: int) -> None:
         """Undo the last ``num_tokens`` accepted tokens (EOS counts as one)."""
         if not 0 <= num_tokens <= self.num_tokens:

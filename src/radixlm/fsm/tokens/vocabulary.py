@@ -21,7 +21,8 @@ import numpy as np
 from .token_trie import TokenTrie
 
 # the cached per-vocabulary data :meth:`TokenVocabulary.prepare` computes ahead
-_PREPARED = ("fingerprint", "eos_words", "extendable", "long_trie", "long_words")
+_PREPARED = ("fingerprint", "eos_words", "extendable", "long_trie", "long_words",
+             "single_byte_tokens")
 _MAX_LONG_TOKENS = 256  # tokens walked one state at a time, past the shared short reach
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -178,6 +179,17 @@ class TokenVocabulary:
                 j += 1
             if j < len(entries) and entries[j][0].startswith(data):
                 out[tid] = True
+        return out
+
+    @cached_property
+    def single_byte_tokens(self) -> np.ndarray:
+        """bool[256]: some token's bytes are exactly that one byte (all 256 in byte-level
+        BPE and in SentencePiece with byte fallback): the steps of a closing path
+        (:mod:`.closing_index`)."""
+        out = np.zeros(256, dtype=bool)
+        for data in self.token_bytes:
+            if data is not None and len(data) == 1:
+                out[data[0]] = True
         return out
 
     @cached_property
