@@ -118,17 +118,24 @@ class GrammarMatcher:
                 return False
         return True
 
-    def mask_ready(self) -> bool:
-        """Whether :meth:`fill_bitmask` would cost one copy now (no mask to compute)."""
+    def mask_ready(self, closing: bool = False) -> bool:
+        """Whether :meth:`fill_bitmask` would cost one copy now (no mask to compute); with
+        ``closing``, :meth:`close_within` too (the state's closing row is ready)."""
         state = self._history[-1]
-        return state == _FINISHED or self.grammar.mask_ready(state)
+        return state == _FINISHED or self.grammar.mask_ready(state) and (
+            not closing or self.grammar.closing_ready(state))
 
-    def wait_mask_ready(self, seconds: float) -> bool:
+    def wait_mask_ready(self, seconds: float, closing: bool = False) -> bool:
         """Wait up to about ``seconds`` (sleeping, the GIL released) for the background
         warm-up to make :meth:`mask_ready` true; computes nothing on the caller's thread.
-        Prefetch the state first (:meth:`GrammarCompiler.prefetch`) or nothing computes it."""
+        Prefetch the state first (:meth:`GrammarCompiler.prefetch`) or nothing computes it
+        (with ``closing``, the grammar's ``closing_used`` must be set too)."""
         state = self._history[-1]
-        return state == _FINISHED or self.grammar.wait_mask(state, seconds)
+        if state == _FINISHED:
+            return True
+        if closing:
+            return self.grammar.wait_closing(state, seconds)
+        return self.grammar.wait_mask(state, seconds)
 
     def prefetch(self) -> bool:
         """Queue the current state's mask (and its successors') for the background warm-up;
@@ -185,7 +192,7 @@ class GrammarMatcher:
 
     def tokens_to_close(self) -> int | None:
         """Tokens that surely complete the output from here (0 once finished or where it
-        may end; an upper bound: the length of a path of single-byte tokens, see
+        may end; an upper bound: the tokens of a completion found by a search, see
         :mod:`.tokens.closing_index`). None: no such path was found within the search's
         budget, so no budget can be promised. May build automaton rows."""
         if self.is_finished():

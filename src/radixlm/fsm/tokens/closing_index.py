@@ -1,20 +1,22 @@
 """Closing within a token budget: how many tokens still complete an output, per state.
 
-``dist(state)`` is the length of a path of *single-byte tokens* from ``state`` to an
-accepting state: an upper bound on the tokens that complete the output from there (a path of
-single-byte tokens is a tokenization; longer tokens can only shorten it). Every byte-level BPE
-vocabulary (GPT-2 style: SmolLM2, Llama 3, Qwen) and every SentencePiece vocabulary with byte
-fallback has a token for each of the 256 bytes, so there the bound is the fewest bytes to an
-accepting state. A vocabulary without some single-byte tokens gets paths that avoid those
-bytes (longer, or none: ``dist`` None, then the caller cannot promise to close).
+``dist(state)`` is the number of tokens of a completion found from ``state``: a byte path
+to an accepting state, found by a best-first search over the byte automaton (ordered by the
+builder's ``search_estimate``, the shortest match for terms without AND/NOT, so the path is
+usually the shortest in bytes), then cut into the fewest vocabulary tokens. So it is an upper
+bound on the tokens the shortest completion needs, at most its bytes, usually far fewer (a
+JSON key is one or a few tokens). Where the vocabulary cannot cut the path (a byte that is
+no token alone nor inside one that fits), a path over the bytes that are single tokens is
+searched instead; none found within the search's bound: ``dist`` None, and the caller cannot
+promise to close. Byte-level BPE (GPT-2 style: SmolLM2, Llama 3, Qwen) and SentencePiece
+with byte fallback have all 256 single-byte tokens (:attr:`ClosingIndex.byte_complete`).
 
-The bound is found by a best-first search over the byte automaton (ordered by the builder's
-``search_estimate``, exact for terms without AND/NOT), bounded in states; every state on the
-path found is given its distance along it, so the cached values keep the invariant the
-closing mask relies on: a state at distance ``d > 0`` has a single-byte token leading to a
-state at distance ``<= d - 1``. Hence, with ``remaining`` tokens left and the current state at
-distance ``<= remaining``, the mask that keeps only tokens after which the distance is
-``<= remaining - 1`` is never empty and never leads to a dead end.
+Every token boundary on a path found is given its distance along the path (the smaller value
+kept), so the cached values keep the invariant the closing mask relies on: a state at
+distance ``d > 0`` has a token leading to a state at distance ``<= d - 1``. Hence, with
+``remaining`` tokens left and the current state at distance ``<= remaining``, the mask that
+keeps only tokens after which the distance is ``<= remaining - 1`` is never empty and never
+leads to a dead end.
 
 :class:`ClosingRow` is the per-state table the mask is cut from: the state's allowed tokens
 grouped by the distance after them (cumulative bitmasks), computed once per state by walking
@@ -42,7 +44,7 @@ class ClosingRow:
     ``levels``: the distinct known distances after a token, ascending; ``words[i]``: int32
     bitmask of the tokens after which the distance is ``<= levels[i]`` (cumulative).
     ``unknown``: some token leads to a state whose distance the search could not bound (such
-    tokens are in no ``words``: a closing mask never allows them).
+    tokens are in no ``words``: a mask cut to a budget never allows them).
     """
 
     levels: tuple[int, ...]
@@ -60,6 +62,10 @@ class ClosingRow:
         return self.words[i] if i >= 0 else None
 
 
+# The row of a state whose token walk hit a budget: closing is not attempted there.
+UNCLOSABLE = ClosingRow((), (), True)
+
+
 class ClosingIndex:
     """Distances to acceptance and closing rows of one automaton over one vocabulary."""
 
@@ -70,6 +76,7 @@ class ClosingIndex:
         self.max_search_states = max_search_states
         self.byte_token = vocab.single_byte_tokens  # bool[256]: the byte is one token
         self._bytes = np.flatnonzero(self.byte_token)
+        self._all_bytes = np.arange(256)
         self._dist: dict[int, int] = {}
         self._unknown: set[int] = set()  # states a search could not bound (within its budget)
         self._rows: dict[int, ClosingRow] = {}
@@ -81,7 +88,7 @@ class ClosingIndex:
 
     def dist(self, state: int) -> int | None:
         """Tokens that surely complete the output from ``state`` (see module doc); None when
-        no path of single-byte tokens was found within the search budget (or ``state`` is
+        no spellable path was found within the search's bound (or ``state`` is
         dead). Cached per state; builds automaton rows (under the automaton's lock)."""
         if state == DEAD:
             return None
@@ -89,7 +96,10 @@ class ClosingIndex:
         if hit is not None or state in self._unknown:
             return hit
         with self.dfa.lock:
-            return self._search(state)
+            try:
+                return self._search(state)
+            except GrammarError:  # the automaton's budget or a deadline: undecided, retried
+                return None
 
     def cached_dist(self, state: int) -> int | None:
         """The cached distance of ``state`` (None if not computed or unknown)."""
@@ -119,7 +129,9 @@ class ClosingIndex:
         grammar's mask: EOS ends the output, which fits any budget)."""
         row = self.row(state)
         limit = remaining - 1
-        if limit >= row.widest and not row.unknown:
+        # a successor of unknown distance is always cut: from there no budget could be
+        # promised (with every byte a token, only a search past its bound leaves one)
+        if row is UNCLOSABLE or (limit >= row.widest and not row.unknown):
             return None
         words = row.allowed(limit)
         return words if words is not None else np.zeros(self.vocab.num_words, dtype=np.int32)
@@ -127,43 +139,57 @@ class ClosingIndex:
     # -- the distance search --------------------------------------------------------------
 
     def _search(self, start: int) -> int | None:
-        """Best-first search from ``start`` to an accepting state or a state already at a
-        known distance; records the distance of every state on the path found."""
-        dfa, builder = self.dfa, self.dfa.builder
-        known = self._dist
-        parents: dict[int, int] = {start: -1}
-        depth = {start: 0}
+        """A path from ``start`` to an accepting state (or to a state at a known distance)
+        over all bytes, cut into the fewest vocabulary tokens; where the vocabulary cannot
+        cut it, a path over the bytes that are single tokens. Records the distance of every
+        token boundary on the path (see module doc)."""
+        passes = [self._all_bytes] if self.byte_complete else [self._all_bytes, self._bytes]
+        for steps in passes:
+            found = self._best_first(start, steps)
+            if found is None:
+                break
+            data, base = found
+            cuts = self._fewest_tokens(data)
+            if cuts is not None:
+                self._record(start, data, cuts, base)
+                return self._dist[start]
+        self._unknown.add(start)
+        return None
+
+    def _best_first(self, start: int, steps: np.ndarray) -> tuple[bytes, int] | None:
+        """Best-first search over ``steps`` bytes (ordered by the builder's
+        ``search_estimate``: the shortest match for terms without AND/NOT) for an accepting
+        state or one at a known distance: the bytes to it and that distance (0 when
+        accepting); None past :attr:`max_search_states` expansions or when none is
+        reachable."""
+        dfa, builder, known = self.dfa, self.dfa.builder, self._dist
+        parents: dict[int, tuple[int, int]] = {start: (-1, -1)}
         heap = [(self._estimate(start), 0, 0, start)]
         pushed = expanded = 0
         while heap:
             _, neg_g, _, u = heapq.heappop(heap)
-            g = -neg_g
             base = 0 if dfa.accepting[u] else known.get(u)
             if base is not None:
-                self._record(u, g + base, parents)
-                return known[start]
+                out = bytearray()
+                while parents[u][0] != -1:
+                    u, byte = parents[u]
+                    out.append(byte)
+                return bytes(reversed(out)), base
             expanded += 1
             if expanded > self.max_search_states:
-                break
-            try:
-                row = dfa.row(u)
-            except GrammarError:  # the automaton's budget: no path through here
-                continue
-            targets = np.unique(row[self._bytes])
-            for v in targets.tolist():
+                return None
+            row = dfa.row(u)
+            targets, firsts = np.unique(row[steps], return_index=True)
+            g = 1 - neg_g
+            for v, k in zip(targets.tolist(), firsts.tolist(), strict=True):
                 if v == DEAD or v in parents or v in self._unknown:
                     continue
-                parents[v] = u
-                depth[v] = g + 1
+                parents[v] = (u, int(steps[k]))
                 pushed += 1
                 est = 0 if dfa.accepting[v] else known.get(v)
                 if est is None:
                     est = builder.search_estimate(dfa.term(v))
-                heapq.heappush(heap, (g + 1 + est, -(g + 1), pushed, v))
-        if not heap:  # the whole reachable closure seen: no path of single-byte tokens
-            self._unknown.update(parents)
-        else:
-            self._unknown.add(start)
+                heapq.heappush(heap, (g + est, -g, pushed, v))
         return None
 
     def _estimate(self, state: int) -> int:
@@ -171,32 +197,50 @@ class ClosingIndex:
             return 0
         return self.dfa.builder.search_estimate(self.dfa.term(state))
 
-    def _record(self, end: int, total: int, parents: dict[int, int]) -> None:
-        """Give every state on the path from the search's start to ``end`` its distance along
-        the path (``total`` at the start), keeping smaller values already known."""
-        path = []
-        node = end
-        while node != -1:
-            path.append(node)
-            node = parents[node]
-        path.reverse()  # start .. end
-        for i, s in enumerate(path):
-            d = total - i
-            if s == end:
-                d = 0 if self.dfa.accepting[s] else self._dist.get(s, d)
-            old = self._dist.get(s)
+    def _fewest_tokens(self, data: bytes) -> list[int] | None:
+        """The cut points (0 .. len(data)) of ``data`` into the fewest vocabulary tokens
+        (dynamic programming); None when the vocabulary cannot spell it."""
+        tokens, longest, n = self.vocab.byte_strings, self.vocab.max_token_len, len(data)
+        best = [0] + [n + 1] * n
+        back = [-1] * (n + 1)
+        for i in range(n):
+            if best[i] > n:
+                continue
+            for j in range(i + 1, min(n, i + longest) + 1):
+                if best[i] + 1 < best[j] and data[i:j] in tokens:
+                    best[j], back[j] = best[i] + 1, i
+        if n and back[n] < 0:
+            return None
+        cuts = [n]
+        while cuts[-1] > 0:
+            cuts.append(back[cuts[-1]])
+        return cuts[::-1]
+
+    def _record(self, start: int, data: bytes, cuts: list[int], base: int) -> None:
+        """Give the state at every cut of the path ``data`` from ``start`` its distance along
+        the path (the tokens after the cut, plus ``base`` at the end), keeping smaller values
+        already known."""
+        tokens_after = len(cuts) - 1
+        state, pos = start, 0
+        for k, cut in enumerate(cuts):
+            state = self.dfa.walk(state, data[pos:cut])
+            pos = cut
+            d = tokens_after - k + base
+            old = self._dist.get(state)
             if old is None or d < old:
-                self._dist[s] = d
+                self._dist[state] = d
 
     # -- closing rows ---------------------------------------------------------------------
 
     def _compute_row(self, state: int) -> ClosingRow:
+        """The row of ``state``; one whose walk hits a budget of the automaton is
+        :data:`UNCLOSABLE` (no cut: the caller cannot promise to close from there)."""
         dfa = self.dfa
-
-        def ensure_rows(states: np.ndarray) -> None:
-            dfa.ensure_rows(states)
-
-        ids, targets = self.vocab.trie.walk_pairs(lambda: dfa.trans, state, ensure_rows)
+        try:
+            ids, targets = self.vocab.trie.walk_pairs(lambda: dfa.trans, state,
+                                                      dfa.ensure_rows)
+        except GrammarError:
+            return UNCLOSABLE
         if not ids.size:
             return ClosingRow((), (), False)
         distinct, inverse = np.unique(targets, return_inverse=True)

@@ -193,6 +193,11 @@ class TokenVocabulary:
         return out
 
     @cached_property
+    def byte_strings(self) -> frozenset[bytes]:
+        """The distinct bytes of the text tokens (cutting a text into tokens)."""
+        return frozenset(b for b in self.token_bytes if b)
+
+    @cached_property
     def short_reach(self) -> int:
         """The shortest length L (at least 8) with at most :data:`_MAX_LONG_TOKENS` tokens
         longer than L: masks of tokens up to L bytes are shared by states whose terms agree
