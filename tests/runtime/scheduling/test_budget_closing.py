@@ -55,6 +55,7 @@ def _shortest(engine, schema: dict) -> int:  # noqa: ANN001
 def test_outputs_validate_at_tight_budgets(engine, name: str) -> None:  # noqa: ANN001
     schema = SCHEMAS[name]
     need = _shortest(engine, schema)
+    closed = 0
     for extra in (0, 1, 5):
         params = [{"temperature": 1.0, "seed": s, "max_new_tokens": need + extra,
                    "json_schema": json.dumps(schema)} for s in range(4)]
@@ -65,13 +66,20 @@ def test_outputs_validate_at_tight_budgets(engine, name: str) -> None:  # noqa: 
             assert reason["type"] in ("length", "stop"), reason
             if reason["type"] == "length":
                 assert reason.get("message") == BUDGET_CLOSED, reason
+                closed += 1
+    assert closed, "an untrained model never closes on its own: the budget must have"
 
 
 def test_a_budget_below_the_shortest_output_is_refused(engine) -> None:  # noqa: ANN001
     schema = SCHEMAS["object"]
     need = _shortest(engine, schema)
-    with pytest.raises(GenerateError, match=f"at least {need}"):
+    with pytest.raises(GenerateError, match=f"at least {need}") as info:
         engine.generate(PROMPT, {"max_new_tokens": need - 1, "json_schema": json.dumps(schema)})
+    assert info.value.code == "invalid_request"  # HTTP 400
+    # exactly the shortest output's length is enough (greedy: the model's own choices)
+    out = engine.generate(PROMPT, {"temperature": 0.0, "max_new_tokens": need,
+                                   "json_schema": json.dumps(schema)})
+    jsonschema.validate(json.loads(out["text"]), schema)
 
 
 def test_opting_out_cuts_the_output_at_the_limit(engine) -> None:  # noqa: ANN001
