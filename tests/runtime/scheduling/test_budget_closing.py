@@ -100,3 +100,11 @@ def test_greedy_output_is_unchanged_when_the_budget_is_never_tight(engine) -> No
                                    "close_within_max_tokens": False, "json_schema": schema})
     assert closed["output_ids"] == cut["output_ids"]
     assert closed["meta_info"]["finish_reason"] == cut["meta_info"]["finish_reason"]
+
+
+def test_stop_strings_still_end_a_closing_output(engine) -> None:  # noqa: ANN001
+    params = {"temperature": 1.0, "seed": 1, "max_new_tokens": 6, "regex": "abc[a-z]{0,9}",
+              "stop": "bc"}
+    out = engine.generate(PROMPT, params)
+    assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": "bc"}
+    assert out["text"] == "a"
