@@ -186,7 +186,7 @@ class CompiledGrammar(GrammarWarmUp):
         return bool(np.any(words & ~self.vocab.eos_words))
 
     def _check_memory(self) -> None:
-        used = self.dfa.memory_bytes + self.index.memory_bytes
+        used = self.dfa.memory_bytes + self.index.memory_bytes + self.closing.memory_bytes
         if used > self.budget.max_memory_bytes:
             raise GrammarBudgetError("memory", f"{self.budget.max_memory_bytes} bytes",
                                      f"the automaton and its masks use {used} bytes")

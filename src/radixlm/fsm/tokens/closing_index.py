@@ -80,6 +80,7 @@ class ClosingIndex:
         self._dist: dict[int, int] = {}
         self._unknown: set[int] = set()  # states a search could not bound (within its budget)
         self._rows: dict[int, ClosingRow] = {}
+        self._words = 0  # mask rows held by the closing rows
 
     @property
     def byte_complete(self) -> bool:
@@ -116,7 +117,13 @@ class ClosingIndex:
             if row is None:
                 row = self._compute_row(state)
                 self._rows[state] = row
+                self._words += len(row.words)
         return row
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes held by the closing rows' masks (counted in the grammar's memory budget)."""
+        return self._words * self.vocab.num_words * 4
 
     def row_ready(self, state: int) -> bool:
         """Whether :meth:`row` of ``state`` is a dict lookup now."""
