@@ -26,6 +26,7 @@ from .errors import GrammarBudgetError, GrammarError
 from .grammar_spec import CompileBudget, GrammarSpec
 from .matcher import GrammarMatcher
 from .regex import tree as ra
+from .tokens.closing_index import ClosingIndex
 from .tokens.token_index import MaskDeferred, TokenIndex, mask_steps_error
 from .tokens.vocabulary import TokenVocabulary
 
@@ -82,6 +83,9 @@ class CompiledGrammar(GrammarWarmUp):
         self.cached_masks = self.index.masks  # state -> mask, read without a lock
         self.cached_np_masks = self.index.np_masks  # the same masks as numpy arrays
         self.compressed = CompressedFSM(self.dfa)
+        # tokens still needed to complete an output, per state, and the masks that close an
+        # output within a token budget (built on first use)
+        self.closing = ClosingIndex(self.dfa, vocab)
         self._lock = self.dfa.lock  # one lock for the automaton, its terms and masks
         self._regex: str | None = None
         self.waits = MaskWaits()  # filled by matchers when a mask was not ready
@@ -182,7 +186,7 @@ class CompiledGrammar(GrammarWarmUp):
         return bool(np.any(words & ~self.vocab.eos_words))
 
     def _check_memory(self) -> None:
-        used = self.dfa.memory_bytes + self.index.memory_bytes
+        used = self.dfa.memory_bytes + self.index.memory_bytes + self.closing.memory_bytes
         if used > self.budget.max_memory_bytes:
             raise GrammarBudgetError("memory", f"{self.budget.max_memory_bytes} bytes",
                                      f"the automaton and its masks use {used} bytes")

@@ -259,6 +259,11 @@ class GrammarCompiler:
                                      yield_to=self._park if pausable else None)
         finally:
             grammar.dfa.builder.deadline = None  # the compile is over: no longer its clock
+        if self.budget.warmup_states:
+            # part of the warm-up: the tokens its shortest output needs (admission checks
+            # max_new_tokens against it), here on the worker rather than on the scheduler's
+            # thread (a bounded search; without warm-up, computed on first use)
+            grammar.closing.dist(grammar.initial_state)
         if self.disk is not None and not cached:
             self.disk.store(key, [(path, grammar.mask(s).numpy()) for s, path in warmed.items()])
         stats.compile_seconds = time.perf_counter() - start

@@ -118,17 +118,24 @@ class GrammarMatcher:
                 return False
         return True
 
-    def mask_ready(self) -> bool:
-        """Whether :meth:`fill_bitmask` would cost one copy now (no mask to compute)."""
+    def mask_ready(self, closing: bool = False) -> bool:
+        """Whether :meth:`fill_bitmask` would cost one copy now (no mask to compute); with
+        ``closing``, :meth:`close_within` too (the state's closing row is ready)."""
         state = self._history[-1]
-        return state == _FINISHED or self.grammar.mask_ready(state)
+        return state == _FINISHED or self.grammar.mask_ready(state) and (
+            not closing or self.grammar.closing_ready(state))
 
-    def wait_mask_ready(self, seconds: float) -> bool:
+    def wait_mask_ready(self, seconds: float, closing: bool = False) -> bool:
         """Wait up to about ``seconds`` (sleeping, the GIL released) for the background
         warm-up to make :meth:`mask_ready` true; computes nothing on the caller's thread.
-        Prefetch the state first (:meth:`GrammarCompiler.prefetch`) or nothing computes it."""
+        Prefetch the state first (:meth:`GrammarCompiler.prefetch`) or nothing computes it
+        (with ``closing``, the grammar's ``closing_used`` must be set too)."""
         state = self._history[-1]
-        return state == _FINISHED or self.grammar.wait_mask(state, seconds)
+        if state == _FINISHED:
+            return True
+        if closing:
+            return self.grammar.wait_closing(state, seconds)
+        return self.grammar.wait_mask(state, seconds)
 
     def prefetch(self) -> bool:
         """Queue the current state's mask (and its successors') for the background warm-up;
@@ -182,6 +189,33 @@ class GrammarMatcher:
             return self.grammar.mask(state)
         finally:
             self.grammar.waits.add(time.perf_counter() - start)
+
+    def tokens_to_close(self) -> int | None:
+        """Tokens that surely complete the output from here (0 once finished or where it
+        may end; an upper bound: the tokens of a completion found by a search, see
+        :mod:`.tokens.closing_index`). None: no such path was found within the search's
+        budget, so no budget can be promised. May build automaton rows."""
+        if self.is_finished():
+            return 0
+        return self.grammar.closing.dist(self._history[-1])
+
+    def close_within(self, out: np.ndarray, remaining: int) -> bool:
+        """Cut the mask in ``out`` (filled by :meth:`fill_bitmask`) to the tokens after which
+        the output can still be completed within ``remaining - 1`` more tokens; EOS stays
+        where it was allowed. Returns whether any allowed token was removed. Given
+        ``tokens_to_close() <= remaining``, the cut mask keeps at least one token and never
+        leads to a state that cannot close in time. May walk the vocabulary (first use of a
+        state: see :meth:`ClosingIndex.row`)."""
+        state = self._history[-1]
+        if state == _FINISHED:
+            return False
+        words = self.grammar.closing.closing_words(state, remaining)
+        if words is None:
+            return False
+        keep = words | self.grammar.vocab.eos_words
+        removed = bool(np.any(out & ~keep))
+        np.bitwise_and(out, keep, out=out)
+        return removed
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last ``num_tokens`` accepted tokens (EOS counts as one)."""

@@ -91,11 +91,14 @@ def gen(
     ebnf: str | None = None,
     tools: list[dict[str, Any]] | None = None,
     tool_choice: Any = None,
+    close_within_max_tokens: bool | None = None,
 ) -> SglExpr:
     """Generate text and store it as ``s[name]``. Unset arguments inherit the program's
     defaults. ``dtype`` (int, float, str, bool), ``regex``, ``json_schema`` (a JSON string,
     a dict or a Pydantic model class) and ``ebnf`` (GBNF grammar text, start rule ``root``)
-    constrain the output; ``choices`` makes this a select.
+    constrain the output; ``choices`` makes this a select. A constrained output is closed
+    within ``max_tokens`` (a complete, valid instance) unless ``close_within_max_tokens`` is
+    False (then it is cut at the limit).
 
     ``tools`` (OpenAI function tools) with ``tool_choice`` "required" (the default), a named
     function (``{"type": "function", "function": {"name": ...}}``) or "auto" constrain the
@@ -115,7 +118,7 @@ def gen(
         presence_penalty=presence_penalty, ignore_eos=ignore_eos,
         return_logprob=return_logprob, logprob_start_len=logprob_start_len,
         top_logprobs_num=top_logprobs_num, return_text_in_logprobs=return_text_in_logprobs,
-        dtype=dtype, regex=regex, ebnf=ebnf))
+        dtype=dtype, regex=regex, ebnf=ebnf, close_within_max_tokens=close_within_max_tokens))
     if tool_choice is not None and tools is None:
         raise ValueError("gen(): tool_choice needs tools")
     params = SglSamplingParams(
@@ -126,7 +129,8 @@ def gen(
         return_logprob=return_logprob, logprob_start_len=logprob_start_len,
         top_logprobs_num=top_logprobs_num, return_text_in_logprobs=return_text_in_logprobs,
         dtype=dtype, regex=regex, json_schema=json_schema_string("gen", json_schema),
-        ebnf=ebnf, tools=tools, tool_choice=tool_choice or ("required" if tools else None))
+        ebnf=ebnf, tools=tools, tool_choice=tool_choice or ("required" if tools else None),
+        close_within_max_tokens=close_within_max_tokens)
     return SglGen(name, params)
 
 

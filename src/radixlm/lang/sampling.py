@@ -32,7 +32,7 @@ DTYPE_REGEX: dict[str, tuple[str, tuple[str, ...]]] = {
 SAMPLING_FIELDS = (
     "max_new_tokens", "min_new_tokens", "n", "stop", "stop_token_ids", "stop_regex",
     "temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
-    "ignore_eos", "regex", "json_schema", "ebnf", "structural_tag",
+    "ignore_eos", "regex", "json_schema", "ebnf", "structural_tag", "close_within_max_tokens",
 )
 # Fields sent at the top level of a ``/generate`` body.
 REQUEST_FIELDS = ("return_logprob", "logprob_start_len", "top_logprobs_num",
@@ -67,6 +67,8 @@ class SglSamplingParams:
     structural_tag: str | None = None  # set by the backend from ``tools``
     tools: list[dict[str, Any]] | None = None  # OpenAI-style function tools
     tool_choice: Any = None  # "auto" | "required" | {"type": "function", "function": ...}
+    # a constrained output is closed within max_new_tokens (the server's default: True)
+    close_within_max_tokens: bool | None = None
 
     def clone(self) -> SglSamplingParams:
         return dataclasses.replace(self, stop=_copy_list(self.stop),
@@ -132,7 +134,8 @@ def program_defaults(**values: Any) -> SglSamplingParams:
 _INT_ARGS = {"max_new_tokens", "max_tokens", "min_new_tokens", "min_tokens", "n", "top_k",
              "logprob_start_len", "top_logprobs_num"}
 _FLOAT_ARGS = {"temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty"}
-_BOOL_ARGS = {"ignore_eos", "return_logprob", "return_text_in_logprobs"}
+_BOOL_ARGS = {"ignore_eos", "return_logprob", "return_text_in_logprobs",
+              "close_within_max_tokens"}
 _NON_NEGATIVE = {"max_new_tokens", "max_tokens", "min_new_tokens", "min_tokens",
                  "top_logprobs_num", "temperature"}
 

@@ -4,6 +4,7 @@
 * :mod:`prefill_oracle` — a runner's prefill logits against transformers' on the same prompts.
 * :mod:`parallel` — run a job on a tensor-parallel group of spawned processes.
 * :mod:`grammar_walk` — random-logit walks through a compiled grammar.
+* :mod:`closing_walk` — random walks closed within a token budget, over corpus schemas.
 * :mod:`real_vocabularies` — real tokenizer vocabularies read from installed package data.
 * :mod:`scripted_backend` — a language backend without a model, answering from a script.
 

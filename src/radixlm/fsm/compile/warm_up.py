@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from ..automaton.compressed_fsm import CompressedFSM
     from ..automaton.lazy_dfa import LazyDFA
+    from ..tokens.closing_index import ClosingIndex
     from ..tokens.token_index import TokenIndex
     from ..tokens.vocabulary import TokenVocabulary
 
@@ -44,6 +45,7 @@ class GrammarWarmUp:
     cached_np_masks: dict[int, Any]
     stats: Any  # its GrammarStats: warm-up counts the masks it computed there
     _lock: threading.RLock
+    closing: ClosingIndex
     mask: Callable[[int], torch.Tensor]
     _token_data: Callable[[int], bytes | None]
 
@@ -65,6 +67,26 @@ class GrammarWarmUp:
         # rows (see advance_ready): warmed before everything else, as decoding waits on them
         self._advances: deque[tuple[int, int]] = deque()
         self._failed_advances: dict[tuple[int, int], GrammarError] = {}
+        # set once a request closes its output within its token budget with this grammar:
+        # the warm-up then computes the closing row of each state prefetched (depth 0)
+        self.closing_used = False
+
+    def closing_ready(self, state: int) -> bool:
+        """Whether the closing row of ``state`` is a lookup now (or its mask failed)."""
+        return self.closing.row_ready(state) or state in self._failed
+
+    def wait_closing(self, state: int, seconds: float) -> bool:
+        """Sleep (the GIL released) until the mask and closing row of ``state`` are ready,
+        at most about ``seconds``; True when ready (prefetch the state first)."""
+        def ready() -> bool:
+            return self.mask_ready(state) and self.closing_ready(state)
+
+        if ready():
+            return True
+        if seconds <= 0:
+            return False
+        with self._mask_added:
+            return self._mask_added.wait_for(ready, seconds)
 
     def mask_ready(self, state: int) -> bool:
         """Whether filling the mask of ``state`` costs one copy now: it is cached, or the
@@ -283,6 +305,9 @@ class GrammarWarmUp:
                 computed = 1
                 self._notify_mask()
             if depth == 0:
+                if self.closing_used and not self.closing.row_ready(state):
+                    self.closing.row(state)  # a trie walk (numpy) and distance searches
+                    self._notify_mask()
                 states, _ = self.index.successors(state)
                 fresh = [s for s in states.tolist()[:_MAX_HOT]
                          if s != DEAD and s not in self.cached_np_masks]

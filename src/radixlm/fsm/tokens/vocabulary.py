@@ -21,7 +21,8 @@ import numpy as np
 from .token_trie import TokenTrie
 
 # the cached per-vocabulary data :meth:`TokenVocabulary.prepare` computes ahead
-_PREPARED = ("fingerprint", "eos_words", "extendable", "long_trie", "long_words")
+_PREPARED = ("fingerprint", "eos_words", "extendable", "long_trie", "long_words",
+             "single_byte_tokens")
 _MAX_LONG_TOKENS = 256  # tokens walked one state at a time, past the shared short reach
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -179,6 +180,22 @@ class TokenVocabulary:
             if j < len(entries) and entries[j][0].startswith(data):
                 out[tid] = True
         return out
+
+    @cached_property
+    def single_byte_tokens(self) -> np.ndarray:
+        """bool[256]: some token's bytes are exactly that one byte (all 256 in byte-level
+        BPE and in SentencePiece with byte fallback): the steps of a closing path
+        (:mod:`.closing_index`)."""
+        out = np.zeros(256, dtype=bool)
+        for data in self.token_bytes:
+            if data is not None and len(data) == 1:
+                out[data[0]] = True
+        return out
+
+    @cached_property
+    def byte_strings(self) -> frozenset[bytes]:
+        """The distinct bytes of the text tokens (cutting a text into tokens)."""
+        return frozenset(b for b in self.token_bytes if b)
 
     @cached_property
     def short_reach(self) -> int:

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 # OpenAI's own completion (non-chat) models; any other name is taken for a chat model
 # unless ``is_chat_model`` says otherwise.
 COMPLETION_MODELS = ("gpt-3.5-turbo-instruct", "davinci-002", "babbage-002")
-_EXTENSIONS = ("top_k", "min_p", "stop_regex", "stop_token_ids", "ignore_eos", "regex")
+_EXTENSIONS = ("top_k", "min_p", "stop_regex", "stop_token_ids", "ignore_eos", "regex",
+               "close_within_max_tokens")
 
 
 class OpenAIBackendError(RuntimeError):

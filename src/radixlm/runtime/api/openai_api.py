@@ -91,6 +91,7 @@ class _Sampling(_Strict):
     skip_special_tokens: bool = True
     no_stop_trim: bool = False
     cache_salt: str | None = None
+    close_within_max_tokens: bool | None = None  # a constrained output closes in max_tokens
 
 
 class CompletionRequest(_Sampling):
@@ -142,6 +143,7 @@ def _sampling(req: _Sampling, max_tokens: int | None) -> dict[str, Any]:
         "stop_token_ids": req.stop_token_ids, "stop_regex": req.stop_regex, "regex": req.regex,
         "json_schema": req.json_schema, "skip_special_tokens": req.skip_special_tokens,
         "no_stop_trim": req.no_stop_trim, "logit_bias": getattr(req, "logit_bias", None),
+        "close_within_max_tokens": req.close_within_max_tokens,
     }
     return {k: v for k, v in params.items() if v is not None}
 

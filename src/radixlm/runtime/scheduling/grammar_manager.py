@@ -39,6 +39,7 @@ from ...fsm import (
 )
 from ...fsm.automaton import work_clock
 from ..wire.messages import FinishAbort, FinishStop, GrammarReq
+from .budget_closing import close_within_budget, jump_fits, undo_jump
 from .gate_reserve import GateReserve
 from .mask_gate import StepMaskGate
 from .mask_rows import StepMaskRows
@@ -161,7 +162,11 @@ class GrammarManager:
         future, req.grammar_future = req.grammar_future, None
         try:
             req.grammar = future.result().new_matcher()
+            if close_within_budget(req):  # refuses a max_new_tokens below what must fit
+                req.grammar.grammar.closing_used = True  # the warm-up computes closing rows
             self.prefetch(req)  # the first mask, before the request's prefill finishes
+        except RequestError:
+            raise
         except GrammarError as exc:
             raise RequestError(f"invalid constraint: {exc}") from None
         except Exception as exc:  # a compiler bug fails this request, never the scheduler
@@ -224,6 +229,8 @@ class GrammarManager:
             pending = req.grammar_pending
             if pending is not None:
                 req.grammar.wait_advance_ready(pending.token, pending.jump, IDLE_WAIT_SECONDS)
+            elif req.grammar_closing:  # its closing row too
+                req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS, True)
             else:
                 req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
@@ -374,8 +381,12 @@ class GrammarManager:
         Skipped for requests that asked for logprobs: forced tokens are not sampled.
         """
         extendable = self.compiler.vocab.extendable
-        return jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
+        plan = jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
                             self._decode, extendable=lambda t: bool(extendable[t]))
+        if plan is not None and req.grammar_closing and not jump_fits(req, plan):
+            undo_jump(req, plan)
+            return None
+        return plan
 
     def release(self, req: Req) -> None:
         req.grammar = None

@@ -108,8 +108,7 @@ class StepMaskGate:
         if matcher is None or not req.grammar_active:
             return True
         with self._measured() as start:
-            if req.grammar_pending is None and (
-                    matcher.mask_ready() or self._wait(start, matcher.wait_mask_ready)):
+            if req.grammar_pending is None and self._mask_ready(req, start):
                 self.fill(req)
                 if req.mask_held_steps:
                     self.stats.rejoined(req.mask_held_steps)
@@ -117,6 +116,15 @@ class StepMaskGate:
                 return True
             self._hold(req)
             return False
+
+    def _mask_ready(self, req: Req, start: float) -> bool:
+        """Whether ``req``'s mask (and, closing within its budget, its closing row: see
+        :mod:`.budget_closing`) is ready now or within what is left of the bound."""
+        matcher = req.grammar
+        if not req.grammar_closing:
+            return matcher.mask_ready() or self._wait(start, matcher.wait_mask_ready)
+        return matcher.mask_ready(True) or self._wait(
+            start, lambda left: matcher.wait_mask_ready(left, True))
 
     def advance_ready(self, req: Req) -> bool:
         """Whether the grammar advance ``req`` deferred to the compiler's worker (its

@@ -66,6 +66,9 @@ class StepMaskRows:
         before = counters.count
         try:
             matcher.fill_bitmask(out)
+            if req.grammar_closing:  # near max_new_tokens: only tokens that still close
+                remaining = req.sampling.max_new_tokens - req.num_output
+                req.budget_closed |= matcher.close_within(out, remaining)
         except GrammarError as exc:  # over budget: end this request, not the batch
             req.grammar_error = str(exc)
             out[:] = -1

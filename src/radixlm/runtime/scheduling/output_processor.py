@@ -30,6 +30,7 @@ from ..model.forward_batch import ForwardBatch
 from ..model.sampler import SampleResult, SampleRow, finite_logprobs, sample, top_logprobs
 from ..server_args import ServerArgs
 from ..wire.messages import FinishLength, FinishReason, ReqOut
+from .budget_closing import budget_finish
 from .finish_check import FinishCheck
 from .grammar_manager import GrammarManager
 from .request import PrefillChunk, Req
@@ -291,8 +292,9 @@ class OutputProcessor:
         step.finished.append(req)
 
     def finish_output(self, req: Req, reason: FinishReason) -> ReqOut:
-        """Set ``req``'s finish reason and return its last output (the owner releases it)."""
-        req.finish_reason = reason
+        """Set ``req``'s finish reason and return its last output (the owner releases it);
+        an output closed within its budget ends with ``length`` (:mod:`.budget_closing`)."""
+        req.finish_reason = budget_finish(req, reason)
         return self.output(req)
 
     def maybe_output(self, req: Req) -> ReqOut | None:

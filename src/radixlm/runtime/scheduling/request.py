@@ -97,6 +97,10 @@ class Req:
     # the last token's grammar advance, deferred to the compiler's worker (an AdvanceDeferred
     # of grammar_manager): the request is held until the scheduler can make it cheaply
     grammar_pending: Any = None
+    # the output is closed within max_new_tokens (its masks cut near the limit; see
+    # GrammarManager.admit), and whether a cut removed a token the grammar allowed
+    grammar_closing: bool = False
+    budget_closed: bool = False
     mask_held_steps: int = 0  # consecutive steps held out because its mask was not ready
     pending_rollback: int = 0
     first_token_time: float = 0.0

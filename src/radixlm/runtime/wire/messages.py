@@ -92,7 +92,9 @@ class FinishLength(msgspec.Struct, tag_field="type", tag="length", frozen=True,
     """The output reached a length limit: ``max_new_tokens``, the context, or the KV pool."""
 
     length: int
-    message: str | None = None  # why, when the limit was not max_new_tokens or the context
+    # why, when the limit was not max_new_tokens or the context, or when the constraint
+    # closed the output within max_new_tokens (scheduling/budget_closing.py: BUDGET_CLOSED)
+    message: str | None = None
 
 
 class FinishAbort(msgspec.Struct, tag_field="type", tag="abort", frozen=True):

@@ -47,6 +47,10 @@ class SamplingParams(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ebnf: str | None = None
     structural_tag: str | None = None
     custom_params: dict[str, Any] | None = None
+    # A constrained output is closed within max_new_tokens: near the limit only tokens after
+    # which the output can still be completed are allowed, so it ends a valid instance (and a
+    # limit below the constraint's shortest output is refused). False: cut at the limit.
+    close_within_max_tokens: bool = True
     # Accepted for SGLang compatibility: streaming sends every step (so a per-request interval
     # only changes chunking, which clients must tolerate anyway); beam search and watermarks
     # are refused when asked for.

@@ -1,0 +1,277 @@
+"""Closing within a token budget: how many tokens still complete an output, per state.
+
+``dist(state)`` is the number of tokens of a completion found from ``state``: a byte path
+to an accepting state, found by a best-first search over the byte automaton (ordered by the
+builder's ``search_estimate``, the shortest match for terms without AND/NOT, so the path is
+usually the shortest in bytes), then cut into the fewest vocabulary tokens. So it is an upper
+bound on the tokens the shortest completion needs, at most its bytes, usually far fewer (a
+JSON key is one or a few tokens). Where the vocabulary cannot cut the path (a byte that is
+no token alone nor inside one that fits), a path over the bytes that are single tokens is
+searched instead; none found within the search's bound: ``dist`` None, and the caller cannot
+promise to close. Byte-level BPE (GPT-2 style: SmolLM2, Llama 3, Qwen) and SentencePiece
+with byte fallback have all 256 single-byte tokens (:attr:`ClosingIndex.byte_complete`).
+
+Every token boundary on a path found is given its distance along the path (the smaller value
+kept), so the cached values keep the invariant the closing mask relies on: a state at
+distance ``d > 0`` has a token leading to a state at distance ``<= d - 1``. Hence, with
+``remaining`` tokens left and the current state at distance ``<= remaining``, the mask that
+keeps only tokens after which the distance is ``<= remaining - 1`` is never empty and never
+leads to a dead end.
+
+:class:`ClosingRow` is the per-state table the mask is cut from: the state's allowed tokens
+grouped by the distance after them (cumulative bitmasks), computed once per state by walking
+the token trie (numpy, :meth:`TokenTrie.walk_pairs`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..automaton.lazy_dfa import DEAD, LazyDFA
+from ..errors import GrammarError
+from .vocabulary import TokenVocabulary
+
+DEFAULT_SEARCH_STATES = 4096  # states one distance search may expand before giving up
+
+
+@dataclass(frozen=True)
+class ClosingRow:
+    """One state's allowed tokens by the distance after them.
+
+    ``levels``: the distinct known distances after a token, ascending; ``words[i]``: int32
+    bitmask of the tokens after which the distance is ``<= levels[i]`` (cumulative).
+    ``unknown``: some token leads to a state whose distance the search could not bound (such
+    tokens are in no ``words``: a mask cut to a budget never allows them).
+    """
+
+    levels: tuple[int, ...]
+    words: tuple[np.ndarray, ...]
+    unknown: bool
+
+    @property
+    def widest(self) -> int:
+        """The largest distance after any allowed token (-1: none known)."""
+        return self.levels[-1] if self.levels else -1
+
+    def allowed(self, limit: int) -> np.ndarray | None:
+        """Bitmask of the tokens after which the distance is ``<= limit``; None: none."""
+        i = int(np.searchsorted(np.asarray(self.levels), limit, side="right")) - 1
+        return self.words[i] if i >= 0 else None
+
+
+# The row of a state whose token walk hit a budget: closing is not attempted there.
+UNCLOSABLE = ClosingRow((), (), True)
+
+
+class ClosingIndex:
+    """Distances to acceptance and closing rows of one automaton over one vocabulary."""
+
+    def __init__(self, dfa: LazyDFA, vocab: TokenVocabulary,
+                 max_search_states: int = DEFAULT_SEARCH_STATES) -> None:
+        self.dfa = dfa
+        self.vocab = vocab
+        self.max_search_states = max_search_states
+        self.byte_token = vocab.single_byte_tokens  # bool[256]: the byte is one token
+        self._bytes = np.flatnonzero(self.byte_token)
+        self._all_bytes = np.arange(256)
+        self._dist: dict[int, int] = {}
+        self._unknown: set[int] = set()  # states a search could not bound (within its budget)
+        self._rows: dict[int, ClosingRow] = {}
+        self._words = 0  # mask rows held by the closing rows
+
+    @property
+    def byte_complete(self) -> bool:
+        """Every byte is a token: ``dist`` is the fewest bytes to acceptance."""
+        return bool(self.byte_token.all())
+
+    def dist(self, state: int) -> int | None:
+        """Tokens that surely complete the output from ``state`` (see module doc); None when
+        no spellable path was found within the search's bound (or ``state`` is
+        dead). Cached per state; builds automaton rows (under the automaton's lock)."""
+        if state == DEAD:
+            return None
+        hit = self._dist.get(state)
+        if hit is not None or state in self._unknown:
+            return hit
+        with self.dfa.lock:
+            try:
+                return self._search(state)
+            except GrammarError:  # the automaton's budget or a deadline: undecided, retried
+                return None
+
+    def cached_dist(self, state: int) -> int | None:
+        """The cached distance of ``state`` (None if not computed or unknown)."""
+        return self._dist.get(state)
+
+    def row(self, state: int) -> ClosingRow:
+        """The closing row of ``state`` (computed on first use: a trie walk and a distance
+        search per distinct successor state)."""
+        hit = self._rows.get(state)
+        if hit is not None:
+            return hit
+        with self.dfa.lock:
+            row = self._rows.get(state)
+            if row is None:
+                row = self._compute_row(state)
+                self._rows[state] = row
+                self._words += len(row.words)
+        return row
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes held by the closing rows' masks (counted in the grammar's memory budget)."""
+        return self._words * self.vocab.num_words * 4
+
+    def row_ready(self, state: int) -> bool:
+        """Whether :meth:`row` of ``state`` is a dict lookup now."""
+        return state in self._rows
+
+    def closing_words(self, state: int, remaining: int) -> np.ndarray | None:
+        """The tokens allowed from ``state`` with ``remaining`` tokens left (this one
+        included), or None when the budget removes nothing (every allowed token leaves a
+        completion that fits). EOS bits are not included (the caller keeps those of the
+        grammar's mask: EOS ends the output, which fits any budget)."""
+        row = self.row(state)
+        limit = remaining - 1
+        # a successor of unknown distance is always cut: from there no budget could be
+        # promised (with every byte a token, only a search past its bound leaves one)
+        if row is UNCLOSABLE or (limit >= row.widest and not row.unknown):
+            return None
+        words = row.allowed(limit)
+        return words if words is not None else np.zeros(self.vocab.num_words, dtype=np.int32)
+
+    # -- the distance search --------------------------------------------------------------
+
+    def _search(self, start: int) -> int | None:
+        """A path from ``start`` to an accepting state (or to a state at a known distance)
+        over all bytes, cut into the fewest vocabulary tokens; where the vocabulary cannot
+        cut it, a path over the bytes that are single tokens. Records the distance of every
+        token boundary on the path (see module doc)."""
+        passes = [self._all_bytes] if self.byte_complete else [self._all_bytes, self._bytes]
+        for steps in passes:
+            found = self._best_first(start, steps)
+            if found is None:
+                break
+            data, base = found
+            cuts = self._fewest_tokens(data)
+            if cuts is not None:
+                self._record(start, data, cuts, base)
+                return self._dist[start]
+        self._unknown.add(start)
+        return None
+
+    def _best_first(self, start: int, steps: np.ndarray) -> tuple[bytes, int] | None:
+        """Best-first search over ``steps`` bytes (ordered by the builder's
+        ``search_estimate``: the shortest match for terms without AND/NOT) for an accepting
+        state or one at a known distance: the bytes to it and that distance (0 when
+        accepting); None past :attr:`max_search_states` expansions or when none is
+        reachable."""
+        dfa, builder, known = self.dfa, self.dfa.builder, self._dist
+        parents: dict[int, tuple[int, int]] = {start: (-1, -1)}
+        heap = [(self._estimate(start), 0, 0, start)]
+        pushed = expanded = 0
+        while heap:
+            _, neg_g, _, u = heapq.heappop(heap)
+            base = 0 if dfa.accepting[u] else known.get(u)
+            if base is not None:
+                out = bytearray()
+                while parents[u][0] != -1:
+                    u, byte = parents[u]
+                    out.append(byte)
+                return bytes(reversed(out)), base
+            expanded += 1
+            if expanded > self.max_search_states:
+                return None
+            row = dfa.row(u)
+            targets, firsts = np.unique(row[steps], return_index=True)
+            g = 1 - neg_g
+            for v, k in zip(targets.tolist(), firsts.tolist(), strict=True):
+                if v == DEAD or v in parents or v in self._unknown:
+                    continue
+                parents[v] = (u, int(steps[k]))
+                pushed += 1
+                est = 0 if dfa.accepting[v] else known.get(v)
+                if est is None:
+                    est = builder.search_estimate(dfa.term(v))
+                heapq.heappush(heap, (g + est, -g, pushed, v))
+        return None
+
+    def _estimate(self, state: int) -> int:
+        if self.dfa.accepting[state]:
+            return 0
+        return self.dfa.builder.search_estimate(self.dfa.term(state))
+
+    def _fewest_tokens(self, data: bytes) -> list[int] | None:
+        """The cut points (0 .. len(data)) of ``data`` into the fewest vocabulary tokens
+        (dynamic programming); None when the vocabulary cannot spell it."""
+        tokens, longest, n = self.vocab.byte_strings, self.vocab.max_token_len, len(data)
+        best = [0] + [n + 1] * n
+        back = [-1] * (n + 1)
+        for i in range(n):
+            if best[i] > n:
+                continue
+            for j in range(i + 1, min(n, i + longest) + 1):
+                if best[i] + 1 < best[j] and data[i:j] in tokens:
+                    best[j], back[j] = best[i] + 1, i
+        if n and back[n] < 0:
+            return None
+        cuts = [n]
+        while cuts[-1] > 0:
+            cuts.append(back[cuts[-1]])
+        return cuts[::-1]
+
+    def _record(self, start: int, data: bytes, cuts: list[int], base: int) -> None:
+        """Give the state at every cut of the path ``data`` from ``start`` its distance along
+        the path (the tokens after the cut, plus ``base`` at the end), keeping smaller values
+        already known."""
+        tokens_after = len(cuts) - 1
+        state, pos = start, 0
+        for k, cut in enumerate(cuts):
+            state = self.dfa.walk(state, data[pos:cut])
+            pos = cut
+            d = tokens_after - k + base
+            old = self._dist.get(state)
+            if old is None or d < old:
+                self._dist[state] = d
+
+    # -- closing rows ---------------------------------------------------------------------
+
+    def _compute_row(self, state: int) -> ClosingRow:
+        """The row of ``state``; one whose walk hits a budget of the automaton is
+        :data:`UNCLOSABLE` (no cut: the caller cannot promise to close from there)."""
+        dfa = self.dfa
+        try:
+            ids, targets = self.vocab.trie.walk_pairs(lambda: dfa.trans, state,
+                                                      dfa.ensure_rows)
+        except GrammarError:
+            return UNCLOSABLE
+        if not ids.size:
+            return ClosingRow((), (), False)
+        distinct, inverse = np.unique(targets, return_inverse=True)
+        dists = np.array([_or_inf(self.dist(int(s))) for s in distinct.tolist()],
+                         dtype=np.int64)
+        per_token = dists[inverse]
+        finite = per_token < _INF
+        levels = np.unique(per_token[finite])
+        words = []
+        bits = np.zeros(self.vocab.num_words * 32, dtype=bool)
+        order = np.argsort(per_token[finite], kind="stable")
+        sorted_ids, sorted_d = ids[finite][order], per_token[finite][order]
+        start = 0
+        for level in levels.tolist():
+            end = int(np.searchsorted(sorted_d, level, side="right"))
+            bits[sorted_ids[start:end]] = True
+            words.append(np.packbits(bits, bitorder="little").view("<i4").copy())
+            start = end
+        return ClosingRow(tuple(int(x) for x in levels), tuple(words), bool((~finite).any()))
+
+
+_INF = 1 << 62
+
+
+def _or_inf(d: int | None) -> int:
+    return _INF if d is None else d
+
