@@ -13,6 +13,8 @@
   ``query_pre_attn_scalar ** -0.5``; optional tanh softcapping of the logits
   (``final_logit_softcapping``; attention-score softcapping is refused by the config reader,
   as transformers' Gemma 3 ignores it).
+* A multimodal checkpoint (``Gemma3ForConditionalGeneration``) serves its language model: the
+  config reader takes its ``text_config`` and :func:`text_weight_name` its tensors.
 * Sliding-window layers (``layer_types``) rotate with their own RoPE base
   (``rope_local_base_freq``), global ones with ``rope_theta`` and its scaling; both handled by
   the config and :class:`~.rope.RopeTables`. The MLP's gate is ``gelu_pytorch_tanh``.
@@ -52,6 +54,22 @@ def gemma_add_rms_norm(ops: KernelOps, x: torch.Tensor, residual: torch.Tensor,
         return ops.fused_add_rms_norm(x, residual, scale, eps)
     summed = x + residual
     return gemma_rms_norm(ops, summed, scale, eps), summed
+
+
+# Where a multimodal checkpoint keeps the language model (transformers 5, then 4 layouts)
+_TEXT_PREFIXES = ("model.language_model.", "language_model.model.")
+
+
+def text_weight_name(name: str) -> str | None:
+    """The text model's name for a checkpoint tensor (``model.layers.0...``, ``lm_head...``),
+    or None for a multimodal checkpoint's vision tower and projector."""
+    for prefix in _TEXT_PREFIXES:
+        if name.startswith(prefix):
+            return "model." + name.removeprefix(prefix)
+    if name.startswith(("model.vision_tower.", "vision_tower.", "model.multi_modal_projector.",
+                        "multi_modal_projector.")):
+        return None
+    return name.removeprefix("language_model.")  # 4.x: language_model.lm_head.weight
 
 
 @functools.cache
@@ -105,9 +123,10 @@ class Gemma3ForCausalLM(DecoderForCausalLM):
         for name, param in self.named_parameters():
             if name.endswith("norm"):  # norm, *_layernorm, self_attn.q_norm / k_norm
                 param.data = torch.empty(param.shape, dtype=torch.float32, device=param.device)
+        text = ((text_weight_name(name), w) for name, w in weights)
         super().load_weights(
             (name, 1.0 + w.float() if name.endswith("norm.weight") else w)
-            for name, w in weights)
+            for name, w in text if name is not None)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         x = self.embed_tokens(input_ids)
