@@ -74,3 +74,19 @@ def assert_runner_matches_hf(path: Path, ids: list[int], new: int,
                            eos_token_id=None)[0, len(ids):].tolist()
     assert ours == expected[: len(ours)] and len(ours) == new
     return runner
+
+
+def hf_greedy_tokens(hf: torch.nn.Module, prompts: Sequence[Sequence[int]], new_tokens: int,
+                     eos_token_id: int | None, pad_token_id: int | None = None
+                     ) -> list[list[int]]:
+    """transformers' greedy continuation of each prompt alone (up to ``new_tokens``, stopping
+    after ``eos_token_id``)."""
+    out = []
+    for ids in prompts:
+        with torch.no_grad():
+            gen = hf.generate(torch.tensor([list(ids)]), max_new_tokens=new_tokens,
+                              do_sample=False, eos_token_id=eos_token_id,
+                              pad_token_id=pad_token_id,
+                              attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+        out.append(gen[0, len(ids):].tolist())
+    return out

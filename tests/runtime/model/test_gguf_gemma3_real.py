@@ -22,7 +22,7 @@ from radixlm.runtime.api.engine import Engine
 from radixlm.runtime.model.gguf_conversion import ensure_converted
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.testing.greedy import greedy_generate
-from radixlm.testing.prefill_oracle import TOL, assert_prefill_matches_hf
+from radixlm.testing.prefill_oracle import TOL, assert_prefill_matches_hf, hf_greedy_tokens
 
 SHOT = 'Name: Carol White\nAge: 29\nCity: Rome\nJSON: {"name": "Carol White", "age": 29, ' \
        '"city": "Rome"}\n\n'
@@ -79,14 +79,7 @@ def runner(gemma3) -> ModelRunner:
 
 @pytest.fixture(scope="module")
 def hf_greedy(hf, prompts) -> list[list[int]]:
-    out = []
-    for ids in prompts:
-        with torch.no_grad():
-            gen = hf.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
-                              eos_token_id=EOS, pad_token_id=0,
-                              attention_mask=torch.ones(1, len(ids), dtype=torch.long))
-        out.append(gen[0, len(ids):].tolist())
-    return out
+    return hf_greedy_tokens(hf, prompts, NEW_TOKENS, eos_token_id=EOS, pad_token_id=0)
 
 
 def test_the_file_is_gemma3_270m(runner):
