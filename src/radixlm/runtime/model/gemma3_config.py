@@ -45,7 +45,7 @@ def normalize_gemma3(raw: dict[str, Any]) -> dict[str, Any]:
     if raw.get("model_type") == "gemma3" or "Gemma3ForCausalLM" not in (
             text.get("architectures") or []):
         text["architectures"] = [GEMMA3_TEXT_ARCHITECTURE]
-    cfg = {**_DEFAULTS, **{k: v for k, v in text.items() if v is not None or k not in _DEFAULTS}}
+    cfg = {**_DEFAULTS, **text}  # an explicit null stays null (sliding_window: none)
     if cfg.get("use_bidirectional_attention"):
         raise UnsupportedModelError("Gemma 3 use_bidirectional_attention (an embedding model's "
                                     "attention) is not supported: radixlm serves causal LMs")

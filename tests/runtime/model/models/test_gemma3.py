@@ -40,6 +40,8 @@ def test_config_v4_spelling_and_gemma_defaults():
     plain = ModelConfig.from_dict(BASE)  # every 6th layer global, bases 1e6 and 1e4
     assert plain.sliding_windows == (8, 8, 8, 8, 8, 0, 8)
     assert plain.rope == RopeConfig(theta=1e6) and plain.sliding_rope == RopeConfig(theta=1e4)
+    unwindowed = ModelConfig.from_dict({**BASE, "sliding_window": None})  # as transformers
+    assert unwindowed.sliding_windows == (0,) * 7
 
 
 def test_config_v5_spelling_and_multimodal_text_config():
