@@ -57,13 +57,21 @@ def tiny_phi3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _build(tmp_path_factory, "phi3")
 
 
+@pytest.fixture(scope="session")
+def tiny_gemma3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Seeded, untrained Gemma 3 test checkpoint (head_dim 32, GQA 2:1, tied, sandwich norms,
+    window 8 on layers 0, 1 and 3 with a local RoPE base, layer 2 global with linear scaling,
+    softmax scale 1/sqrt(24))."""
+    return _build(tmp_path_factory, "gemma3")
+
+
 @pytest.fixture(scope="session", params=["llama", "qwen2"])
 def tiny_model_path(request: pytest.FixtureRequest) -> Path:
     """Each tiny Llama-shaped architecture in turn."""
     return request.getfixturevalue(f"tiny_{request.param}_path")
 
 
-@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen3", "phi3"])
+@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen3", "phi3", "gemma3"])
 def tiny_family_path(request: pytest.FixtureRequest) -> Path:
     """Each served model family's tiny checkpoint in turn (the exactness tests)."""
     return request.getfixturevalue(f"tiny_{request.param}_path")

@@ -1,4 +1,5 @@
-"""Build a tiny Llama, Qwen2, Qwen3 or Phi-3 checkpoint as a real Hugging Face folder, offline.
+"""Build a tiny Llama, Qwen2, Qwen3, Phi-3 or Gemma 3 checkpoint as a real Hugging Face
+folder, offline.
 
 The folder holds ``config.json``, ``generation_config.json``, ``model.safetensors`` and the
 tokenizer files, loadable by ``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained`` and by
@@ -27,6 +28,9 @@ logger = logging.getLogger(__name__)
 BUILD_VERSION = 1  # bump when the corpus, tokenizer or presets change
 MARKER = "radixlm_tiny.json"
 THETAS = {"llama": 10000.0, "qwen2": 1000000.0, "qwen3": 1000000.0, "phi3": 10000.0}
+# Gemma 3 keys RoPE by layer type: a local base for sliding layers, the global one scaled
+GEMMA3_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+               "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6}}
 
 
 @dataclass(frozen=True)
@@ -54,10 +58,11 @@ class TinyModelSpec:
 
 
 def _hf_config(spec: TinyModelSpec, vocab: int, specials: dict[str, int]):  # noqa: ANN202
-    from transformers import LlamaConfig, Phi3Config, Qwen2Config, Qwen3Config
+    from transformers import Gemma3TextConfig, LlamaConfig, Phi3Config, Qwen2Config, Qwen3Config
 
     shape = model_shape(spec.arch, spec.size)
-    rope = {"rope_type": "default", "rope_theta": THETAS[spec.arch]}
+    rope = (json.loads(json.dumps(GEMMA3_ROPE)) if spec.arch == "gemma3"  # a fresh copy
+            else {"rope_type": "default", "rope_theta": THETAS[spec.arch]})
     if "partial_rotary_factor" in shape:  # transformers 5 reads it from rope_parameters
         rope["partial_rotary_factor"] = shape.pop("partial_rotary_factor")
     common = dict(
@@ -71,7 +76,7 @@ def _hf_config(spec: TinyModelSpec, vocab: int, specials: dict[str, int]):  # no
         **shape,
     )
     configs = {"llama": LlamaConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config,
-               "phi3": Phi3Config}
+               "phi3": Phi3Config, "gemma3": Gemma3TextConfig}
     return configs[spec.arch](**common)
 
 

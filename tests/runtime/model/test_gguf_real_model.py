@@ -10,7 +10,6 @@ Bounded on purpose (30 layers on one CPU thread): three short chat prompts, 16 n
 from __future__ import annotations
 
 import pytest
-import torch
 
 from radixlm.kernels.cpu.f32_amx_fx24_gemm import f32_amx_fx24_available
 from radixlm.kernels.cpu.f32_amx_gemm import f32_amx_gemm_available
@@ -19,7 +18,7 @@ from radixlm.runtime.api.engine import Engine
 from radixlm.runtime.model import quantized_linear
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.testing.greedy import greedy_generate
-from radixlm.testing.prefill_oracle import assert_prefill_matches_hf
+from radixlm.testing.prefill_oracle import assert_prefill_matches_hf, hf_greedy_tokens
 
 QUESTIONS = ["What is the capital of France?", "Name three colors.",
              'Write the JSON {"a": 1} and nothing else.']
@@ -41,13 +40,7 @@ def prompts(real_model_hf_tokenizer) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def hf_greedy(hf, prompts) -> list[list[int]]:
-    out = []
-    for ids in prompts:
-        with torch.no_grad():
-            gen = hf.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
-                              eos_token_id=2, pad_token_id=2)
-        out.append(gen[0, len(ids):].tolist())
-    return out
+    return hf_greedy_tokens(hf, prompts, NEW_TOKENS, eos_token_id=2, pad_token_id=2)
 
 
 @pytest.fixture

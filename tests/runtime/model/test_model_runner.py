@@ -1,5 +1,5 @@
 """The model runner is exact against Hugging Face transformers on the same weights, for every
-served family (Llama, Qwen2, Qwen3, Phi-3)."""
+served family (Llama, Qwen2, Qwen3, Phi-3, Gemma 3)."""
 
 from __future__ import annotations
 

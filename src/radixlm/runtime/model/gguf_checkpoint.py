@@ -1,4 +1,4 @@
-"""Reading a GGUF checkpoint (llama.cpp's single-file format): Llama, Qwen2 and Qwen3.
+"""Reading a GGUF checkpoint (llama.cpp's single-file format): Llama, Qwen2, Qwen3, Gemma 3.
 
 :class:`GGUFCheckpoint` validates a file up front (readable, not truncated, a supported
 architecture, every tensor of a type we can dequantize, tokenizer metadata present) and then
@@ -10,6 +10,8 @@ For ``llama`` files, llama.cpp's converter permutes the rows of ``q_proj`` and `
 Hugging Face's rotate-half RoPE layout to GGML's interleaved one; :func:`unpermute_qk` undoes
 that, so the tensors feed our (Hugging Face layout) attention unchanged. ``qwen2`` and ``qwen3``
 files are written unpermuted (llama.cpp runs them with NEOX-style, i.e. rotate-half, RoPE).
+Each architecture's differences (tensor names, norms stored as ``1 + w``, extra config keys)
+are in ``gguf_families.py``.
 """
 
 from __future__ import annotations
@@ -22,18 +24,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from .gguf_families import GGUF_FAMILIES
 from .model_config import UnsupportedModelError
 
-# GGUF ``general.architecture`` -> the Hugging Face architecture it is served as. llama.cpp
-# writes Llama, Mistral and SmolLM checkpoints as "llama" (with permuted q/k).
-SUPPORTED_GGUF_ARCHITECTURES = {
-    "llama": "LlamaForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",  # q/k/v biases (blk.N.attn_q.bias ...)
-    "qwen3": "Qwen3ForCausalLM",  # per-head QK-norm (blk.N.attn_q_norm.weight ...)
-}
+# GGUF ``general.architecture`` -> the Hugging Face architecture it is served as.
+SUPPORTED_GGUF_ARCHITECTURES = {a: f.hf_architecture for a, f in GGUF_FAMILIES.items()}
 # Architectures whose q/k rows llama.cpp's convert_hf_to_gguf.py permuted (LlamaModel only;
-# Qwen2Model and Qwen3Model write Hugging Face's rotate-half layout as is).
-PERMUTED_QK_ARCHITECTURES = frozenset({"llama"})
+# Qwen2Model, Qwen3Model and Gemma3Model write Hugging Face's rotate-half layout as is).
+PERMUTED_QK_ARCHITECTURES = frozenset(a for a, f in GGUF_FAMILIES.items() if f.permuted_qk)
 # Tensor types the gguf package dequantizes and we accept (names as GGMLQuantizationType).
 SUPPORTED_TENSOR_TYPES = (
     "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
@@ -60,14 +58,17 @@ _GLOBAL_TENSORS = {
 _LAYER_RE = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
-def hf_tensor_name(gguf_name: str) -> str | None:
-    """The Hugging Face name of a GGUF tensor, or None for tensors we do not load."""
+def hf_tensor_name(gguf_name: str, architecture: str = "llama") -> str | None:
+    """The Hugging Face name of a GGUF tensor of ``architecture``, or None for tensors we do
+    not load."""
     if gguf_name in _GLOBAL_TENSORS:
         return _GLOBAL_TENSORS[gguf_name]
     m = _LAYER_RE.fullmatch(gguf_name)
-    if m is None or m.group(2) not in _LAYER_TENSORS:
+    family = GGUF_FAMILIES.get(architecture)
+    table = {**_LAYER_TENSORS, **(family.layer_tensors if family else {})}
+    if m is None or m.group(2) not in table:
         return None
-    return f"model.layers.{m.group(1)}.{_LAYER_TENSORS[m.group(2)]}.{m.group(3)}"
+    return f"model.layers.{m.group(1)}.{table[m.group(2)]}.{m.group(3)}"
 
 
 def unpermute_qk(w: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -95,6 +96,7 @@ class GGUFCheckpoint:
                 f"{self.path}: GGUF architecture {self.architecture!r} is not supported; "
                 f"radixlm loads GGUF architectures {sorted(SUPPORTED_GGUF_ARCHITECTURES)} "
                 f"(other models: pass a Hugging Face safetensors folder)")
+        self.family = GGUF_FAMILIES[self.architecture]
         self._check_tensors()
 
     # -- metadata ---------------------------------------------------------------------------
@@ -147,7 +149,7 @@ class GGUFCheckpoint:
                 f"are not supported in GGUF files; load the Hugging Face folder instead")
         cfg: dict[str, Any] = {
             "architectures": [SUPPORTED_GGUF_ARCHITECTURES[self.architecture]],
-            "model_type": self.architecture,  # the GGUF names equal HF's model_type here
+            "model_type": self.family.model_type,
             "hidden_size": hidden,
             "intermediate_size": int(self._arch("feed_forward_length")),
             "num_hidden_layers": int(self._arch("block_count")),
@@ -171,6 +173,9 @@ class GGUFCheckpoint:
             value = self.field(f"tokenizer.ggml.{key}")
             if value is not None:
                 cfg[hf_key] = int(value)
+        if self.family.config is not None:
+            cfg.update(self.family.config(
+                lambda key, default: self.field(f"{self.architecture}.{key}", default), cfg))
         return cfg
 
     def _vocab_size(self) -> int:
@@ -224,13 +229,14 @@ class GGUFCheckpoint:
 
     def iter_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Yield ``(hf_name, float32 tensor)`` in file order, q/k rows un-permuted (for
-        :attr:`qk_permuted` architectures)."""
+        :attr:`qk_permuted` architectures) and RMSNorm weights as Hugging Face stores them
+        (``w``, where the file holds ``1 + w``)."""
         from gguf.quants import dequantize
 
         cfg = self.hf_config()
         n_heads = self.permuted_heads(cfg)
         for t in self._reader.tensors:
-            name = hf_tensor_name(t.name)
+            name = hf_tensor_name(t.name, self.architecture)
             if name is None:
                 continue
             # numpy shape is outermost-first (the reverse of GGUF's ne order): [out, in].
@@ -240,6 +246,8 @@ class GGUFCheckpoint:
             for proj, heads in n_heads.items():
                 if f".{proj}." in name:
                     w = unpermute_qk(w, heads)
+            if self.family.norms_plus_one and name.endswith("norm.weight"):
+                w -= 1.0  # as transformers' GGUF loader does; the model adds 1 back
             yield name, w
 
 

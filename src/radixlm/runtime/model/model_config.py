@@ -13,18 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .gemma3_config import GEMMA3_TEXT_ARCHITECTURE, is_gemma3, normalize_gemma3
+from .unsupported_model import UnsupportedModelError
+
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": "llama",
     "Qwen2ForCausalLM": "qwen2",
     "MistralForCausalLM": "mistral",
     "Qwen3ForCausalLM": "qwen3",
     "Phi3ForCausalLM": "phi3",
+    GEMMA3_TEXT_ARCHITECTURE: "gemma3_text",
 }
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "longrope")
-
-
-class UnsupportedModelError(ValueError):
-    """The folder is not a checkpoint this runtime can load."""
+# The gated MLP's activation (HF ``hidden_act`` / Gemma's ``hidden_activation``)
+SUPPORTED_ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,11 @@ class ModelConfig:
     mlp_bias: bool = False
     # Per layer: 0 = full attention, W > 0 = keys within the last W positions only.
     sliding_windows: tuple[int, ...] = ()
+    # RoPE of the sliding-window layers where it differs from ``rope`` (Gemma 3's local base)
+    sliding_rope: RopeConfig | None = None
+    query_pre_attn_scalar: float | None = None  # softmax scale 1/sqrt(this); None: head_dim
+    final_logit_softcap: float = 0.0  # 0: none; else logits -> cap * tanh(logits / cap)
+    hidden_act: str = "silu"
     eos_token_ids: tuple[int, ...] = ()
     bos_token_id: int | None = None
     torch_dtype: str = "float32"
@@ -114,6 +121,12 @@ class ModelConfig:
             if n and n != self.rotary_dim // 2:
                 raise UnsupportedModelError(f"rope {name} has {n} entries, expected one per "
                                             f"rotary frequency ({self.rotary_dim // 2})")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise UnsupportedModelError(f"activation {self.hidden_act!r} is not supported; "
+                                        f"expected one of {SUPPORTED_ACTIVATIONS}")
+        if self.final_logit_softcap < 0:
+            raise UnsupportedModelError(f"final_logit_softcapping must be positive, got "
+                                        f"{self.final_logit_softcap}")
         if len(self.sliding_windows) != self.num_layers:
             raise UnsupportedModelError(
                 f"sliding_windows needs one entry per layer ({self.num_layers}), "
@@ -126,15 +139,21 @@ class ModelConfig:
         return int(self.head_dim * self.rope.partial_rotary_factor)
 
     @property
+    def attention_scale(self) -> float:
+        """The factor on q . k before softmax."""
+        return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
+
+    @property
     def num_parameters(self) -> int:
         """Parameter count of the checkpoint (embedding counted once when tied)."""
         h, q, kv = self.hidden_size, self.num_heads * self.head_dim, \
             self.num_kv_heads * self.head_dim
         attn = h * (q + 2 * kv) + q * h + (q + 2 * kv) * self.qkv_bias + h * self.o_bias
-        attn += 2 * self.head_dim * (self.model_type == "qwen3")  # q_norm, k_norm
+        gemma = self.model_type == "gemma3_text"  # q/k norms and 4 norms per layer (sandwich)
+        attn += 2 * self.head_dim * (self.model_type == "qwen3" or gemma)  # q_norm, k_norm
         mlp = 3 * h * self.intermediate_size + (2 * self.intermediate_size + h) * self.mlp_bias
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return embed + self.num_layers * (attn + mlp + 2 * h) + h
+        return embed + self.num_layers * (attn + mlp + (4 if gemma else 2) * h) + h
 
     @property
     def model_type(self) -> str:
@@ -162,6 +181,8 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], generation: dict[str, Any] | None = None
                   ) -> ModelConfig:
+        if is_gemma3(raw):
+            raw = normalize_gemma3(raw)
         arch = _architecture(raw)
         hidden = _req(raw, "hidden_size")
         heads = _req(raw, "num_attention_heads")
@@ -185,6 +206,11 @@ class ModelConfig:
             o_bias=False if model_type == "qwen2" else bias,
             mlp_bias=bool(raw.get("mlp_bias", False)),
             sliding_windows=_sliding_windows(raw, model_type, layers),
+            sliding_rope=(None if raw.get("rope_local_base_freq") is None
+                          else RopeConfig(theta=float(raw["rope_local_base_freq"]))),
+            query_pre_attn_scalar=raw.get("query_pre_attn_scalar"),
+            final_logit_softcap=float(raw.get("final_logit_softcapping") or 0.0),
+            hidden_act=str(raw.get("hidden_activation") or "silu"),
             eos_token_ids=_eos_ids(raw, generation or {}),
             bos_token_id=raw.get("bos_token_id"),
             torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "float32"),

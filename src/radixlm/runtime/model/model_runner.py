@@ -147,7 +147,7 @@ class ModelRunner:
 
     def _load_model(self, cfg: ModelConfig) -> DecoderForCausalLM:
         # float32 tables on the device, built before the meta-device construction below
-        rope = RopeTables.build(cfg.rope, cfg.rotary_dim, self.max_context, self.device)
+        rope = RopeTables.for_model(cfg, self.max_context, self.device)
         with torch.device("meta"):
             model = MODEL_CLASSES[cfg.model_type](cfg, self.ops, rope)
         model = model.to_empty(device=self.device).to(self.dtype)

@@ -32,6 +32,12 @@ def hf_reference(hf: torch.nn.Module, ids: list[int]) -> tuple[list[int], list[f
 
 
 @pytest.fixture(scope="module")
+def engine_prompts() -> list[str]:
+    """The prompts :func:`check_engine_against_hf` generates from."""
+    return PROMPTS
+
+
+@pytest.fixture(scope="module")
 def check_engine_against_hf(make_engine) -> Callable[[Path, int], None]:  # noqa: ANN001
     """``check(path, page_size)``: an Engine on ``path`` generates every prompt twice (cold,
     then warm from its radix cache); tokens equal transformers', logprobs within TOL."""

@@ -4,6 +4,7 @@ package's config, batch and RoPE modules; nothing above the runtime's model laye
 """
 
 from .decoder import DecoderForCausalLM
+from .gemma3 import Gemma3ForCausalLM
 from .llama import LlamaForCausalLM
 from .phi3 import Phi3ForCausalLM
 from .qwen3 import Qwen3ForCausalLM
@@ -15,7 +16,8 @@ MODEL_CLASSES: dict[str, type[DecoderForCausalLM]] = {
     "mistral": LlamaForCausalLM,
     "qwen3": Qwen3ForCausalLM,
     "phi3": Phi3ForCausalLM,
+    "gemma3_text": Gemma3ForCausalLM,
 }
 
-__all__ = ["MODEL_CLASSES", "DecoderForCausalLM", "LlamaForCausalLM", "Phi3ForCausalLM",
-           "Qwen3ForCausalLM"]
+__all__ = ["MODEL_CLASSES", "DecoderForCausalLM", "Gemma3ForCausalLM", "LlamaForCausalLM",
+           "Phi3ForCausalLM", "Qwen3ForCausalLM"]

@@ -2,7 +2,11 @@
 
 Llama, Qwen2 (qkv bias) and Mistral run it as is; a family with different attention details
 (Qwen3's QK-norm, Phi-3's partial rotary) subclasses :class:`DecoderAttention` and names it in
-its :class:`DecoderForCausalLM` subclass, in its own file.
+its :class:`DecoderForCausalLM` subclass, in its own file; one with a different block or
+embedding (Gemma 3's sandwich norms, scaled embedding) also subclasses :class:`DecoderLayer`
+and overrides the model's :meth:`~DecoderForCausalLM.embed` / ``final_norm`` /
+``finish_logits`` hooks. Config fields shared by several families (softmax scale, per-layer
+windows and RoPE tables, the MLP's activation) are read here.
 
 Weights load from Hugging Face names (``weight_names.py``); q/k/v and gate/up projections are
 fused into one matmul each. Token rows of all requests in a step are concatenated
@@ -24,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ....kernels import KernelOps, rotary_rows
-from ....kernels.reference.silu_mul import silu_mul_ref
+from ....kernels.reference.silu_mul import gelu_tanh_mul_ref, silu_mul_ref
 from ...memory.kv_pool import KVPool
 from ..forward_batch import ForwardBatch
 from ..model_config import ModelConfig, UnsupportedModelError
@@ -41,16 +45,16 @@ class DecoderAttention(nn.Module):
     def __init__(self, cfg: ModelConfig, layer_id: int, ops: KernelOps, rope: RopeTables) -> None:
         super().__init__()
         self.ops = ops
-        self.rope = rope
         self.layer_id = layer_id
         self.num_heads = cfg.num_heads
         self.num_kv_heads = cfg.num_kv_heads
         self.head_dim = cfg.head_dim
         self.q_size = cfg.num_heads * cfg.head_dim
         self.kv_size = cfg.num_kv_heads * cfg.head_dim
-        self.sm_scale = cfg.head_dim**-0.5
+        self.sm_scale = cfg.attention_scale
         self.rotary_dim = cfg.rotary_dim  # < head_dim: only the first rotary_dim rotate
         self.sliding_window = cfg.sliding_windows[layer_id]
+        self.rope = rope.for_layer(self.sliding_window)
         self.qkv_proj = nn.Linear(
             cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=cfg.qkv_bias
         )
@@ -99,11 +103,11 @@ class DecoderAttention(nn.Module):
         if self.ops.rotary_rows is None:
             return self.ops.rotary(qk[:, :hq], qk[:, hq:], batch.positions, self.rope.cos,
                                    self.rope.sin)
-        cache = batch.cache
-        if "rope_cos" not in cache:
-            cache["rope_cos"], cache["rope_sin"] = rotary_rows(
+        cache, cos, sin = batch.cache, f"{self.rope.key}_cos", f"{self.rope.key}_sin"
+        if cos not in cache:
+            cache[cos], cache[sin] = rotary_rows(
                 batch.positions, self.rope.cos, self.rope.sin, qk.dtype)
-        out = self.ops.rotary_rows(qk, cache["rope_cos"], cache["rope_sin"])
+        out = self.ops.rotary_rows(qk, cache[cos], cache[sin])
         return out[:, :hq], out[:, hq:]
 
     def _attend(
@@ -139,17 +143,20 @@ class DecoderAttention(nn.Module):
 
 
 class GatedMLP(nn.Module):
-    """``down(silu(gate(x)) * up(x))`` with gate and up fused into one projection."""
+    """``down(act(gate(x)) * up(x))`` with gate and up fused into one projection; ``act`` is
+    silu, or tanh-approximated gelu (Gemma's ``gelu_pytorch_tanh``)."""
 
     def __init__(self, cfg: ModelConfig, ops: KernelOps) -> None:
         super().__init__()
         self.intermediate = cfg.intermediate_size
-        self.silu_mul = ops.silu_mul or silu_mul_ref  # [T, 2 inter] (gate | up) -> [T, inter]
+        # [T, 2 inter] (gate | up) -> [T, inter]
+        self.act_mul = ((ops.silu_mul or silu_mul_ref) if cfg.hidden_act == "silu"
+                        else gelu_tanh_mul_ref)
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * self.intermediate, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(self.intermediate, cfg.hidden_size, bias=cfg.mlp_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj.forward(self.silu_mul(self.gate_up_proj.forward(x)))
+        return self.down_proj.forward(self.act_mul(self.gate_up_proj.forward(x)))
 
 
 class DecoderLayer(nn.Module):
@@ -165,34 +172,42 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = nn.Parameter(torch.empty(cfg.hidden_size))
         self.post_attention_layernorm = nn.Parameter(torch.empty(cfg.hidden_size))
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        residual: torch.Tensor | None,
-        batch: ForwardBatch,
-        pool: KVPool,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        ops = self.ops
-        if residual is None:
-            residual = x
-            h = ops.rms_norm(x, self.input_layernorm, self.eps)
-        else:
-            h, residual = ops.fused_add_rms_norm(x, residual, self.input_layernorm, self.eps)
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None, batch: ForwardBatch,
+                pool: KVPool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mlp output, residual stream)``; the residual add of the output is deferred to
+        the next layer's input norm (fused there), or the model's final norm."""
+        h, residual = self._input_norm(x, residual)
         h = self.self_attn.forward(h, batch, pool)
-        h, residual = ops.fused_add_rms_norm(h, residual, self.post_attention_layernorm, self.eps)
+        h, residual = self._add_norm(h, residual, self.post_attention_layernorm)
         return self.mlp.forward(h), residual
+
+    def _input_norm(self, x: torch.Tensor, residual: torch.Tensor | None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The attention input and the residual stream (``x`` itself in the first layer)."""
+        if residual is None:
+            return self._norm(x, self.input_layernorm), x
+        return self._add_norm(x, residual, self.input_layernorm)
+
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return self.ops.rms_norm(x, weight, self.eps)
+
+    def _add_norm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(norm(x + residual), x + residual)``."""
+        return self.ops.fused_add_rms_norm(x, residual, weight, self.eps)
 
 
 class DecoderForCausalLM(nn.Module):
     """Causal LM whose forward takes a :class:`ForwardBatch` and returns selected logits.
 
     ``ops`` is the kernel set and ``rope`` the rotary tables (built on the target device
-    beforehand); both go to every layer at construction. Subclasses set ``attention`` (their
-    attention layer) and ``split_checkpoint`` (False where the checkpoint already stores the
-    fused ``qkv_proj`` / ``gate_up_proj`` tensors).
+    beforehand); both go to every layer at construction. Subclasses set ``attention`` and
+    ``layer`` (their attention and block classes) and ``split_checkpoint`` (False where the
+    checkpoint already stores the fused ``qkv_proj`` / ``gate_up_proj`` tensors).
     """
 
     attention: type[DecoderAttention] = DecoderAttention
+    layer: type[DecoderLayer] = DecoderLayer
     split_checkpoint = True  # q/k/v and gate/up arrive as separate tensors
 
     def __init__(self, cfg: ModelConfig, ops: KernelOps, rope: RopeTables) -> None:
@@ -201,7 +216,7 @@ class DecoderForCausalLM(nn.Module):
         self.ops = ops
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(
-            DecoderLayer(cfg, i, ops, rope, self.attention) for i in range(cfg.num_layers)
+            self.layer(cfg, i, ops, rope, self.attention) for i in range(cfg.num_layers)
         )
         self.norm = nn.Parameter(torch.empty(cfg.hidden_size))
         self.lm_head = (
@@ -229,14 +244,12 @@ class DecoderForCausalLM(nn.Module):
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, pool: KVPool) -> torch.Tensor:
         """Logits (float32) ``[len(batch.logits_rows), vocab]``."""
-        x = self.embed_tokens(batch.input_ids)  # [T, hidden]
+        x = self.embed(batch.input_ids)  # [T, hidden]
         residual: torch.Tensor | None = None
         for layer in self.layers:
             x, residual = layer.forward(x, residual, batch, pool)
         rows = batch.logits_rows
-        h, _ = self.ops.fused_add_rms_norm(
-            x[rows].contiguous(), residual[rows].contiguous(), self.norm, self.config.rms_norm_eps
-        )
+        h = self.final_norm(x[rows].contiguous(), residual[rows].contiguous())
         if self.head is not None:
             logits = self.head(h)
         else:
@@ -244,7 +257,20 @@ class DecoderForCausalLM(nn.Module):
             logits = F.linear(h, weight)
         if self.gather_logits is not None:
             logits = self.gather_logits(logits)
-        return logits.float()
+        return self.finish_logits(logits).float()
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The first layer's input ``[T, hidden]`` for token ids ``[T]``."""
+        return self.embed_tokens(input_ids)
+
+    def final_norm(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """The LM head's input from the last layer's output and residual stream (rows kept)."""
+        h, _ = self.ops.fused_add_rms_norm(x, residual, self.norm, self.config.rms_norm_eps)
+        return h
+
+    def finish_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """Full-vocabulary logits after the head, in the model's dtype (here unchanged)."""
+        return logits
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face-named tensors into the fused parameters; every one must arrive."""

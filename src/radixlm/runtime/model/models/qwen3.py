@@ -30,9 +30,13 @@ class Qwen3Attention(DecoderAttention):
         t, d, hq, hkv = qkv.shape[0], self.head_dim, self.num_heads, self.num_kv_heads
         q = qkv[:, :self.q_size].reshape(t * hq, d)
         k = qkv[:, self.q_size:self.q_size + self.kv_size].reshape(t * hkv, d)
-        q = self.ops.rms_norm(q, self.q_norm, self.eps).view(t, hq, d)
-        k = self.ops.rms_norm(k, self.k_norm, self.eps).view(t, hkv, d)
+        q = self._norm_heads(q, self.q_norm).view(t, hq, d)
+        k = self._norm_heads(k, self.k_norm).view(t, hkv, d)
         return torch.cat((q, k), 1)
+
+    def _norm_heads(self, rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """RMSNorm of head rows ``[T * H, D]`` (Gemma 3 overrides it with its own norm)."""
+        return self.ops.rms_norm(rows, weight, self.eps)
 
 
 class Qwen3ForCausalLM(DecoderForCausalLM):

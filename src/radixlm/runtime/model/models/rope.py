@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..model_config import RopeConfig
+from ..model_config import ModelConfig, RopeConfig
 
 
 def inv_frequencies(rope: RopeConfig, head_dim: int) -> torch.Tensor:
@@ -60,10 +60,14 @@ class RopeTables:
 
     Built before the model (outside its meta-device construction) and handed to each layer;
     plain tensors, not module buffers, so casting the model's dtype leaves them float32.
+    ``sliding`` holds the sliding-window layers' own tables where their RoPE differs
+    (Gemma 3's local base); a layer picks its tables with :meth:`for_layer`.
     """
 
     cos: torch.Tensor  # [max_positions, head_dim / 2]
     sin: torch.Tensor  # [max_positions, head_dim / 2]
+    key: str = "rope"  # names the rows gathered from these tables in ForwardBatch.cache
+    sliding: RopeTables | None = None
 
     @classmethod
     def build(
@@ -71,3 +75,19 @@ class RopeTables:
     ) -> RopeTables:
         """Tables for positions ``[0, max_positions)``."""
         return cls(*cos_sin_tables(rope, head_dim, max_positions, device))
+
+    @classmethod
+    def for_model(cls, cfg: ModelConfig, max_positions: int, device: torch.device
+                  ) -> RopeTables:
+        """The tables of every layer of ``cfg``: ``cfg.rope``'s, plus ``cfg.sliding_rope``'s
+        for the sliding-window layers when the config has one."""
+        sliding = None
+        if cfg.sliding_rope is not None:
+            sliding = cls(*cos_sin_tables(cfg.sliding_rope, cfg.rotary_dim, max_positions,
+                                          device), key="rope_sliding")
+        return cls(*cos_sin_tables(cfg.rope, cfg.rotary_dim, max_positions, device),
+                   sliding=sliding)
+
+    def for_layer(self, sliding_window: int) -> RopeTables:
+        """The tables a layer with ``sliding_window`` (0: full attention) rotates with."""
+        return self.sliding if sliding_window > 0 and self.sliding is not None else self
