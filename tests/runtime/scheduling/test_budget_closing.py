@@ -37,9 +37,15 @@ SCHEMAS = {
 }
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["jump-forward", "no-jump-forward"])
+# speculative: the grammar's forced text and prompt lookup become drafts, verified in one
+# extend whose rows are cut to the budget as a plain step's mask is (speculative_verify.py)
+SETTINGS = {"jump-forward": {}, "no-jump-forward": {"disable_jump_forward": True},
+            "speculative": {"speculative_algorithm": "NGRAM"}}
+
+
+@pytest.fixture(scope="module", params=sorted(SETTINGS))
 def engine(request, make_engine, tiny_llama_path):  # noqa: ANN001, ANN201
-    return make_engine(tiny_llama_path, disable_jump_forward=not request.param, page_size=4)
+    return make_engine(tiny_llama_path, page_size=4, **SETTINGS[request.param])
 
 
 def _shortest(engine, schema: dict) -> int:  # noqa: ANN001

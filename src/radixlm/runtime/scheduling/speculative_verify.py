@@ -63,13 +63,14 @@ class DraftVerifier:
         out = self.output
         drafts = chain.tokens
         logits = rows.float().clone()  # the sampler works in place
-        usable = self._mask(req, drafts, logits)
+        usable, narrowed = self._mask(req, drafts, logits)
         result = sample(logits[:usable], self._sample_rows(req, drafts, usable),
                         out.generator, req.return_logprob,
                         req.top_logprobs_num if req.return_logprob else 0)
         accepted = emitted = 0
         for i in range(usable):
             draw = draw_of(result, i, req)
+            req.budget_closed |= narrowed[i]  # as a plain step's fill sets it (mask_rows.py)
             going = out.take_token(step, req, draw)
             emitted += 1
             hit = i < len(drafts) and draw[0] == drafts[i]
@@ -94,14 +95,18 @@ class DraftVerifier:
                           step=req.num_output + i)
                 for i in range(n)]
 
-    def _mask(self, req: Req, drafts: list[int], logits: torch.Tensor) -> int:
+    def _mask(self, req: Req, drafts: list[int],
+              logits: torch.Tensor) -> tuple[int, list[bool]]:
         """Apply, in place, the constraint's mask of the state after ``drafts[:i]`` to row
-        ``i``; returns how many leading rows can be processed (a mask past the first that
-        cannot be built ends the rows there; one for the first sets ``grammar_error``, as a
-        plain step's fill does, and the request ends with it)."""
+        ``i``, cut to the tokens that still close within ``max_new_tokens`` where the request
+        closes its output (as a plain step's fill, ``mask_rows.py``); returns how many leading
+        rows can be processed (a mask past the first that cannot be built ends the rows there;
+        one for the first sets ``grammar_error``, as a plain step's fill does, and the request
+        ends with it) and, per row, whether the budget's cut removed a token."""
         n = logits.shape[0]
+        narrowed = [False] * n
         if req.grammar is None or not req.grammar_active:
-            return n
+            return n, narrowed
         words = torch.zeros(n, (logits.shape[1] + 31) // 32, dtype=torch.int32)
         bits = words.numpy()
         trial = req.grammar.copy()
@@ -111,6 +116,9 @@ class DraftVerifier:
                 if i and not trial.accept_token(drafts[i - 1]):
                     break  # never: the chain was cut to what the grammar accepts
                 trial.fill_bitmask(bits[i])
+                if req.grammar_closing:
+                    remaining = req.sampling.max_new_tokens - req.num_output - i
+                    narrowed[i] = trial.close_within(bits[i], remaining)
             except GrammarError as exc:
                 if i:
                     break
@@ -120,4 +128,4 @@ class DraftVerifier:
         index = torch.arange(usable, dtype=torch.int64, device=logits.device)
         self.output.grammar.ops.apply_token_bitmask(logits, words[:usable].to(logits.device),
                                                     index)
-        return usable
+        return usable, narrowed
