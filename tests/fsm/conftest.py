@@ -22,7 +22,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 QUIET = CompileBudget(background_warmup_states=0)
 
 
-@pytest.fixture(scope="module", params=["sentencepiece", "smollm2", "tekken"])
+@pytest.fixture(scope="module", params=["sentencepiece", "smollm2", "tekken", "gemma3"])
 def real(request: pytest.FixtureRequest) -> RealVocabulary:
     """Each real vocabulary (skipped, naming the package to install, where it is absent)."""
     try:

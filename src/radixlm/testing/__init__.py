@@ -5,6 +5,7 @@
 * :mod:`parallel` — run a job on a tensor-parallel group of spawned processes.
 * :mod:`grammar_walk` — random-logit walks through a compiled grammar.
 * :mod:`real_vocabularies` — real tokenizer vocabularies read from installed package data.
+* :mod:`gguf_sentencepiece` — a GGUF file's own SentencePiece tokenizer, for ``sentencepiece``.
 
 It may import anything of radixlm (``runtime``, ``fsm``, ``kernels``, ``tiny_model``); each
 module is imported by name (nothing is re-exported here), so using one loads only what it needs.

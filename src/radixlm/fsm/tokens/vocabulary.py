@@ -57,7 +57,8 @@ def _decoder_kinds(tokenizer: Any) -> set[str]:
     return kinds
 
 
-def _byte_level_bytes(token: str) -> bytes | None:
+def byte_level_bytes(token: str) -> bytes | None:
+    """Bytes of a byte-level BPE symbol string (None: a character outside the table)."""
     try:
         return bytes(_UNICODE_TO_BYTE[c] for c in token)
     except KeyError:
@@ -88,7 +89,7 @@ def tokenizer_token_bytes(tokenizer: Any) -> list[bytes | None]:
         elif tid in added:  # added tokens are matched on raw text
             out.append(added[tid].content.encode("utf-8"))
         elif byte_level:
-            out.append(_byte_level_bytes(token) or token.encode("utf-8"))
+            out.append(byte_level_bytes(token) or token.encode("utf-8"))
         else:
             out.append(sentencepiece_piece_bytes(token))
     return out
