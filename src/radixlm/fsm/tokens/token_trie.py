@@ -72,11 +72,15 @@ class TokenTrie:
     def __init__(self, token_bytes: Sequence[bytes | None]) -> None:
         # level d: sorted distinct prefixes of length d; sorting keeps children of one parent
         # contiguous and in parent order
-        tokens = sorted({b for b in token_bytes if b})
-        self.depth = max((len(b) for b in tokens), default=0)
+        # (longest first, so level d reads only the tokens of d bytes or more: the work is
+        # the total token length, not depth x vocabulary size)
+        tokens = sorted({b for b in token_bytes if b}, key=len, reverse=True)
+        self.depth = len(tokens[0]) if tokens else 0
+        at_least = np.cumsum(np.bincount([len(b) for b in tokens],
+                                         minlength=self.depth + 1)[::-1])[::-1]
         levels: list[list[bytes]] = [[b""]]
         for d in range(1, self.depth + 1):
-            levels.append(sorted({b[:d] for b in tokens if len(b) >= d}))
+            levels.append(sorted({b[:d] for b in tokens[: at_least[d]]}))
         self.parent: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
         self.byte: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
         self.child_start: list[np.ndarray] = []  # [level d-1 node] -> first child at level d
