@@ -9,12 +9,13 @@ Skipped, naming the package, where the file is not installed.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from radixlm.fsm.tokens import gguf_tokenizer_metadata as gguf_meta
-from radixlm.testing.real_vocabularies import RealVocabulary, VocabularyUnavailable, load_vocabulary
+from radixlm.testing.real_vocabularies import RealVocabulary
 
 TEXTS = ['{"name": "Zoë", "tags": ["a", "b"], "n": -12.5e3}', "  indented\n\tline",
          "日本語のテキスト 😀", "Hello world", " Hello", "a  b   c    d", "<table><tr>x</tr>",
@@ -23,11 +24,8 @@ ALPHABET = " \n\t{}[]\":,.-0123456789abcdefXYZéüß日本😀\\<>/"
 
 
 @pytest.fixture(scope="module")
-def gemma() -> RealVocabulary:
-    try:
-        return load_vocabulary("gemma3")
-    except VocabularyUnavailable as exc:
-        pytest.skip(str(exc))
+def gemma(load_real: Callable[[str], RealVocabulary]) -> RealVocabulary:
+    return load_real("gemma3")
 
 
 @pytest.fixture(scope="module")

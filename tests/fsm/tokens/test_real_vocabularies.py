@@ -7,13 +7,15 @@ Each is read from installed package data (skipped, naming the package, when it i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from radixlm import default_model
 from radixlm.fsm.tokens.gguf_tokenizer_metadata import read_tokenizer_metadata
 from radixlm.fsm.tokens.vocabulary import tokenizer_token_bytes
 from radixlm.fsm.tokens.vocabulary_sources import gguf_token_bytes
-from radixlm.testing.real_vocabularies import RealVocabulary, VocabularyUnavailable, load_vocabulary
+from radixlm.testing.real_vocabularies import RealVocabulary
 
 SIZES = {"smollm2": 49152, "tekken": 131072, "sentencepiece": 32768, "gemma3": 262144}
 TEXTS = ['{"name": "Zoë", "tags": ["a", "b"], "n": -12.5e3}', "  indented\n\tline",
@@ -106,11 +108,9 @@ def test_every_byte_is_a_token(real: RealVocabulary) -> None:
     assert not any(set(data) & missing for data in real.vocab.token_bytes if data)
 
 
-def test_byte_fallback_tokens_are_their_byte() -> None:
-    try:
-        real = load_vocabulary("sentencepiece")  # the one with byte-fallback pieces
-    except VocabularyUnavailable as exc:
-        pytest.skip(str(exc))
+def test_byte_fallback_tokens_are_their_byte(load_real: Callable[[str], RealVocabulary]
+                                              ) -> None:
+    real = load_real("sentencepiece")  # the one with byte-fallback pieces
     b, vocab = real.backend, real.vocab
     fallback = [t for t in range(b.get_piece_size()) if b.is_byte(t)]
     assert len(fallback) == 256
