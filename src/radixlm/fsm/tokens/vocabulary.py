@@ -176,14 +176,12 @@ class TokenVocabulary:
     @cached_property
     def extendable(self) -> np.ndarray:
         """bool per id: the token's bytes are a proper prefix of another token's bytes."""
+        # every trie node is a prefix of some token: extendable = its node has a child
         out = np.zeros(self.vocab_size, dtype=bool)
-        entries = sorted((b, t) for t, b in enumerate(self.token_bytes) if b)
-        for i, (data, tid) in enumerate(entries):
-            j = i + 1
-            while j < len(entries) and entries[j][0] == data:
-                j += 1
-            if j < len(entries) and entries[j][0].startswith(data):
-                out[tid] = True
+        trie = self.trie
+        for d in range(1, trie.depth):  # nodes at the deepest level have no children
+            ends = trie.end_node[d]
+            out[trie.end_token[d][trie.child_count[d][ends] > 0]] = True
         return out
 
     @cached_property
