@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import radixlm as sgl
-from conftest import ScriptedBackend
 from radixlm.lang.api_speculation import _match, _Term
+from radixlm.testing.scripted_backend import ScriptedBackend
 
 VALUE = st.text(alphabet="abc XYZ.,-0123", max_size=12)
 

@@ -19,6 +19,7 @@ from ..dataclass_cli import add_field_flags, given_values
 SCHEDULE_POLICIES = ("fcfs", "lpm")
 WHITESPACE_POLICIES = ("compact", "single", "flexible")
 LOAD_BALANCE_METHODS = ("cache_aware", "round_robin", "shortest_queue")
+SPECULATIVE_ALGORITHMS = ("NGRAM",)
 DEFAULT_MAX_RUNNING_REQUESTS = 256  # the scheduler's cap when --max-running-requests is not given
 
 
@@ -119,6 +120,22 @@ class ServerArgs:
     reasoning_parser: str | None = field(
         default=None, metadata={"help": "qwen3, deepseek-r1 or think: reasoning_content"}
     )
+    # speculative decoding without a draft model (runtime/speculative/)
+    speculative_algorithm: str | None = field(default=None, metadata={
+        "help": "NGRAM: each decoding request proposes draft tokens (prompt lookup in its own "
+                "prompt and output; the text its constraint forces, instead of jump-forward) "
+                "and the model checks them in one forward; same output as without (greedy: "
+                "the same tokens; sampling: the same distribution). Off by default"})
+    speculative_num_draft_tokens: int = field(default=6, metadata={
+        "help": "most draft tokens a request checks per step"})
+    speculative_ngram_min_match_window_size: int = field(default=1, metadata={
+        "help": "NGRAM: shortest suffix (tokens) that prompt lookup matches"})
+    speculative_ngram_max_match_window_size: int = field(default=4, metadata={
+        "help": "NGRAM: longest suffix (tokens) that prompt lookup matches (the longest match "
+                "wins)"})
+    speculative_max_batch_size: int = field(default=4, metadata={
+        "help": "speculate only in steps with at most this many decoding requests (above it "
+                "the forward is compute-bound and drafts cost more than they save)"})
     # HTTP server
     host: str = "127.0.0.1"
     port: int = 30000
@@ -168,6 +185,7 @@ class ServerArgs:
         if not 0 <= self.grammar_mask_wait_ms <= 60_000:  # NaN fails too
             raise ValueError(f"grammar_mask_wait_ms must be in [0, 60000] (milliseconds a "
                              f"step may wait for masks), got {self.grammar_mask_wait_ms}")
+        _validate_speculative(self)
         if not isinstance(self.grammar_advance_inline, bool):
             raise ValueError(f"grammar_advance_inline must be True or False, got "
                              f"{self.grammar_advance_inline!r}")
@@ -245,6 +263,17 @@ def _validate_scale_out(args: ServerArgs) -> None:
     if args.balance_abs_threshold < 0:
         raise ValueError(f"balance_abs_threshold must be >= 0, got "
                          f"{args.balance_abs_threshold}")
+
+
+def _validate_speculative(args: ServerArgs) -> None:
+    if args.speculative_algorithm is not None:
+        _choice(args, "speculative_algorithm", SPECULATIVE_ALGORITHMS)
+    _positive(args, "speculative_num_draft_tokens", "speculative_ngram_min_match_window_size",
+              "speculative_ngram_max_match_window_size", "speculative_max_batch_size")
+    if args.speculative_ngram_min_match_window_size > \
+            args.speculative_ngram_max_match_window_size:
+        raise ValueError("speculative_ngram_min_match_window_size must be <= "
+                         "speculative_ngram_max_match_window_size")
 
 
 def _positive(args: ServerArgs, *names: str) -> None:

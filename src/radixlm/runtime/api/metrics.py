@@ -20,6 +20,18 @@ GRAMMAR_STEP_GAUGES = tuple(
     (f"grammar_step_ms_{q}", f"{label} of the scheduler's grammar time per step (masks and "
                              f"token advances, recent steps), ms")
     for q, label in (("p50", "Median"), ("p99", "99th percentile"), ("max", "Longest")))
+# Speculative decoding (--speculative-algorithm): read from /get_server_info's keys of the same
+# name (0 while it is off).
+SPECULATIVE_GAUGES = (
+    ("spec_accept_length_mean", "Mean tokens per speculative verification (1: no draft "
+                                "accepted)"),
+    ("spec_accept_rate", "Share of draft tokens accepted"),
+    ("spec_verify_steps", "Request-steps that verified draft tokens"),
+    ("spec_accepted_tokens_prompt_lookup", "Draft tokens accepted from prompt lookup"),
+    ("spec_accepted_tokens_grammar", "Draft tokens accepted from a constraint's forced text"),
+    ("spec_accepted_tokens_cross_request", "Draft tokens accepted from finished requests' "
+                                           "outputs"),
+)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -48,7 +60,7 @@ class ServerMetrics:
                 ("kv_usage", "Share of KV pages in use (running requests and cache)"),
                 ("cache_hit_rate", "Share of prompt tokens served from the prefix cache"),
                 ("kv_waste", "Share of allocated KV slots holding no live token"),
-            ) + GRAMMAR_STEP_GAUGES
+            ) + GRAMMAR_STEP_GAUGES + SPECULATIVE_GAUGES
         }
 
     def on_finish(self, summary: dict[str, Any]) -> None:
@@ -75,7 +87,7 @@ class ServerMetrics:
         self.gauges["kv_usage"].set(info.get("kv_usage", 0.0))
         self.gauges["cache_hit_rate"].set(info.get("cache_hit_rate", 0.0))
         self.gauges["kv_waste"].set(info.get("kv_waste", 0.0))
-        for name, _ in GRAMMAR_STEP_GAUGES:
+        for name, _ in GRAMMAR_STEP_GAUGES + SPECULATIVE_GAUGES:
             self.gauges[name].set(info.get(name, 0.0))
 
     def render(self) -> bytes:

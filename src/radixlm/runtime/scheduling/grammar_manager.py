@@ -316,8 +316,9 @@ class GrammarManager:
         return step
 
     def _jumps(self, req: Req) -> bool:
-        """Whether ``req``'s advances plan jump-forwards."""
-        return self.enable_jump_forward and not req.return_logprob
+        """Whether ``req``'s advances plan jump-forwards: not for a speculating request,
+        whose forced text is proposed as drafts instead (the model keeps its tokenization)."""
+        return self.enable_jump_forward and not req.return_logprob and not req.speculative
 
     def prefetch(self, req: Req) -> None:
         """Queue the mask of ``req``'s current state (and of the states one token on) for

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -33,6 +34,10 @@ from .finish_check import FinishCheck
 from .grammar_manager import GrammarManager
 from .request import PrefillChunk, Req
 from .token_advance import AdvanceDeferred, GrammarStep
+
+if TYPE_CHECKING:
+    from ..speculative.draft_chain import DraftChain
+    from .speculative_verify import DraftVerifier
 
 logger = logging.getLogger(__name__)
 # One drawn token: (id, its logprob or None, its top alternatives or None).
@@ -83,11 +88,14 @@ class OutputProcessor:
         self.finish = finish
         self.generator = torch.Generator().manual_seed(args.random_seed)
         self.counters = {"generated_tokens": 0, "forced_tokens": 0}
+        self.verifier: DraftVerifier | None = None  # set when speculative decoding is on
 
     def process(self, batch: ForwardBatch, decodes: list[Req], chunks: list[PrefillChunk],
-                logits: torch.Tensor) -> StepOutput:
+                logits: torch.Tensor, drafts: Mapping[str, DraftChain] | None = None
+                ) -> StepOutput:
         """Everything after the forward of ``decodes`` + ``chunks`` (in that batch order);
-        ``logits`` holds the rows ``batch.logits_indptr`` delimits per request."""
+        ``logits`` holds the rows ``batch.logits_indptr`` delimits per request. A decoding
+        request with a draft chain in ``drafts`` (by request id) is verified (:attr:`verifier`)."""
         step = StepOutput()
         to_sample: list[tuple[Req, int]] = []  # (request, logits row)
         ptr = batch.logits_indptr
@@ -96,7 +104,11 @@ class OutputProcessor:
             assert req.kv is not None
             self.kv.mark_computed(req.kv)
             if i < len(decodes):
-                to_sample.append((req, ptr[i + 1] - 1))
+                chain = drafts.get(req.rid) if drafts else None
+                if chain and self.verifier is not None:
+                    self.verifier.verify(step, req, chain, logits[ptr[i] : ptr[i + 1]])
+                else:
+                    to_sample.append((req, ptr[i + 1] - 1))
                 continue
             with step.isolate(req, "scoring the prompt"):
                 if self._after_prefill(step, chunks[i - len(decodes)],
@@ -185,20 +197,26 @@ class OutputProcessor:
             step.fault(req, "filling the constraint's token mask", exc)
         sample_rows = [
             SampleRow(params=r.sampling, output_ids=r.output_ids, prompt_ids=r.input_ids,
-                      banned_ids=self._banned(r), step=r.num_output)
+                      banned_ids=self.banned_ids(r), step=r.num_output)
             for r in reqs
         ]
         want_lp = any(r.return_logprob for r in reqs)
         top_n = max((r.top_logprobs_num for r in reqs if r.return_logprob), default=0)
         result = sample(rows, sample_rows, self.generator, want_lp, top_n)
-        return [None if step.is_faulted(r) else _draw_of(result, i, r)
+        return [None if step.is_faulted(r) else draw_of(result, i, r)
                 for i, r in enumerate(reqs)]
 
     def _advance(self, step: StepOutput, req: Req, draw: Draw) -> None:
         """Append the drawn token with its logprobs, then check finish and the grammar."""
+        if self.take_token(step, req, draw) and (out := self.maybe_output(req)) is not None:
+            step.outs.append(out)
+
+    def take_token(self, step: StepOutput, req: Req, draw: Draw) -> bool:
+        """Append the drawn token with its logprobs, then check finish and the grammar; False
+        when the request ended (its last output is in ``step``)."""
         if req.grammar_error is not None:  # no mask: its sampled token is not kept
             self._end(step, req, self.grammar.error_reason(req))
-            return
+            return False
         token, lp, top = draw
         if not req.num_output:
             req.first_token_time = time.time()
@@ -213,13 +231,14 @@ class OutputProcessor:
             reason = self._grammar_step(req, token)
         if reason is not None:
             self._end(step, req, reason)
-        elif (out := self._maybe_output(req)) is not None:
-            step.outs.append(out)
+            return False
+        return True
 
-    def _banned(self, req: Req) -> list[int]:
-        """EOS and stop ids are not allowed before min_new_tokens."""
+    def banned_ids(self, req: Req, ahead: int = 0) -> list[int]:
+        """EOS and stop ids are not allowed before min_new_tokens (for the token ``ahead``
+        tokens after the next one: a draft position)."""
         p = req.sampling
-        if req.num_output >= p.min_new_tokens:
+        if req.num_output + ahead >= p.min_new_tokens:
             return []
         return sorted(self.finish.eos_ids | set(p.stop_token_ids or ()))
 
@@ -236,7 +255,7 @@ class OutputProcessor:
         reason = self._act_on(req, self.grammar.resume_advance(req))
         if reason is not None:
             return self.finish_output(req, reason)
-        return self._maybe_output(req)
+        return self.maybe_output(req)
 
     def _act_on(self, req: Req, outcome: GrammarStep) -> FinishReason | None:
         if isinstance(outcome, JumpForwardPlan):
@@ -276,7 +295,8 @@ class OutputProcessor:
         req.finish_reason = reason
         return self.output(req)
 
-    def _maybe_output(self, req: Req) -> ReqOut | None:
+    def maybe_output(self, req: Req) -> ReqOut | None:
+        """What streaming owes ``req`` now (per ``stream_interval``), or None."""
         if not req.stream:
             return None
         pending = req.num_output - req.sent_ids
@@ -312,7 +332,7 @@ class OutputProcessor:
         return out
 
 
-def _draw_of(result: SampleResult, i: int, req: Req) -> Draw:
+def draw_of(result: SampleResult, i: int, req: Req) -> Draw:
     """Row ``i`` of a batch ``result``, with the logprobs ``req`` asked for."""
     lp = top = None
     if req.return_logprob and result.logprobs is not None:

@@ -100,6 +100,11 @@ class Req:
     mask_held_steps: int = 0  # consecutive steps held out because its mask was not ready
     pending_rollback: int = 0
     first_token_time: float = 0.0
+    # speculative decoding: whether this request may (server setting, not opted out); its
+    # prompt-lookup index and its draft budget (built on first use)
+    speculative: bool = False
+    draft_index: Any = None
+    draft_budget: Any = None
 
     @classmethod
     def from_message(cls, msg: GenerateReq) -> Req:

@@ -16,6 +16,7 @@ import logging
 import time
 from typing import Any
 
+from ..memory.kv_manager import KVManager
 from ..model.model_runner import ModelRunner
 from ..server_args import ServerArgs
 from ..wire.messages import (
@@ -36,6 +37,8 @@ from .output_processor import OutputProcessor
 from .request import PrefillChunk, Req, RequestError
 from .schedule_policy import order_waiting, uncached_shared_len, waits_for_cache
 from .scheduler_info import server_info
+from .speculative_drafts import Speculator
+from .speculative_verify import DraftVerifier
 from .step_batch import build_step_batch
 from .step_grammar import GrammarStart, StepGrammar
 
@@ -51,8 +54,6 @@ class Scheduler:
     """
 
     def __init__(self, args: ServerArgs, runner: ModelRunner, tokenizer: Any) -> None:
-        from ..memory.kv_manager import KVManager
-
         self.args = args
         self.runner = runner
         self.tokenizer = tokenizer
@@ -65,6 +66,7 @@ class Scheduler:
         self.output = OutputProcessor(args, self.kv, self.grammar,
                                       FinishCheck(tokenizer, eos_ids, self.max_context))
         self.step_grammar = StepGrammar(self.grammar, self.output)
+        self.speculator = _speculator(args, self.kv, tokenizer, self.max_context, self.output)
         self.errors: list[ErrorOut] = []  # request errors found while stepping (drained)
         self.pending_outs: list[ReqOut] = []  # outputs produced outside the output processor
         self.waiting: list[Req] = []
@@ -83,6 +85,8 @@ class Scheduler:
         check_admissible(msg, self.max_context, self.kv.allocator.num_pages * self.kv.page_size,
                          self.runner.vocab_size)
         req = Req.from_message(msg)
+        if self.speculator is not None:
+            self.speculator.admit(req)
         self.grammar.admit(req, msg.grammar)  # raises RequestError on a bad constraint
         self.reqs[req.rid] = req
         self.waiting.append(req)
@@ -131,10 +135,13 @@ class Scheduler:
         if not decodes and not chunks:
             self.grammar.end_step(ran=False)
             return outs
-        batch = build_step_batch(decodes, chunks, self.kv.table, self.runner, self.max_context)
+        # after the prefills are chosen: a request holding draft slots has no pending tokens
+        drafts = self.speculator.draft(decodes) if self.speculator is not None else {}
+        batch = build_step_batch(decodes, chunks, self.kv.table, self.runner, self.max_context,
+                                 drafts)
         logits = self.runner.forward(batch)
         self.counters["steps"] += 1
-        result = self.output.process(batch, decodes, chunks, logits)
+        result = self.output.process(batch, decodes, chunks, logits, drafts)
         self.grammar.end_step(ran=True)
         for req in result.finished:
             self._retire(req)
@@ -276,6 +283,8 @@ class Scheduler:
 
     def _retire(self, req: Req) -> None:
         """A finished request leaves: its KV goes into the cache, it leaves the queues."""
+        if self.speculator is not None:
+            self.speculator.learn(req)
         self._release(req, cache=True)
         if req in self.running:
             self.running.remove(req)
@@ -302,8 +311,9 @@ class Scheduler:
 
     def info(self) -> dict[str, Any]:
         """What ``/get_server_info`` reports of this scheduler (:mod:`.scheduler_info`)."""
+        spec = self.speculator.stats.summary() if self.speculator is not None else {}
         return server_info(self.counters, [self.output.counters, self.kv.stats(),
-                                           self.grammar.stats()],
+                                           self.grammar.stats(), spec],
                            len(self.waiting), len(self.running), self.max_context,
                            self.runner.vocab_size)
 
@@ -311,6 +321,18 @@ class Scheduler:
         """With nothing running, check (and repair) the KV ownership invariant."""
         if not self.running:
             self.kv.audit(repair=True)
+
+
+def _speculator(args: ServerArgs, kv: KVManager, tokenizer: Any, max_context: int,
+                output: OutputProcessor) -> Speculator | None:
+    """The drafting side of speculative decoding, its verifier attached to ``output``; None
+    when ``--speculative-algorithm`` is not set."""
+    if args.speculative_algorithm is None:
+        return None
+    speculator = Speculator(args, kv, lambda text: tokenizer.encode(
+        text, add_special_tokens=False), max_context)
+    output.verifier = DraftVerifier(output, speculator.stats)
+    return speculator
 
 
 def _samples(req: Req, budget: int) -> bool:

@@ -7,6 +7,7 @@ the first row whose logits are needed); nothing is reserved or released here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import torch
@@ -16,23 +17,36 @@ from .request import PrefillChunk, Req
 
 if TYPE_CHECKING:
     from ..model.model_runner import ModelRunner
+    from ..speculative.draft_chain import DraftChain
 
 
 def build_step_batch(decodes: list[Req], chunks: list[PrefillChunk], kv_table: torch.Tensor,
-                     runner: ModelRunner, max_context: int) -> ForwardBatch:
+                     runner: ModelRunner, max_context: int,
+                     drafts: Mapping[str, DraftChain] | None = None) -> ForwardBatch:
     """One forward over the decode tokens then the prefill chunks, in that order.
 
     ``kv_table``: the KV manager's [rows, max_context] slot table, indexed by each request's
-    row (every request here holds KV, reserved for the tokens it runs)."""
+    row (every request here holds KV, reserved for the tokens it runs). A decoding request
+    with a chain in ``drafts`` (by request id; its slots reserved too) runs as an extend of
+    its last token and the drafts, with logits for every row (its verification)."""
+    drafts = drafts or {}
     reqs = decodes + [c.req for c in chunks]
-    ids: list[int] = [r.token_ids[r.kv.kv_len - 1] for r in decodes]
-    starts: list[int] = [-1] * len(decodes)
+    ids: list[int] = []
+    starts: list[int] = []
+    ext: list[int] = []
+    for r in decodes:
+        chain = drafts.get(r.rid)
+        ids.append(r.token_ids[-1])  # the newest token: the one without KV
+        if chain:
+            ids.extend(chain.tokens)
+        starts.append(0 if chain else -1)
+        ext.append(1 + len(chain) if chain else 1)
     for c in chunks:
         ids.extend(c.req.token_ids[c.start : c.start + c.n])
         starts.append(logits_start(c))
     rows = torch.tensor([r.kv.row for r in reqs])
     seq_lens = torch.tensor([r.kv.kv_len for r in reqs])
-    ext_lens = torch.tensor([1] * len(decodes) + [c.n for c in chunks])
+    ext_lens = torch.tensor(ext + [c.n for c in chunks])
     table = kv_table[rows, : int(seq_lens.max())].to(runner.device)
     return ForwardBatch.from_table(
         seq_slots=table, seq_lens=seq_lens, ext_lens=ext_lens, input_ids=ids,

@@ -55,6 +55,8 @@ class SamplingParams(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     watermark: dict[str, Any] | None = None
     # token id (as a string, the OpenAI spelling, or an int) -> bias added to its logit
     logit_bias: dict[str, float] | None = None
+    # radixlm's own: this request never speculates (with --speculative-algorithm set)
+    disable_speculation: bool = False
 
     @property
     def stop_strs(self) -> list[str]:

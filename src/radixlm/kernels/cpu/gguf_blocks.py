@@ -1,0 +1,185 @@
+"""Linear layers computed on a GGUF matrix's own blocks (``native/gguf_blocks.c``).
+
+``raw`` is the matrix as the file stores it, uint8 ``[rows, row_bytes]`` (rows = output
+features, often a read-only view of the file's memory map; never copied or repacked), of one
+type of :func:`gguf_block_types` (F16/BF16/F32 matrices stay on the float paths). ``y = x @
+W.T`` is computed by the native module without decoding W to memory:
+
+* **numerics**: each activation row is quantized per block to int8 as llama.cpp does (steps
+  ``dx = max|x| / 127`` per 32 inputs for Q4_0/Q4_1/Q5_0/Q8_0, per 256 for the K-quants), then
+  the products are exact integer dot products (VNNI) with one float multiply-add per block. So
+  ``|y - x @ W.T| <= sum_k |W[n, k]| dx_k / 2`` plus float32 rounding (tested within ``2^-20``
+  of ``sum_k |W[n, k] x_k|``), about ``2^-8`` of ``sum_k |W[n, k]| max|x|`` where float32
+  keeps ``2^-24``. The float32-faithful 24-bit activations of :mod:`.q4_gemv` (three int8
+  digit planes) would cost three times the integer work on this layout;
+  ``benchmarks/gguf_block_kernels.py`` times that kernel on its repacked tiles beside these;
+* **paths**: AVX-512 VNNI where the CPU has it, else the portable C loop (same integers),
+  else (module not built) the torch reference :func:`~..reference.gguf_blocks.gguf_linear_ref`;
+  ``path=`` forces one (tests); ``"tiled"`` is the alternative prefill below;
+* **rows**: decode (1..8 rows) streams W once; prefill (more rows) runs the same kernel in
+  passes of 8 rows over W. Measured against the alternative, W dequantized tile by tile to
+  float32 into torch's GEMM (``path="tiled"``): on Zen 4 (1 thread) at 128 rows the passes
+  take 0.5-0.9x the time of the float32 GEMM alone, before any dequantizing
+  (``benchmarks/gguf_block_kernels.py``).
+
+Everything runs on the caller's thread with the GIL released.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..reference.checks import FLOAT_DTYPES, check_dim, check_tensor
+from ..reference.gguf_blocks import GGUF_BLOCKS, check_raw, gguf_linear_ref
+from . import native
+
+# the C module's type ids, in its enum's order
+_TYPE_IDS = {name: i for i, name in enumerate(
+    ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K"))}
+assert set(_TYPE_IDS) == set(GGUF_BLOCKS)
+PATHS = ("auto", "vnni", "portable", "reference", "tiled")
+# float32 bytes of one dequantized tile of W (path="tiled"): torch's GEMM wants tall tiles
+# (1 MiB ones, 18 rows at 14336 inputs, ran 2x slower than 8 MiB)
+TILE_BYTES = 8 << 20
+
+_lib = native.load("gguf_blocks")
+_NEEDS = "AVX-512 VNNI (avx512f/bw/vl/vnni, f16c, fma)"
+
+
+def gguf_block_types() -> tuple[str, ...]:
+    """The GGUF block types :class:`GGUFBlockLinear` computes on."""
+    return tuple(_TYPE_IDS)
+
+
+def gguf_blocks_built() -> bool:
+    """True if the native module was built (its portable path runs on any CPU)."""
+    return _lib is not None
+
+
+def gguf_blocks_vnni() -> bool:
+    """True if the native module's AVX-512 VNNI path runs on this CPU."""
+    return _lib is not None and bool(_lib.supported())
+
+
+def _resolve(path: str) -> str:
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    if path in ("auto", "tiled") and _lib is None:
+        return "reference"
+    if path == "auto":
+        return "vnni" if gguf_blocks_vnni() else "portable"
+    if path == "vnni" or (path == "portable" and _lib is None):
+        native.require(_lib, "gguf_blocks", _NEEDS)  # raises, naming why
+    return path
+
+
+def _check_layout(raw: torch.Tensor, type_name: str, cols: int) -> None:
+    check_raw(raw, type_name, cols)
+    if raw.stride(1) != 1 or raw.stride(0) < raw.shape[1]:
+        raise ValueError("raw: rows must be contiguous byte runs (stride(1) == 1)")
+
+
+def gguf_block_dequantize(raw: torch.Tensor, type_name: str, cols: int, first: int = 0,
+                          count: int | None = None,
+                          out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rows ``[first, first + count)`` of ``raw`` as float32 ``[count, cols]``, bit-equal to the
+    reference (native: vectorized on AVX-512; the reference where the module is not built),
+    into ``out`` (contiguous float32 ``[count, cols]``) if given."""
+    _check_layout(raw, type_name, cols)
+    count = raw.shape[0] - first if count is None else count
+    if first < 0 or count < 1 or first + count > raw.shape[0]:
+        raise ValueError(f"rows [{first}, {first + count}) outside raw's {raw.shape[0]}")
+    if out is None:
+        out = torch.empty(count, cols, dtype=torch.float32)
+    check_tensor("out", out, ndim=2, dtypes=(torch.float32,), contiguous=True)
+    if tuple(out.shape) != (count, cols):
+        raise ValueError(f"out: expected shape {(count, cols)}, got {tuple(out.shape)}")
+    if _lib is None:
+        from ..reference.gguf_blocks import gguf_dequantize
+        return out.copy_(gguf_dequantize(raw[first:first + count], type_name, cols))
+    _lib.dequantize(raw.data_ptr(), raw.stride(0), first, count, cols, _TYPE_IDS[type_name],
+                    out.data_ptr())
+    return out
+
+
+def _tiled(x: torch.Tensor, raw: torch.Tensor, type_name: str, cols: int) -> torch.Tensor:
+    """Prefill alternative: W in tiles of rows dequantized to float32 (one reused buffer of
+    about :data:`TILE_BYTES`), each through torch's GEMM."""
+    rows = raw.shape[0]
+    tile = max(16, TILE_BYTES // (4 * cols))
+    buf = torch.empty(min(tile, rows) * cols, dtype=torch.float32)
+    y = torch.empty(x.shape[0], rows, dtype=torch.float32)
+    for r0 in range(0, rows, tile):
+        count = min(tile, rows - r0)
+        w = buf[:count * cols].view(count, cols)
+        gguf_block_dequantize(raw, type_name, cols, r0, count, out=w)
+        torch.mm(x, w.T, out=y[:, r0:r0 + count])
+    return y
+
+
+def gguf_block_linear(x: torch.Tensor, raw: torch.Tensor, type_name: str, cols: int,
+                      path: str = "auto") -> torch.Tensor:
+    """``x @ W.T``: x ``[T, cols]`` (float32/16, bfloat16) -> float32 ``[T, rows]``, W the GGUF
+    blocks ``raw`` (module docstring; ``path`` one of :data:`PATHS`)."""
+    check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES)
+    check_dim("x", x, 1, cols)
+    _check_layout(raw, type_name, cols)
+    chosen = _resolve(path)
+    if chosen == "reference":
+        return gguf_linear_ref(x, raw, type_name, cols)
+    xf = x.to(torch.float32).contiguous()
+    if chosen == "tiled":
+        return _tiled(xf, raw, type_name, cols)
+    y = torch.empty(x.shape[0], raw.shape[0], dtype=torch.float32)
+    if x.shape[0]:
+        _lib.gemm(raw.data_ptr(), raw.stride(0), raw.shape[0], cols, _TYPE_IDS[type_name],
+                  xf.data_ptr(), x.shape[0], y.data_ptr(), chosen == "vnni")
+    return y
+
+
+class GGUFBlockLinear:
+    """A linear layer over a GGUF matrix's raw blocks: ``forward(x [T, cols]) -> [T, rows]``
+    float32 (plus ``bias``). ``raw`` uint8 ``[rows, row_bytes]`` is kept as given (a read-only
+    memory-map view stays one): no copy, no repacking, ``nbytes`` is its size."""
+
+    def __init__(self, raw: torch.Tensor, type_name: str, cols: int,
+                 bias: torch.Tensor | None = None, path: str = "auto") -> None:
+        _check_layout(raw, type_name, cols)
+        if bias is not None:
+            check_tensor("bias", bias, ndim=1, dtypes=(torch.float32,))
+            check_dim("bias", bias, 0, raw.shape[0])
+        self.raw, self.type_name, self.cols, self.bias, self.path = raw, type_name, cols, bias, path
+        # the native call's fixed arguments, resolved once (a decode step makes ~200 calls)
+        chosen = _resolve(path)
+        self._native = None if chosen not in ("vnni", "portable") else (
+            raw.data_ptr(), raw.stride(0), raw.shape[0], cols, _TYPE_IDS[type_name],
+            chosen == "vnni")
+
+    @property
+    def rows(self) -> int:
+        """Output features."""
+        return int(self.raw.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the weight occupies: its raw blocks (plus a bias)."""
+        extra = 0 if self.bias is None else self.bias.numel() * 4
+        return int(self.raw.shape[0] * self.raw.shape[1]) + extra
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x @ W.T (+ bias)``: x ``[T, cols]`` -> float32 ``[T, rows]``."""
+        if (self._native is None or x.dtype != torch.float32 or x.ndim != 2
+                or x.shape[1] != self.cols or not x.is_contiguous() or x.shape[0] < 1):
+            y = gguf_block_linear(x, self.raw, self.type_name, self.cols, self.path)
+        else:  # the lean call: arguments checked once at construction
+            raw, stride, rows, cols, type_id, vnni = self._native
+            y = torch.empty(x.shape[0], rows, dtype=torch.float32)
+            _lib.gemm(raw, stride, rows, cols, type_id, x.data_ptr(), x.shape[0], y.data_ptr(),
+                      vnni)
+        return y if self.bias is None else y.add_(self.bias)
+
+    __call__ = forward
+
+    def __repr__(self) -> str:
+        return (f"GGUFBlockLinear({self.type_name}, rows={self.rows}, cols={self.cols}, "
+                f"bias={self.bias is not None})")

@@ -1,0 +1,117 @@
+"""Speculative decoding's side of a step before the forward: which decoding requests draft,
+their draft chains, and the KV slots the chains are checked in.
+
+A request drafts when speculation is on (``--speculative-algorithm NGRAM``), it did not opt
+out (``disable_speculation`` in its sampling parameters), the step has at most
+``--speculative-max-batch-size`` decoding requests, and its constraint (if any) is active.
+Its chain is the text its constraint forces (as tokens), then prompt lookup
+(:mod:`..speculative.ngram_lookup`), then the outputs of finished requests
+(:mod:`..speculative.shared_lookup`) for the rest (as many as the request's
+:class:`~..speculative.draft_budget.DraftBudget` allows), cut at the first token the
+constraint refuses and to what the request may still emit (``max_new_tokens``, the context).
+The chain's slots are reserved only from free pages: drafting never evicts the prefix cache
+nor retracts a request; without room a request decodes one token as usual. The verification
+after the forward is :mod:`speculative_verify`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..memory.kv_manager import KVManager
+from ..server_args import ServerArgs
+from ..speculative.acceptance_stats import AcceptanceStats
+from ..speculative.draft_budget import DraftBudget
+from ..speculative.draft_chain import (
+    SOURCE_CROSS_REQUEST,
+    SOURCE_GRAMMAR,
+    SOURCE_PROMPT_LOOKUP,
+    DraftChain,
+)
+from ..speculative.grammar_drafts import forced_tokens, grammar_prefix
+from ..speculative.ngram_lookup import NgramLookup
+from ..speculative.shared_lookup import SharedLookup
+from .request import Req
+
+
+class Speculator:
+    """Drafts for one scheduler's decoding requests (see module doc)."""
+
+    def __init__(self, args: ServerArgs, kv: KVManager, encode: Callable[[str], list[int]],
+                 max_context: int) -> None:
+        self.num_draft_tokens = args.speculative_num_draft_tokens
+        self.min_n = args.speculative_ngram_min_match_window_size
+        self.max_n = args.speculative_ngram_max_match_window_size
+        self.max_batch = args.speculative_max_batch_size
+        self.kv = kv
+        self.encode = encode
+        self.max_context = max_context
+        self.stats = AcceptanceStats()
+        self.shared = SharedLookup(self.min_n, self.max_n, self.num_draft_tokens)
+
+    def admit(self, req: Req) -> None:
+        """Mark a new request as speculating unless its sampling parameters opt out."""
+        req.speculative = not req.sampling.disable_speculation
+
+    def learn(self, req: Req) -> None:
+        """A request finished: its output joins the cross-request lookup."""
+        if req.speculative and req.num_output:
+            self.shared.add(req.namespace, req.token_ids, req.prompt_len)
+
+    def draft(self, decodes: list[Req]) -> dict[str, DraftChain]:
+        """The chains (by request id) of this step's decoding requests that draft, their
+        slots reserved (``kv_len`` then counts them: :mod:`speculative_verify` gives back the
+        rejected ones)."""
+        if len(decodes) > self.max_batch:
+            self.stats.skipped_batch += 1
+            return {}
+        chains: dict[str, DraftChain] = {}
+        for req in decodes:
+            chain = self.propose(req)
+            if chain and self._reserve(req, len(chain)):
+                chains[req.rid] = chain
+        return chains
+
+    def propose(self, req: Req) -> DraftChain:
+        """``req``'s draft chain now (empty when it does not speculate or nothing matches)."""
+        chain = DraftChain()
+        want = self._budget(req)
+        if want <= 0 or not self._eligible(req):
+            return chain
+        matcher = req.grammar  # active when set (_eligible)
+        if matcher is not None:
+            chain.extend(forced_tokens(matcher, self.encode, want), SOURCE_GRAMMAR)
+        if req.draft_index is None:
+            req.draft_index = NgramLookup(self.min_n, self.max_n)
+            req.draft_budget = DraftBudget(self.num_draft_tokens)
+        want = min(want, len(chain) + req.draft_budget.now)
+        chain.extend(req.draft_index.propose(req.token_ids, want - len(chain), chain.tokens),
+                     SOURCE_PROMPT_LOOKUP)
+        if len(chain) < want:
+            ctx = req.token_ids[-self.max_n :] + chain.tokens
+            chain.extend(self.shared.propose(req.namespace, ctx, want - len(chain)),
+                         SOURCE_CROSS_REQUEST)
+        if matcher is not None:
+            chain.cut(grammar_prefix(matcher, chain.tokens))
+        return chain
+
+    def _eligible(self, req: Req) -> bool:
+        """Speculating, and a constraint (if any) active and sound: one waiting for its start
+        marker could start inside a chain, which its matcher would not have checked."""
+        if not req.speculative or req.grammar_error is not None:
+            return False
+        return req.grammar is None or (req.grammar_active and req.grammar_pending is None)
+
+    def _budget(self, req: Req) -> int:
+        """Most drafts worth checking: the step emits at most drafts + 1 tokens, and every
+        draft needs a slot within the context."""
+        left = req.sampling.max_new_tokens - req.num_output - 1
+        room = self.max_context - len(req.token_ids)
+        return min(self.num_draft_tokens, left, room)
+
+    def _reserve(self, req: Req, n: int) -> bool:
+        """Slots for ``n`` drafts after ``req``'s decode slot, from free pages only."""
+        assert req.kv is not None
+        if self.kv.allocator.num_free_pages < self.kv.pages_needed(req.kv, n):
+            return False
+        return self.kv.reserve(req.kv, n) is not None

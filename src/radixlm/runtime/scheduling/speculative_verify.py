@@ -1,0 +1,123 @@
+"""Speculative decoding's side of a step after the forward: check a request's draft chain
+against the model's logits, keep what matches, give back the KV of the rest.
+
+The request's step ran as an extend of ``[last token, d_1 .. d_k]`` over its cached KV, with
+logits for all ``k + 1`` rows: row ``i`` is the model's distribution for the token after
+``d_1 .. d_i``. Each row is processed exactly as a one-token decode step would process it: the
+constraint's mask of the state after ``d_1 .. d_i``, then the sampler with the request's own
+parameters (penalties over the output so far plus ``d_1 .. d_i``, the min-new-tokens ban, the
+seed's noise for that output index). Row ``i``'s draw ``y_i`` is taken as the output's next
+token; if ``y_i == d_{i+1}`` the next row is valid too and processing goes on, else it stops
+there (``y_i`` is the model's token at the first mismatch, or the bonus token after all ``k``).
+
+Exactness: greedy rows draw the argmax, so the output is token for token the one of plain
+decoding (up to the extend and decode kernels' rounding: tests measure it). A sampled row's
+draw follows the processed distribution ``p_i``, and taking ``d_{i+1}`` iff ``y_i == d_{i+1}``
+is the standard rejection rule for a deterministic draft (accept with probability
+``p_i(d)``; on rejection, a draw from ``p_i`` without ``d``, renormalised), so each output
+token follows the distribution plain sampling has; a seeded request draws the very tokens it
+would without speculation (its noise is seeded by the output index).
+
+Every kept token goes through the same :meth:`OutputProcessor.take_token` as a plain decode
+(logprobs, stop tokens and strings, ``max_new_tokens``, the context, the grammar's advance and
+end), in order, and the first finish ends the chain. The KV of every position after the last
+kept token's predecessor is given back at once (:meth:`KVManager.truncate`: pages wholly past
+the end go back to the pool, its ownership invariant kept), so only kept tokens ever reach the
+radix cache.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from ...fsm import GrammarError
+from ..model.sampler import SampleRow, sample
+from ..speculative.acceptance_stats import AcceptanceStats
+from ..speculative.draft_chain import DraftChain
+from .request import Req
+
+if TYPE_CHECKING:
+    from .output_processor import OutputProcessor, StepOutput
+
+
+class DraftVerifier:
+    """Verifies draft chains for one :class:`OutputProcessor` (see module doc)."""
+
+    def __init__(self, output: OutputProcessor, stats: AcceptanceStats) -> None:
+        self.output = output
+        self.stats = stats
+
+    def verify(self, step: StepOutput, req: Req, chain: DraftChain,
+               rows: torch.Tensor) -> None:
+        """Process ``req``'s verify rows ``rows`` [k + 1, V] (see module doc); an exception
+        faults ``req`` alone."""
+        with step.isolate(req, "verifying draft tokens"):
+            self._verify(step, req, chain, rows)
+
+    def _verify(self, step: StepOutput, req: Req, chain: DraftChain,
+                rows: torch.Tensor) -> None:
+        from .output_processor import draw_of
+
+        out = self.output
+        drafts = chain.tokens
+        logits = rows.float().clone()  # the sampler works in place
+        usable = self._mask(req, drafts, logits)
+        result = sample(logits[:usable], self._sample_rows(req, drafts, usable),
+                        out.generator, req.return_logprob,
+                        req.top_logprobs_num if req.return_logprob else 0)
+        accepted = emitted = 0
+        for i in range(usable):
+            draw = draw_of(result, i, req)
+            going = out.take_token(step, req, draw)
+            emitted += 1
+            hit = i < len(drafts) and draw[0] == drafts[i]
+            accepted += hit
+            if not (going and hit) or req.grammar_pending is not None:
+                break
+        assert req.kv is not None
+        # Positions up to the newest token's predecessor keep their KV; the newest token's
+        # is computed by the next step, as after any decode.
+        out.kv.truncate(req.kv, min(req.kv.kv_len, len(req.token_ids) - 1))
+        self.stats.record(chain.sources, accepted, emitted)
+        if req.draft_budget is not None:
+            req.draft_budget.update(len(drafts), accepted)
+        if req.finish_reason is None and (msg := out.maybe_output(req)) is not None:
+            step.outs.append(msg)
+
+    def _sample_rows(self, req: Req, drafts: list[int], n: int) -> list[SampleRow]:
+        """Row ``i``'s sampler input: the output as if ``drafts[:i]`` were appended."""
+        base = list(req.output_ids)
+        return [SampleRow(params=req.sampling, output_ids=base + drafts[:i],
+                          prompt_ids=req.input_ids, banned_ids=self.output.banned_ids(req, i),
+                          step=req.num_output + i)
+                for i in range(n)]
+
+    def _mask(self, req: Req, drafts: list[int], logits: torch.Tensor) -> int:
+        """Apply, in place, the constraint's mask of the state after ``drafts[:i]`` to row
+        ``i``; returns how many leading rows can be processed (a mask past the first that
+        cannot be built ends the rows there; one for the first sets ``grammar_error``, as a
+        plain step's fill does, and the request ends with it)."""
+        n = logits.shape[0]
+        if req.grammar is None or not req.grammar_active:
+            return n
+        words = torch.zeros(n, (logits.shape[1] + 31) // 32, dtype=torch.int32)
+        bits = words.numpy()
+        trial = req.grammar.copy()
+        usable = 0
+        for i in range(n):
+            try:
+                if i and not trial.accept_token(drafts[i - 1]):
+                    break  # never: the chain was cut to what the grammar accepts
+                trial.fill_bitmask(bits[i])
+            except GrammarError as exc:
+                if i:
+                    break
+                req.grammar_error = str(exc)
+                bits[0] = -1
+            usable = i + 1
+        index = torch.arange(usable, dtype=torch.int64, device=logits.device)
+        self.output.grammar.ops.apply_token_bitmask(logits, words[:usable].to(logits.device),
+                                                    index)
+        return usable

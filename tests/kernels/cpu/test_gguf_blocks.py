@@ -1,0 +1,205 @@
+"""Linears on raw GGUF blocks: every type, both native paths, within the error budget of
+their int8 activations (and exact in their integers)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from radixlm.kernels.cpu.gguf_blocks import (
+    GGUFBlockLinear,
+    gguf_block_dequantize,
+    gguf_block_linear,
+    gguf_block_types,
+    gguf_blocks_built,
+    gguf_blocks_vnni,
+)
+from radixlm.kernels.reference.gguf_blocks import (
+    GGUF_BLOCKS,
+    gguf_dequantize,
+    gguf_linear_ref,
+    random_gguf_raw,
+)
+
+TYPES = gguf_block_types()
+NATIVE_PATHS = [
+    pytest.param("vnni", marks=pytest.mark.skipif(not gguf_blocks_vnni(),
+                                                  reason="gguf_blocks: no AVX-512 VNNI path")),
+    pytest.param("portable", marks=pytest.mark.skipif(not gguf_blocks_built(),
+                                                      reason="gguf_blocks is not built")),
+]
+TINY = 2.0**-100  # activation blocks below it quantize to 0
+
+
+def _quantized_x(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernels' activations, reproduced: (dx X as float64 ``[T, K]``, the step bound
+    ``|x - dx X|`` per element): X = round-half-even(x 127 / max|x|) per block."""
+    t, k = x.shape
+    xb = x.view(t, k // block, block)
+    amax = xb.abs().amax(-1, keepdim=True)
+    live = amax >= TINY
+    inv = torch.where(live, 127.0 / amax, torch.zeros_like(amax))  # float32 as in C
+    dx = torch.where(live, amax / 127.0, torch.zeros_like(amax))
+    codes = torch.round(xb * inv).clamp(-127, 127)
+    step = torch.where(live, dx.double() / 2 * (1 + 2.0**-20), amax.double())
+    step = step.expand(t, k // block, block).reshape(t, k)
+    return (codes.double() * dx.double()).view(t, k), step
+
+
+def _budgets(x: torch.Tensor, w: torch.Tensor, type_name: str):
+    """(kernel vs the product of its own int8 activations, kernel vs float x @ W.T):
+    float32 rounding 2^-20 of sum |w| |x|; plus the activation rounding sum |w| |x - dx X|."""
+    xq, step = _quantized_x(x, GGUF_BLOCKS[type_name].elems)
+    wa = w.double().abs()
+    rounding = 2.0**-20 * (x.double().abs() @ wa.T) + 1e-30
+    return xq, rounding, rounding + step @ wa.T
+
+
+@pytest.mark.parametrize("path", NATIVE_PATHS)
+@pytest.mark.parametrize("type_name", TYPES)
+@pytest.mark.parametrize("t", [1, 3, 8, 13, 64])
+def test_matches_the_reference_within_the_activation_budget(type_name, path, t):
+    elems = GGUF_BLOCKS[type_name].elems
+    gen = torch.Generator().manual_seed(100 * TYPES.index(type_name) + t)
+    n, cols = 37 + 8 * (t % 3), elems * (3 if elems == 256 else 9)
+    raw = random_gguf_raw(type_name, n, cols, gen)
+    x = torch.randn(t, cols, generator=gen) * torch.rand(t, 1, generator=gen) * 4
+    x[0, :elems] *= 1e-3  # one block far smaller than the rest of its row
+    y = gguf_block_linear(x, raw, type_name, cols, path=path)
+    w = gguf_dequantize(raw, type_name, cols)
+    xq, rounding, budget = _budgets(x, w, type_name)
+    assert y.dtype == torch.float32 and y.shape == (t, n)
+    # exact integers: the kernel is the product of its own activations up to float rounding
+    assert bool(((y.double() - xq @ w.double().T).abs() <= rounding).all())
+    err = (y.double() - x.double() @ w.double().T).abs()
+    assert bool((err <= budget).all()), f"worst error / budget {(err / budget).max():.3g}"
+
+
+@pytest.mark.parametrize("type_name", TYPES)
+def test_native_paths_agree(type_name):
+    if not gguf_blocks_vnni():
+        pytest.skip("gguf_blocks: no AVX-512 VNNI path")
+    gen = torch.Generator().manual_seed(5)
+    cols = GGUF_BLOCKS[type_name].elems * 5
+    raw = random_gguf_raw(type_name, 19, cols, gen)
+    x = torch.randn(11, cols, generator=gen)
+    fast, plain = (gguf_block_linear(x, raw, type_name, cols, path=p) for p in
+                   ("vnni", "portable"))
+    scale = x.abs() @ gguf_dequantize(raw, type_name, cols).abs().T
+    assert bool(((fast - plain).abs() <= 2.0**-20 * scale).all())
+
+
+@pytest.mark.parametrize("type_name", TYPES)
+def test_native_dequantize_is_bit_equal(type_name):
+    gen = torch.Generator().manual_seed(9)
+    cols = GGUF_BLOCKS[type_name].elems * 3
+    raw = random_gguf_raw(type_name, 21, cols, gen)
+    ref = gguf_dequantize(raw, type_name, cols)
+    assert torch.equal(gguf_block_dequantize(raw, type_name, cols), ref)
+    assert torch.equal(gguf_block_dequantize(raw, type_name, cols, 5, 7), ref[5:12])
+    out = torch.full((7, cols), float("nan"))
+    assert gguf_block_dequantize(raw, type_name, cols, 5, 7, out=out) is out
+    assert torch.equal(out, ref[5:12])
+    assert torch.equal(_portable_dequantize(raw, type_name, cols), ref)
+
+
+@pytest.mark.parametrize("type_name", TYPES)
+def test_native_dequantize_of_any_bytes(type_name):
+    """Fully random bytes (subnormal, huge, inf, nan float16 scales): as the reference."""
+    geo = GGUF_BLOCKS[type_name]
+    raw = torch.randint(0, 256, (11, 3 * geo.nbytes), dtype=torch.uint8,
+                        generator=torch.Generator().manual_seed(8))
+    ref = gguf_dequantize(raw, type_name, 3 * geo.elems)
+    for w in (gguf_block_dequantize(raw, type_name, 3 * geo.elems),
+              _portable_dequantize(raw, type_name, 3 * geo.elems)):
+        assert torch.equal(w.isnan(), ref.isnan())
+        assert torch.equal(w.nan_to_num(), ref.nan_to_num())
+
+
+def _portable_dequantize(raw: torch.Tensor, type_name: str, cols: int) -> torch.Tensor:
+    """The native module's plain-C decoder (what a CPU without AVX-512 runs)."""
+    import radixlm.kernels.cpu.gguf_blocks as launcher
+    if launcher._lib is None:
+        pytest.skip("gguf_blocks is not built")
+    out = torch.empty(raw.shape[0], cols)
+    launcher._lib.dequantize(raw.data_ptr(), raw.stride(0), 0, raw.shape[0], cols,
+                             launcher._TYPE_IDS[type_name], out.data_ptr(), False)
+    return out
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q6_K"])
+def test_prefill_tiles_match_the_float_product(type_name):
+    gen = torch.Generator().manual_seed(4)
+    cols = GGUF_BLOCKS[type_name].elems * 2
+    raw = random_gguf_raw(type_name, 45, cols, gen)
+    x = torch.randn(41, cols, generator=gen)
+    ref = gguf_linear_ref(x, raw, type_name, cols)
+    scale = x.abs() @ gguf_dequantize(raw, type_name, cols).abs().T
+    y = gguf_block_linear(x, raw, type_name, cols, path="tiled")
+    assert bool(((y - ref).abs() <= 2.0**-18 * scale).all())
+
+
+@pytest.mark.parametrize("path", NATIVE_PATHS)
+def test_non_finite_rows_give_nan_rows(path):
+    gen = torch.Generator().manual_seed(1)
+    raw = random_gguf_raw("Q4_K", 17, 512, gen)
+    x = torch.randn(3, 512, generator=gen)
+    x[1, 300] = float("inf")
+    y = gguf_block_linear(x, raw, "Q4_K", 512, path=path)
+    assert bool(y[1].isnan().all()) and bool(y[[0, 2]].isfinite().all())
+
+
+def test_linear_module_keeps_the_mapped_bytes(tmp_path):
+    gen = torch.Generator().manual_seed(2)
+    raw = random_gguf_raw("Q5_K", 23, 768, gen)
+    path = tmp_path / "w.bin"
+    path.write_bytes(raw.numpy().tobytes())
+    mapped = np.memmap(path, dtype=np.uint8, mode="r", shape=tuple(raw.shape))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns on a read-only array
+        view = torch.from_numpy(mapped)
+    bias = torch.randn(23, generator=gen)
+    layer = GGUFBlockLinear(view, "Q5_K", 768, bias=bias)
+    assert layer.raw.data_ptr() == view.data_ptr() and layer.rows == 23
+    assert layer.nbytes == raw.numel() + 4 * 23
+    x = torch.randn(2, 768, generator=gen)
+    ref = GGUFBlockLinear(raw, "Q5_K", 768, path="reference")(x) + bias
+    xq, rounding, budget = _budgets(x, gguf_dequantize(raw, "Q5_K", 768), "Q5_K")
+    assert bool(((layer.forward(x) - ref).abs() <= budget.float()).all())
+    assert set(gguf_block_types()) == set(GGUF_BLOCKS)
+
+
+def test_argument_checks():
+    gen = torch.Generator().manual_seed(3)
+    raw = random_gguf_raw("Q8_0", 5, 64, gen)
+    with pytest.raises(ValueError, match="expected size 64"):
+        gguf_block_linear(torch.randn(2, 32), raw, "Q8_0", 64)
+    with pytest.raises(TypeError, match="dtype"):
+        gguf_block_linear(torch.randn(2, 64).double(), raw, "Q8_0", 64)
+    with pytest.raises(TypeError, match="uint8"):
+        GGUFBlockLinear(raw.view(torch.int8), "Q8_0", 64)
+    with pytest.raises(ValueError, match="needs"):
+        GGUFBlockLinear(raw, "Q4_0", 64)
+    with pytest.raises(ValueError, match="unsupported"):
+        GGUFBlockLinear(raw, "IQ4_NL", 64)
+    with pytest.raises(ValueError, match="contiguous"):
+        GGUFBlockLinear(torch.randint(0, 255, (68, 5), dtype=torch.uint8).T, "Q8_0", 64)
+    with pytest.raises(ValueError, match="path"):
+        gguf_block_linear(torch.randn(2, 64), raw, "Q8_0", 64, path="gpu")
+
+
+def test_without_the_module_the_reference_runs(monkeypatch):
+    import radixlm.kernels.cpu.gguf_blocks as launcher
+    monkeypatch.setattr(launcher, "_lib", None)
+    gen = torch.Generator().manual_seed(6)
+    raw = random_gguf_raw("Q6_K", 7, 256, gen)
+    x = torch.randn(2, 256, generator=gen)
+    ref = gguf_linear_ref(x, raw, "Q6_K", 256)
+    assert torch.equal(GGUFBlockLinear(raw, "Q6_K", 256)(x), ref)
+    assert torch.equal(launcher.gguf_block_dequantize(raw, "Q6_K", 256),
+                       gguf_dequantize(raw, "Q6_K", 256))
+    with pytest.raises(RuntimeError, match="not built"):
+        GGUFBlockLinear(raw, "Q6_K", 256, path="portable")
