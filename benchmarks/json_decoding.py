@@ -1,8 +1,9 @@
 """JSON-schema constrained decoding, side by side: radixlm.fsm, xgrammar and outlines-core.
 
 Per JSONSchemaBench subset and engine, on one vocabulary (``--tokenizer``: SmolLM2's 49k
-byte-level BPE, Mistral's 131k tekken, Mistral's 32k SentencePiece with byte fallback, or the
-tiny model's 8k; see :mod:`radixlm.testing.real_vocabularies`):
+byte-level BPE, Mistral's 131k tekken, Mistral's 32k SentencePiece with byte fallback, Gemma
+3's 262k SentencePiece with byte fallback (``gemma3``) or the tiny model's 8k; see
+:mod:`radixlm.testing.real_vocabularies`):
 declared coverage (compiles within the time budget), correctness on the test instances (judged
 by ``jsonschema`` with a format checker, not by the labels), compile time p50/p90/p99, mask
 time per token p50/p99/max (random-logit walks), walks that finish / parse / validate, and for

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,13 +23,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 QUIET = CompileBudget(background_warmup_states=0)
 
 
-@pytest.fixture(scope="module", params=["sentencepiece", "smollm2", "tekken"])
-def real(request: pytest.FixtureRequest) -> RealVocabulary:
+@pytest.fixture(scope="session")
+def load_real() -> Callable[[str], RealVocabulary]:
+    """``load(name)``: :func:`load_vocabulary` once per name for the whole session (each
+    module using :func:`real` would load it again: Gemma 3's 262k takes seconds); skips,
+    naming the package to install, where it is absent."""
+    loaded: dict[str, RealVocabulary | VocabularyUnavailable] = {}
+
+    def load(name: str) -> RealVocabulary:
+        if name not in loaded:
+            try:
+                loaded[name] = load_vocabulary(name)
+            except VocabularyUnavailable as exc:
+                loaded[name] = exc
+        found = loaded[name]
+        if isinstance(found, VocabularyUnavailable):
+            pytest.skip(str(found))
+        return found
+
+    return load
+
+
+@pytest.fixture(scope="module", params=["sentencepiece", "smollm2", "tekken", "gemma3"])
+def real(request: pytest.FixtureRequest, load_real: Callable[[str], RealVocabulary]
+         ) -> RealVocabulary:
     """Each real vocabulary (skipped, naming the package to install, where it is absent)."""
-    try:
-        return load_vocabulary(request.param)
-    except VocabularyUnavailable as exc:
-        pytest.skip(str(exc))
+    return load_real(request.param)
 
 
 @pytest.fixture(scope="session")

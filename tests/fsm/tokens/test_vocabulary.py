@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from radixlm.fsm import TokenVocabulary
 from radixlm.fsm.tokens.vocabulary import bytes_to_unicode, tokenizer_token_bytes
@@ -86,3 +88,14 @@ def test_bytes_to_unicode_is_a_bijection() -> None:
 def test_bad_eos_ids_are_refused(eos, message) -> None:  # noqa: ANN001
     with pytest.raises(ValueError, match=message):
         TokenVocabulary([b"a"], 8192, eos)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=5).map(
+    lambda b: bytes(x % 3 for x in b))), min_size=1, max_size=30))
+def test_extendable_is_a_proper_prefix_of_another_token(token_bytes) -> None:  # noqa: ANN001
+    vocab = TokenVocabulary(token_bytes, len(token_bytes) + 2, [len(token_bytes)])
+    texts = [b for b in vocab.token_bytes if b]
+    expected = [bool(b) and any(o != b and o.startswith(b) for o in texts)
+                for b in vocab.token_bytes]
+    assert vocab.extendable.tolist() == expected

@@ -70,34 +70,47 @@ class TokenTrie:
     """Levels of distinct token prefixes, and which tokens end at which node."""
 
     def __init__(self, token_bytes: Sequence[bytes | None]) -> None:
-        # level d: sorted distinct prefixes of length d; sorting keeps children of one parent
-        # contiguous and in parent order
-        tokens = sorted({b for b in token_bytes if b})
-        self.depth = max((len(b) for b in tokens), default=0)
-        levels: list[list[bytes]] = [[b""]]
-        for d in range(1, self.depth + 1):
-            levels.append(sorted({b[:d] for b in tokens if len(b) >= d}))
+        # Sorted, a token's new prefixes (nodes) are those past what it shares with the token
+        # before it (lcp), and each level's nodes come out sorted, so children of one parent
+        # are contiguous and in parent order; numpy per level, no per-prefix Python objects.
+        uniq = sorted({b for b in token_bytes if b})
+        lens = np.array([len(b) for b in uniq], dtype=np.int64)
+        self.depth = int(lens.max(initial=0))
+        flat = np.frombuffer(b"".join(uniq), dtype=np.uint8)
+        cols = np.full((len(uniq), self.depth), -1, dtype=np.int16)  # -1: past the end
+        cols[np.repeat(np.arange(len(uniq)), lens),
+             np.arange(flat.size) - np.repeat(np.cumsum(lens) - lens, lens)] = flat
+        lcp = np.zeros(len(uniq), dtype=np.int64)  # distinct: they differ within both lengths
+        if len(uniq) > 1:
+            lcp[1:] = np.argmax(cols[1:] != cols[:-1], axis=1)
+        makers = [np.zeros(1, dtype=np.int64)]  # level d: the sorted token making each node
         self.parent: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
         self.byte: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
         self.child_start: list[np.ndarray] = []  # [level d-1 node] -> first child at level d
         self.child_count: list[np.ndarray] = []
         for d in range(1, self.depth + 1):
-            where = {p: i for i, p in enumerate(levels[d - 1])}
-            parent = np.array([where[p[:-1]] for p in levels[d]], dtype=np.int64)
-            self.parent.append(parent)
-            self.byte.append(np.array([p[-1] for p in levels[d]], dtype=np.int64))
-            count = np.bincount(parent, minlength=len(levels[d - 1]))
+            made = np.flatnonzero((lcp < d) & (lens >= d))
+            # the parent: the last level d-1 node made at or before (the prefix block's first)
+            parent = np.searchsorted(makers[d - 1], made, side="right") - 1
+            makers.append(made)
+            self.parent.append(parent.astype(np.int64))
+            self.byte.append(cols[made, d - 1].astype(np.int64))
+            count = np.bincount(parent, minlength=makers[d - 1].size)
             self.child_count.append(count)
             self.child_start.append(np.cumsum(count) - count)
-        self.sizes = [len(level) for level in levels]
-        # tokens ending at level d: their node there and their ids (duplicates share a node)
-        node_of = [{p: i for i, p in enumerate(level)} for level in levels]
-        ends: list[list[tuple[int, int]]] = [[] for _ in levels]
-        for tid, data in enumerate(token_bytes):
-            if data:
-                ends[len(data)].append((node_of[len(data)][data], tid))
-        self.end_node = [np.array([n for n, _ in e], dtype=np.int64) for e in ends]
-        self.end_token = [np.array([t for _, t in e], dtype=np.int64) for e in ends]
+        self.sizes = [m.size for m in makers]
+        # tokens ending at level d, by id: their node there (a token makes its own last node;
+        # duplicates share it) and their ids
+        rank = {b: i for i, b in enumerate(uniq)}
+        tids = np.array([t for t, b in enumerate(token_bytes) if b], dtype=np.int64)
+        pos = np.array([rank[token_bytes[t]] for t in tids.tolist()], dtype=np.int64)
+        ends = lens[pos]
+        self.end_node = [np.zeros(0, dtype=np.int64)]
+        self.end_token = [np.zeros(0, dtype=np.int64)]
+        for d in range(1, self.depth + 1):
+            here = ends == d
+            self.end_node.append(np.searchsorted(makers[d], pos[here]).astype(np.int64))
+            self.end_token.append(tids[here])
         self._num_tokens = sum(e.size for e in self.end_token)
         self.preorder = self._preorder()
 

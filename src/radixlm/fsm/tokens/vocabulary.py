@@ -48,7 +48,10 @@ def _decoder_kinds(tokenizer: Any) -> set[str]:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return set()
-    spec = json.loads(backend.to_str()).get("decoder") or {}
+    decoder = backend.decoder  # its JSON alone: the whole tokenizer's is 33 MB at 262k tokens
+    if decoder is None:
+        return set()
+    spec = json.loads(decoder.__getstate__())
     kinds, stack = set(), [spec]
     while stack:
         d = stack.pop()
@@ -58,7 +61,8 @@ def _decoder_kinds(tokenizer: Any) -> set[str]:
     return kinds
 
 
-def _byte_level_bytes(token: str) -> bytes | None:
+def byte_level_bytes(token: str) -> bytes | None:
+    """Bytes of a byte-level BPE symbol string (None: a character outside the table)."""
     try:
         return bytes(_UNICODE_TO_BYTE[c] for c in token)
     except KeyError:
@@ -89,7 +93,7 @@ def tokenizer_token_bytes(tokenizer: Any) -> list[bytes | None]:
         elif tid in added:  # added tokens are matched on raw text
             out.append(added[tid].content.encode("utf-8"))
         elif byte_level:
-            out.append(_byte_level_bytes(token) or token.encode("utf-8"))
+            out.append(byte_level_bytes(token) or token.encode("utf-8"))
         else:
             out.append(sentencepiece_piece_bytes(token))
     return out
@@ -134,20 +138,22 @@ class TokenVocabulary:
     def _build_walk_arrays(self) -> None:
         ids = [t for t, b in enumerate(self.token_bytes) if b]
         ids.sort(key=lambda t: -len(self.token_bytes[t]))
-        max_len = len(self.token_bytes[ids[0]]) if ids else 1
-        cols = np.zeros((max_len, len(ids)), dtype=np.int32)
-        bitsets = np.zeros((4, len(ids)), dtype=np.uint64)
-        for row, tid in enumerate(ids):
-            data = np.frombuffer(self.token_bytes[tid], dtype=np.uint8)
-            cols[: len(data), row] = data
-            for byte in set(data.tolist()):
-                bitsets[byte >> 6, row] |= np.uint64(1 << (byte & 63))
         lengths = np.array([len(self.token_bytes[t]) for t in ids], dtype=np.int32)
+        max_len = int(lengths[0]) if ids else 1
+        # all tokens' bytes end to end, scattered into columns (row = rank in ``ids``)
+        flat = np.frombuffer(b"".join(self.token_bytes[t] for t in ids), dtype=np.uint8)
+        row = np.repeat(np.arange(len(ids)), lengths)
+        pos = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        cols = np.zeros((max_len, len(ids)), dtype=np.uint8)  # 12 MB at 262k (int32: 49)
+        cols[pos, row] = flat
+        bitsets = np.zeros((4, len(ids)), dtype=np.uint64)
+        np.bitwise_or.at(bitsets, (flat >> 6, row),
+                         np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64)))
         self.walk_ids = np.array(ids, dtype=np.int64)
         self.walk_cols = cols  # [max_len, n]: byte i of each token (rows sorted longest first)
         self.walk_lengths = lengths
         self.walk_neg_lengths = -lengths  # ascending: searchsorted finds "longer than i"
-        self.walk_first = cols[0].copy() if len(ids) else np.zeros(0, dtype=np.int32)
+        self.walk_first = cols[0].copy() if len(ids) else np.zeros(0, dtype=np.uint8)
         self.walk_bytesets = bitsets  # [4, n] uint64: which bytes each token contains
         self.max_token_len = max_len
 
@@ -171,14 +177,12 @@ class TokenVocabulary:
     @cached_property
     def extendable(self) -> np.ndarray:
         """bool per id: the token's bytes are a proper prefix of another token's bytes."""
+        # every trie node is a prefix of some token: extendable = its node has a child
         out = np.zeros(self.vocab_size, dtype=bool)
-        entries = sorted((b, t) for t, b in enumerate(self.token_bytes) if b)
-        for i, (data, tid) in enumerate(entries):
-            j = i + 1
-            while j < len(entries) and entries[j][0] == data:
-                j += 1
-            if j < len(entries) and entries[j][0].startswith(data):
-                out[tid] = True
+        trie = self.trie
+        for d in range(1, trie.depth):  # nodes at the deepest level have no children
+            ends = trie.end_node[d]
+            out[trie.end_token[d][trie.child_count[d][ends] > 0]] = True
         return out
 
     @cached_property

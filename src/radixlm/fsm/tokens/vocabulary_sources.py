@@ -1,6 +1,6 @@
 """Bytes per token id from tokenizer files that are not Hugging Face tokenizers.
 
-Two formats (Hugging Face tokenizers, GGUF ones included, go through
+Three formats (Hugging Face tokenizers, GGUF ones included, go through
 :func:`radixlm.fsm.tokens.vocabulary.tokenizer_token_bytes`):
 
 - Mistral's *tekken* JSON (tiktoken-style byte-level BPE): ids below ``num_special_tokens``
@@ -8,6 +8,9 @@ Two formats (Hugging Face tokenizers, GGUF ones included, go through
   that rank, for ranks that fit the configured vocabulary size.
 - A SentencePiece model: control, unknown and unused pieces are None, byte-fallback pieces
   (``<0x41>``) are that byte, and ``▁`` in a normal piece is a space.
+- A GGUF file's ``tokenizer.ggml.*`` metadata (SentencePiece ``llama`` or byte-level ``gpt2``
+  models), as llama.cpp reads it: control, unknown and unused tokens are None, byte tokens
+  their byte, user-defined tokens their raw text, normal tokens decoded per the model.
 
 Nothing here imports the tokenizer libraries: the caller passes the parsed file or processor.
 """
@@ -19,7 +22,8 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
-from .vocabulary import sentencepiece_piece_bytes
+from . import gguf_tokenizer_metadata as gguf_meta
+from .vocabulary import byte_level_bytes, sentencepiece_piece_bytes
 
 
 def tekken_token_bytes(source: Path | dict[str, Any]) -> list[bytes | None]:
@@ -64,4 +68,24 @@ def sentencepiece_token_bytes(processor: SentencePieceLike) -> list[bytes | None
             out.append(None)
         else:
             out.append(sentencepiece_piece_bytes(processor.id_to_piece(tid)) or None)
+    return out
+
+
+def gguf_token_bytes(meta: gguf_meta.GGUFTokenizerMetadata) -> list[bytes | None]:
+    """Bytes per id of a GGUF file's tokenizer metadata (see the module docstring)."""
+    if meta.model not in ("llama", "gpt2"):
+        raise ValueError(f"{meta.path}: tokenizer.ggml.model={meta.model!r} is not supported "
+                         f"(expected 'llama' or 'gpt2')")
+    normal = sentencepiece_piece_bytes if meta.model == "llama" else \
+        (lambda token: byte_level_bytes(token) or token.encode("utf-8"))
+    out: list[bytes | None] = []
+    for token, kind in zip(meta.tokens, meta.token_types.tolist(), strict=True):
+        if kind in (gguf_meta.CONTROL, gguf_meta.UNKNOWN, gguf_meta.UNUSED):
+            out.append(None)
+        elif kind == gguf_meta.USER_DEFINED:
+            out.append(token.encode("utf-8") or None)
+        elif kind == gguf_meta.BYTE:
+            out.append(sentencepiece_piece_bytes(token) or None)
+        else:
+            out.append(normal(token) or None)
     return out

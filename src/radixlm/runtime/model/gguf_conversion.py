@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .gguf_checkpoint import GGUFCheckpoint
@@ -97,20 +98,27 @@ def ensure_converted(gguf_path: Path, cache_root: Path, need_tokenizer: bool = T
     ckpt = GGUFCheckpoint(gguf_path)
     if need_tokenizer:
         ckpt.require_tokenizer()
-    cache_root.mkdir(parents=True, exist_ok=True)
-    tmp = cache_root / f".{out.name}.{os.getpid()}.tmp"
+    write_atomically(out, "config.json", lambda tmp: _convert(ckpt, tmp))
+    return out
+
+
+def write_atomically(out: Path, marker: str, write: Callable[[Path], None]) -> None:
+    """Fill a fresh temporary folder beside ``out`` with ``write`` and rename it to ``out``,
+    so a crash or a concurrent start never leaves a half-written cache entry behind (a
+    concurrent writer that finished first, leaving ``out / marker``, wins)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        _convert(ckpt, tmp)
+        write(tmp)
         try:
             tmp.rename(out)
         except OSError:  # another process finished first; its copy is as good as ours
-            if not (out / "config.json").is_file():
+            if not (out / marker).is_file():
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return out
 
 
 def _convert(ckpt: GGUFCheckpoint, folder: Path) -> None:
@@ -144,16 +152,6 @@ def _write_weights(ckpt: GGUFCheckpoint, out: Path, start: float) -> None:
 
 
 def _write_tokenizer(ckpt: GGUFCheckpoint, folder: Path) -> None:
-    from transformers import AutoTokenizer
+    from .gguf_tokenizer_conversion import write_tokenizer
 
-    try:
-        tok = AutoTokenizer.from_pretrained(str(ckpt.path.parent), gguf_file=ckpt.path.name)
-    except Exception as exc:  # noqa: BLE001 - transformers raises many types here
-        raise UnsupportedModelError(
-            f"{ckpt.path}: transformers could not build a tokenizer from the GGUF metadata "
-            f"(tokenizer.ggml.model={ckpt.field('tokenizer.ggml.model')!r}): {exc}; pass "
-            f"--tokenizer-path to a Hugging Face tokenizer folder") from exc
-    template = ckpt.chat_template
-    if template and not getattr(tok, "chat_template", None):
-        tok.chat_template = template
-    tok.save_pretrained(str(folder))
+    write_tokenizer(ckpt.path, folder, ckpt.field("tokenizer.ggml.model"), ckpt.chat_template)
