@@ -22,22 +22,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import safe_open
 
 from ...kernels.cpu.int8_grouped import Int8GroupedWeight
 from ...kernels.cpu.quant_linear import Int4Weight
 from .gguf_checkpoint import GGUFCheckpoint, hf_tensor_name, unpermute_qk
+from .gguf_conversion import gguf_source  # noqa: F401 - where callers looked for it
+from .gguf_weights import FUSED_PROJECTIONS as _FUSED
 
 EXACT_INT4_TYPES = {"Q4_0": 18, "Q4_1": 20}  # GGUF type -> bytes per block of 32
 Q8_0_BLOCK_BYTES = 34  # f16 d + 32 int8 codes
 GGUF_GROUP = 32
-# our fused linear -> the Hugging Face projections concatenated into it, in row order
-_FUSED = {
-    "self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
-    "self_attn.o_proj": ("self_attn.o_proj",),
-    "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj"),
-    "mlp.down_proj": ("mlp.down_proj",),
-}
 
 
 @dataclass(frozen=True)
@@ -72,16 +66,6 @@ def decode_q8_0_blocks(raw: np.ndarray, rows: int, cols: int) -> Int8GroupedWeig
     d = b[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
     codes = b[..., 2:].copy().view(np.int8).reshape(rows, cols)
     return Int8GroupedWeight.build(torch.from_numpy(codes), torch.from_numpy(d), GGUF_GROUP)
-
-
-def gguf_source(model_folder: str | Path) -> Path | None:
-    """The GGUF a converted folder came from (recorded in its safetensors metadata)."""
-    path = Path(model_folder) / "model.safetensors"
-    if not path.is_file():
-        return None
-    with safe_open(str(path), framework="pt") as f:
-        source = (f.metadata() or {}).get("source")
-    return Path(source) if source and Path(source).is_file() else None
 
 
 @dataclass(frozen=True)

@@ -215,16 +215,35 @@ class DecoderForCausalLM(nn.Module):
         self, build: Callable[[str, torch.Tensor, torch.Tensor | None], nn.Module]
     ) -> None:
         """After load: swap every projection and the LM head for ``build(name, weight, bias)``
-        (name ``layers.3.mlp.gate_up_proj`` or ``lm_head``; weight ``[out, in]``)."""
-        for i, layer in enumerate(self.layers):
-            for owner, part, attr in ((layer.self_attn, "self_attn", "qkv_proj"),
-                                      (layer.self_attn, "self_attn", "o_proj"),
-                                      (layer.mlp, "mlp", "gate_up_proj"),
-                                      (layer.mlp, "mlp", "down_proj")):
-                lin = getattr(owner, attr)
-                setattr(owner, attr, build(f"layers.{i}.{part}.{attr}", lin.weight, lin.bias))
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        self.head = build("lm_head", weight, None)
+        (name ``layers.3.mlp.gate_up_proj`` or ``lm_head``; weight ``[out, in]``). Linears
+        put in place by :meth:`attach_linears` stay as they are."""
+        for name, owner, attr in self._projections():
+            lin = getattr(owner, attr)
+            if isinstance(lin, nn.Linear):
+                setattr(owner, attr, build(name, lin.weight, lin.bias))
+        if self.head is None:
+            weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+            self.head = build("lm_head", weight, None)
+
+    def attach_linears(self, modules: dict[str, nn.Module]) -> None:
+        """Before the parameters exist (on the meta device): put ``modules`` (by the names
+        :meth:`replace_linears` uses) in place of those projections, so no float weight is
+        ever allocated for them; an untied ``lm_head`` given here drops its float weight."""
+        for name, owner, attr in self._projections():
+            if name in modules:
+                setattr(owner, attr, modules[name])
+        if "lm_head" in modules:
+            self.head = modules["lm_head"]
+            self.lm_head = None
+
+    def _projections(self) -> list[tuple[str, nn.Module, str]]:
+        """``(name, owner, attribute)`` of every layer's projections, in model order."""
+        return [(f"layers.{i}.{part}.{attr}", owner, attr)
+                for i, layer in enumerate(self.layers)
+                for owner, part, attr in ((layer.self_attn, "self_attn", "qkv_proj"),
+                                          (layer.self_attn, "self_attn", "o_proj"),
+                                          (layer.mlp, "mlp", "gate_up_proj"),
+                                          (layer.mlp, "mlp", "down_proj"))]
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, pool: KVPool) -> torch.Tensor:
