@@ -60,6 +60,9 @@ class RunnerConfig:
     # the file's memory map); None on a GGUF: its tensors dequantized to float32 at load
     quantization: str | None = None
     quantization_group_size: int = 32  # int4 group along the input dimension
+    # the KV pool's element type: auto (the model's dtype), float32, bfloat16 / bf16 (half a
+    # float32 pool; attention widens the rows a batch reads, memory/kv_pool.py)
+    kv_cache_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype not in ("auto", *DTYPES):
@@ -87,6 +90,9 @@ class RunnerConfig:
         if self.quantization is not None and self.device != "cpu":
             raise ValueError(f"quantization={self.quantization!r} runs on CPU only (torch's "
                              f"weight-only CPU kernels); drop it for device {self.device!r}")
+        if self.kv_cache_dtype not in ("auto", "bf16", *DTYPES):
+            raise ValueError(f"kv_cache_dtype must be auto, bf16 or one of {sorted(DTYPES)}, "
+                             f"got {self.kv_cache_dtype!r}")
         if self.max_context is not None and self.max_context < 1:
             raise ValueError(f"max_context must be >= 1, got {self.max_context}")
 
@@ -96,6 +102,12 @@ class RunnerConfig:
         if self.device == "cpu":
             return torch.float32
         return DTYPES.get(model_cfg.torch_dtype, torch.bfloat16)
+
+    def kv_torch_dtype(self, model_cfg: ModelConfig) -> torch.dtype:
+        """The KV pool's element type (``auto``: the model's)."""
+        if self.kv_cache_dtype == "auto":
+            return self.torch_dtype(model_cfg)
+        return DTYPES["bfloat16" if self.kv_cache_dtype == "bf16" else self.kv_cache_dtype]
 
 
 class ModelRunner:
@@ -107,7 +119,9 @@ class ModelRunner:
     """
 
     def __init__(self, model_path: str | Path, config: RunnerConfig | None = None,
-                 tp_group: TPGroup | None = None) -> None:
+                 tp_group: TPGroup | None = None, gguf: MappedGGUF | None = None) -> None:
+        """``gguf``: the model's GGUF already opened (the caller sized the pool from it);
+        otherwise a GGUF ``model_path`` (or its cached folder) is opened here."""
         self.config = config or RunnerConfig()
         self.tp_group = tp_group
         if tp_group is not None and self.config.quantization is not None:
@@ -118,10 +132,17 @@ class ModelRunner:
         # a .gguf: its config and tokenizer folder (made once); the weights stay in the file
         self.model_path = str(resolve_model_path(model_path))
         self.gguf_path = self.gguf_path or gguf_source(self.model_path)
-        self.gguf = None if self.gguf_path is None else MappedGGUF(self.gguf_path)
+        if gguf is None and self.gguf_path is not None:
+            gguf = MappedGGUF(self.gguf_path)
+        self.gguf = gguf
         self.model_config = ModelConfig.from_folder(self.model_path)
         self.device = torch.device(self.config.device)
         self.dtype = self.config.torch_dtype(self.model_config)
+        if (self.device.type != "cpu"
+                and self.config.kv_torch_dtype(self.model_config) != self.dtype):
+            raise ValueError(f"kv_cache_dtype={self.config.kv_cache_dtype!r} beside dtype "
+                             f"{self.dtype} runs on CPU only (CUDA graphs capture fixed "
+                             f"reads); set --dtype to the same type on {self.device}")
         self.max_context = min(
             self.config.max_context or self.model_config.max_position_embeddings,
             self.model_config.max_position_embeddings,
@@ -144,7 +165,7 @@ class ModelRunner:
         num_pages = -(-self.config.max_total_tokens // page_size)
         self.kv_pool = KVPool(
             cfg.num_layers, num_pages, page_size, cfg.num_kv_heads, cfg.head_dim,
-            self.dtype, self.device,
+            self.config.kv_torch_dtype(self.model_config), self.device,
         )
         self.allocator = PageAllocator(num_pages, page_size)
         self.workspace: dict[str, torch.Tensor] = {}  # attention gather buffers, reused

@@ -25,7 +25,7 @@ from torch import nn
 
 from ....kernels import KernelOps, rotary_rows
 from ....kernels.reference.silu_mul import silu_mul_ref
-from ...memory.kv_pool import KVPool
+from ...memory.kv_pool import KVPool, widened_kv
 from ..forward_batch import ForwardBatch
 from ..model_config import ModelConfig, UnsupportedModelError
 from .rope import RopeTables
@@ -64,7 +64,9 @@ class DecoderAttention(nn.Module):
         v = qkv[:, self.q_size + self.kv_size:].reshape(t, self.num_kv_heads, self.head_dim)
         v = v.contiguous()
         k_cache, v_cache = pool.k_buffers[self.layer_id], pool.v_buffers[self.layer_id]
-        ops.store_kv(k_cache, v_cache, batch.out_cache_loc, k.contiguous(), v)
+        kv_dtype = k_cache.dtype  # narrower than q's with --kv-cache-dtype bfloat16
+        ops.store_kv(k_cache, v_cache, batch.out_cache_loc, k.to(kv_dtype).contiguous(),
+                     v.to(kv_dtype))
         out = self._attend(q.contiguous(), k_cache, v_cache, batch)  # [T, Hq, D]
         return self.o_proj.forward(out.reshape(t, self.q_size))
 
@@ -114,19 +116,24 @@ class DecoderAttention(nn.Module):
         batch: ForwardBatch,
     ) -> torch.Tensor:
         ops = self.ops
+        narrow = k_cache.dtype != q.dtype  # a bfloat16 pool: read its rows widened
 
         def decode(qd: torch.Tensor) -> torch.Tensor:
-            return ops.decode_attention(
-                qd, k_cache, v_cache, batch.dec_kv_indptr, batch.dec_kv_indices,
-                self.sm_scale, 0.0, self.sliding_window,
-                plan=batch.decode_plan(self.sliding_window, ops.plan_decode),
-            )
+            k, v, idx = k_cache, v_cache, batch.dec_kv_indices
+            plan = None  # the batch's plan addresses pool slots, not the widened rows
+            if narrow:
+                k, v, idx = widened_kv(k_cache, v_cache, idx, q.dtype)
+            else:
+                plan = batch.decode_plan(self.sliding_window, ops.plan_decode)
+            return ops.decode_attention(qd, k, v, batch.dec_kv_indptr, idx, self.sm_scale,
+                                        0.0, self.sliding_window, plan=plan)
 
         def extend(qe: torch.Tensor) -> torch.Tensor:
-            return ops.extend_attention(
-                qe, k_cache, v_cache, batch.ext_qo_indptr, batch.ext_kv_indptr,
-                batch.ext_kv_indices, self.sm_scale, 0.0, self.sliding_window,
-            )
+            k, v, idx = k_cache, v_cache, batch.ext_kv_indices
+            if narrow:
+                k, v, idx = widened_kv(k_cache, v_cache, idx, q.dtype)
+            return ops.extend_attention(qe, k, v, batch.ext_qo_indptr, batch.ext_kv_indptr,
+                                        idx, self.sm_scale, 0.0, self.sliding_window)
 
         if not batch.has_extend:
             return decode(q)
