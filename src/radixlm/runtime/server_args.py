@@ -216,7 +216,8 @@ class ServerArgs:
 
     def with_local_checkpoint(self) -> ServerArgs:
         """These args with a GGUF ``model_path`` (or ``tokenizer_path``) replaced by its cached
-        Hugging Face conversion (converting it the first time); unchanged otherwise."""
+        config-and-tokenizer folder (made the first time; the runner maps the weights from the
+        GGUF it names); unchanged otherwise."""
         from .model.gguf_conversion import resolve_model_path
 
         tokenizer = (None if self.tokenizer_path is None
