@@ -154,13 +154,15 @@ def test_block_weights_are_views_of_the_files_mapping(mapped):
     runner = ModelRunner(folder, RunnerConfig(max_total_tokens=64, quantization="gguf"))
     ranges = file_mappings(path)
     assert ranges, "the GGUF is memory-mapped"
-    pieces = [p for m in runner.gguf_blocks.modules.values() for p in m.pieces]
-    assert len(pieces) == 2 * 6 + 1 + 1  # q, k, v, o, gate, up (+ down in layer 0), head
-    for p in pieces:
-        ptr = p.raw.data_ptr()
-        assert any(lo <= ptr and ptr + p.raw.numel() <= hi for lo, hi in ranges)
+    raws = [p.raw for m in runner.gguf_blocks.modules.values() for p in m.pieces]
+    assert len(raws) == 2 * 6 + 1 + 1  # q, k, v, o, gate, up (+ down in layer 0), head
+    raws.append(runner.model.embed_tokens.raw)  # the Q8_0 table, read by rows
+    for raw in raws:
+        ptr = raw.data_ptr()
+        assert any(lo <= ptr and ptr + raw.numel() <= hi for lo, hi in ranges)
     names = {n for n, _ in runner.model.named_parameters()}
-    assert not any("qkv_proj" in n or "gate_up_proj" in n or "o_proj" in n for n in names)
+    assert not any(part in n for n in names for part in ("qkv_proj", "gate_up_proj", "o_proj",
+                                                          "embed_tokens", "lm_head"))
 
 
 def test_a_float32_conversion_of_the_file_is_removed_and_old_folders_still_resolve(tmp_path):

@@ -8,9 +8,11 @@ numpy view of that map. :class:`MappedGGUF` hands the runner:
   :data:`BLOCK_TYPES`, as :class:`GGUFFusedLinear` modules over uint8 ``[rows, row_bytes]``
   tensors that *are* the file's bytes (``torch.from_numpy`` of the map: no copy, the page
   cache holds them once for every process mapping the file);
-* :meth:`MappedGGUF.float_weights`: every other tensor (norms, embeddings, biases, float or
-  other-typed projections) dequantized to float32 under its Hugging Face name, for the
-  model's ``load_weights`` (which copies each into its parameter).
+* a block-typed token embedding as a :class:`~.gguf_embedding.GGUFEmbedding` (rows
+  dequantized as they are looked up);
+* :meth:`MappedGGUF.float_weights`: every other tensor (norms, float embeddings, biases,
+  float or other-typed projections) dequantized to float32 under its Hugging Face name, for
+  the model's ``load_weights`` (which copies each into its parameter).
 
 Fused projections are a concatenation of block linears, not of raw rows: the pieces of one
 fusion often differ in type (Q4_K_M stores ``attn_v`` / some ``ffn_down`` as Q6_K beside Q4_K),
@@ -32,6 +34,7 @@ import torch
 
 from ...kernels.cpu.gguf_blocks import GGUFBlockLinear
 from .gguf_checkpoint import GGUFCheckpoint, hf_tensor_name, unpermute_qk
+from .gguf_embedding import GGUFEmbedding
 from .gguf_fused_linear import GGUFFusedLinear
 
 # GGUF types that run on their own bits (GGMLQuantizationType names); other quantized types
@@ -65,11 +68,15 @@ class BlockLinears:
     modules: dict[str, GGUFFusedLinear]
     consumed: frozenset[str]
     dequantized: dict[str, str]
+    embedding: GGUFEmbedding | None = None  # a block-typed table, read by rows
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the file the block linears read (their weights, mapped)."""
-        return sum(m.nbytes for m in self.modules.values())
+        """Bytes of the file the block linears and the embedding read (mapped; a tied table
+        counted once)."""
+        raws = [p.raw for m in self.modules.values() for p in m.pieces]
+        raws += [] if self.embedding is None else [self.embedding.raw]
+        return sum(r.numel() for r in {r.data_ptr(): r for r in raws}.values())
 
     def kinds(self) -> dict[str, int]:
         """``{"gguf-Q4_1": 120, ...}``: linears per block type (``+``-joined when mixed)."""
@@ -109,9 +116,18 @@ class MappedGGUF:
             modules["lm_head"] = module
             if head == "lm_head":  # a tied head's table also feeds the embedding: load it
                 consumed.add("lm_head.weight")
+        embedding = self._embedding()
+        if embedding is not None:
+            consumed.add("model.embed_tokens.weight")
         dequantized = {t.name: t.tensor_type.name for n, t in self._tensors.items()
                        if n not in consumed and t.tensor_type.name not in FLOAT_TYPES}
-        return BlockLinears(modules, frozenset(consumed), dequantized)
+        return BlockLinears(modules, frozenset(consumed), dequantized, embedding)
+
+    def _embedding(self) -> GGUFEmbedding | None:
+        t = self._tensors.get("model.embed_tokens.weight")
+        if t is None or t.tensor_type.name not in BLOCK_TYPES:
+            return None  # a float table loads as the embedding's parameter
+        return GGUFEmbedding(file_view(t.data), t.tensor_type.name, self.config["hidden_size"])
 
     def _fused(self, names: list[str]) -> GGUFFusedLinear | None:
         tensors = [self._tensors.get(f"{n}.weight") for n in names]
@@ -167,7 +183,7 @@ class MappedGGUF:
     def resident_bytes(self, quantized: bool) -> int:
         """The weights' memory in this process: float32 for every tensor, or with
         ``quantized`` the mapped blocks' bytes for the block linears (file pages)."""
-        blocks = self.block_linears() if quantized else BlockLinears({}, frozenset(), {})
+        blocks = self.block_linears() if quantized else BlockLinears({}, frozenset(), {}, None)
         floats = sum(int(np.prod([int(d) for d in t.shape])) * 4
                      for n, t in self._tensors.items() if n not in blocks.consumed)
         return floats + blocks.nbytes

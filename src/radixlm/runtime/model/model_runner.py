@@ -203,7 +203,11 @@ class ModelRunner:
                              f"bits; {self.model_path!r} is not a GGUF (or its folder): pass "
                              "the .gguf as --model-path, or use int8 / int4")
         blocks = self.gguf.block_linears()
-        model.attach_linears(dict(blocks.modules))
+        mapped: dict[str, torch.nn.Module] = dict(blocks.modules)
+        if blocks.embedding is not None:
+            blocks.embedding.dtype = self.dtype
+            mapped["embed_tokens"] = blocks.embedding
+        model.attach_modules(mapped)
         self.gguf_blocks = blocks
         if blocks.dequantized:
             logger.info("GGUF tensors of types without a block kernel, dequantized to float32: "

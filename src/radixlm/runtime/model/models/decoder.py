@@ -223,7 +223,7 @@ class DecoderForCausalLM(nn.Module):
     ) -> None:
         """After load: swap every projection and the LM head for ``build(name, weight, bias)``
         (name ``layers.3.mlp.gate_up_proj`` or ``lm_head``; weight ``[out, in]``). Linears
-        put in place by :meth:`attach_linears` stay as they are."""
+        put in place by :meth:`attach_modules` stay as they are."""
         for name, owner, attr in self._projections():
             lin = getattr(owner, attr)
             if isinstance(lin, nn.Linear):
@@ -232,16 +232,19 @@ class DecoderForCausalLM(nn.Module):
             weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
             self.head = build("lm_head", weight, None)
 
-    def attach_linears(self, modules: dict[str, nn.Module]) -> None:
+    def attach_modules(self, modules: dict[str, nn.Module]) -> None:
         """Before the parameters exist (on the meta device): put ``modules`` (by the names
-        :meth:`replace_linears` uses) in place of those projections, so no float weight is
-        ever allocated for them; an untied ``lm_head`` given here drops its float weight."""
+        :meth:`replace_linears` uses, and ``embed_tokens``) in place of those projections /
+        the embedding, so no float weight is ever allocated for them; an untied ``lm_head``
+        given here drops its float weight. A tied head must come with a given embedding."""
         for name, owner, attr in self._projections():
             if name in modules:
                 setattr(owner, attr, modules[name])
         if "lm_head" in modules:
             self.head = modules["lm_head"]
             self.lm_head = None
+        if "embed_tokens" in modules:
+            self.embed_tokens = modules["embed_tokens"]
 
     def _projections(self) -> list[tuple[str, nn.Module, str]]:
         """``(name, owner, attribute)`` of every layer's projections, in model order."""
