@@ -1,5 +1,10 @@
 """A GGUF's 4-bit weights kept on their own bits: Q4_0 and Q4_1 blocks as int4 groups of 32.
 
+No longer on the runner's path: ``--quantization gguf`` now runs every block type on the
+file's mapped bytes (``gguf_weights.py``, ``kernels/cpu/gguf_blocks.py``). These decoders
+(copies of the codes into torch's int4 / the grouped int8 layout) remain for their tests and
+as the exact Q4 -> int4 mapping, should the int4 VNNI kernels be wanted for such files again.
+
 A Q4_1 block of 32 weights stores float16 ``d`` and ``m`` and 4-bit codes ``q`` in [0, 15]:
 ``w = d * q + m``. In torch's int4 convention ``w = (q - 8) * scale + zero`` that is
 ``scale = d``, ``zero = m + 8 d`` (``m + 8d`` rounded once to float32). Q4_0 stores ``d`` only:
