@@ -39,7 +39,8 @@ class BenchModel:
     """One model as both sides see it.
 
     ``path`` is what radixlm is given (the ``.gguf`` for SmolLM2); ``hf_path`` is a Hugging
-    Face folder holding the same weights in float32, for transformers and the tokenizer.
+    Face folder for transformers and the tokenizer: the checkpoint itself, or a GGUF's cached
+    config-and-tokenizer folder (transformers then reads the weights from the GGUF it names).
     """
 
     label: str
@@ -51,10 +52,22 @@ class BenchModel:
             raise ValueError(f"{self.hf_path} has no config.json: not a model folder")
 
     @property
+    def gguf(self) -> Path | None:
+        """The GGUF holding the weights, when ``hf_path`` is a GGUF's cached folder."""
+        from radixlm.runtime.model.gguf_conversion import gguf_source
+
+        return gguf_source(self.hf_path)
+
+    @property
     def parameters(self) -> int:
-        """Parameter count, read from the safetensors headers (no weights loaded)."""
+        """Parameter count, read from the safetensors headers or the GGUF's tensor infos (no
+        weights loaded)."""
         from safetensors import safe_open
 
+        if self.gguf is not None:
+            from gguf import GGUFReader
+
+            return sum(int(t.n_elements) for t in GGUFReader(str(self.gguf)).tensors)
         total = 0
         for shard in sorted(self.hf_path.glob("*.safetensors")):
             with safe_open(str(shard), framework="pt") as f:
@@ -114,7 +127,12 @@ def load_hf_model(model: BenchModel) -> torch.nn.Module:
     """transformers on the same weights, float32, EOS off (both sides decode a fixed count)."""
     from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(model.hf_path, dtype=torch.float32).eval()
+    gguf = model.gguf
+    if gguf is not None:  # transformers dequantizes the file itself
+        hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                  dtype=torch.float32).eval()
+    else:
+        hf = AutoModelForCausalLM.from_pretrained(model.hf_path, dtype=torch.float32).eval()
     hf.generation_config.eos_token_id = None
     return hf
 

@@ -154,4 +154,6 @@ def start_engine(model: Path, quantization: str | None, threads: int) -> Any:
     """An in-process radixlm Engine on ``model`` (same thread count as every other row)."""
     from radixlm.runtime.api.engine import Engine
 
-    return Engine(model_path=str(model), quantization=quantization, num_threads=threads)
+    # None is the float32 row here: "none" says so (left out, a GGUF runs its own bits)
+    return Engine(model_path=str(model), quantization=quantization or "none",
+                  num_threads=threads)

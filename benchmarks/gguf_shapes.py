@@ -45,7 +45,9 @@ def child_radixlm(path: str, threads: int) -> dict:
 
     torch.set_num_threads(threads)
     start = time.perf_counter()
-    runner = ModelRunner(path, RunnerConfig(max_total_tokens=STREAMS * 64 + PREFILL + 64))
+    # the file's own blocks, mapped (as llama.cpp runs it; RunnerConfig's default dequantizes)
+    runner = ModelRunner(path, RunnerConfig(max_total_tokens=STREAMS * 64 + PREFILL + 64,
+                                            quantization="gguf"))
     load_s = time.perf_counter() - start
     vocab = runner.vocab_size
     gen = torch.Generator().manual_seed(0)

@@ -99,7 +99,7 @@ def stop_processes(procs: list[subprocess.Popen], timeout_s: float = STOP_TIMEOU
 
 def serve_data_parallel(args: ServerArgs) -> int:
     """Start ``args.dp_size`` replicas, route over them until interrupted, stop them."""
-    args = args.with_local_checkpoint()  # a .gguf converts once here, not in each replica
+    args = args.with_local_checkpoint()  # a .gguf's folder is made here, not per replica
     procs, urls = _start_replicas(args)
     try:
         _wait_ready(procs, urls)

@@ -20,6 +20,8 @@ SCHEDULE_POLICIES = ("fcfs", "lpm")
 WHITESPACE_POLICIES = ("compact", "single", "flexible")
 LOAD_BALANCE_METHODS = ("cache_aware", "round_robin", "shortest_queue")
 SPECULATIVE_ALGORITHMS = ("NGRAM",)
+# SGLang's --kv-cache-dtype spellings this runtime stores (auto: the model's dtype)
+KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "bf16")
 DEFAULT_MAX_RUNNING_REQUESTS = 256  # the scheduler's cap when --max-running-requests is not given
 
 
@@ -64,8 +66,13 @@ class ServerArgs:
                 "numerics independent of timings)"})
     quantization: str | None = field(default=None, metadata={
         "help": "CPU weight-only quantization: int8 (per output channel), int4 (groups of "
-                "--quantization-group-size), gguf (a GGUF's Q4_0/Q4_1 weights and a Q8_0 "
-                "LM head on their own bits; other types dequantized)"})
+                "--quantization-group-size), gguf (a GGUF's Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K "
+                "weights on their own bits, read from the file's memory map; other types "
+                "dequantized), none (float at --dtype; a GGUF dequantized). Default: gguf for "
+                "a GGUF model on one CPU process, else none"})
+    kv_cache_dtype: str = field(default="auto", metadata={
+        "help": "KV pool element type: auto (the model's --dtype), float32, bfloat16 (or bf16: "
+                "half a float32 pool; attention reads it in float32)"})
     quantization_group_size: int = field(default=32, metadata={
         "help": "int4 group size along the input dimension: 32, 64 or 128"})
     random_seed: int = 0
@@ -165,7 +172,8 @@ class ServerArgs:
         _choice(self, "kernel_backend", ("auto", "torch", "native", "triton"))
         _choice(self, "cpu_gemm", ("auto", "onednn", "torch", "quantized"))
         if self.quantization is not None:
-            _choice(self, "quantization", ("int8", "int4", "gguf"))
+            _choice(self, "quantization", ("int8", "int4", "gguf", "none"))
+        _choice(self, "kv_cache_dtype", KV_CACHE_DTYPES)
         _choice(self, "quantization_group_size", (32, 64, 128))
         _choice(self, "constrained_json_whitespace", WHITESPACE_POLICIES)
         _positive(self, "tp_size", "nnodes", "dp_size")
@@ -203,12 +211,31 @@ class ServerArgs:
         return self.max_running_requests or DEFAULT_MAX_RUNNING_REQUESTS
 
     @property
+    def resolved_quantization(self) -> tuple[str | None, str]:
+        """The runner's quantization (None: float weights at ``dtype``) and why, for the
+        start-up log: the one given, else a GGUF's own bits (``gguf``) where they run (one
+        CPU process), else none."""
+        from .model.gguf_conversion import find_gguf, gguf_source
+
+        if self.quantization == "none":
+            return None, "--quantization none"
+        if self.quantization is not None:
+            return self.quantization, f"--quantization {self.quantization}"
+        if find_gguf(self.model_path) is None and gguf_source(self.model_path) is None:
+            return None, "not a GGUF, no --quantization"
+        if self.device != "cpu" or self.tp_size > 1:
+            return None, (f"a GGUF, dequantized: its block weights run on one CPU process "
+                          f"only (device {self.device}, tp_size {self.tp_size})")
+        return "gguf", "a GGUF runs on its own bits by default; --quantization none dequantizes"
+
+    @property
     def resolved_tokenizer_path(self) -> str:
         return self.tokenizer_path or self.model_path
 
     def with_local_checkpoint(self) -> ServerArgs:
         """These args with a GGUF ``model_path`` (or ``tokenizer_path``) replaced by its cached
-        Hugging Face conversion (converting it the first time); unchanged otherwise."""
+        config-and-tokenizer folder (made the first time; the runner maps the weights from the
+        GGUF it names); unchanged otherwise."""
         from .model.gguf_conversion import resolve_model_path
 
         tokenizer = (None if self.tokenizer_path is None

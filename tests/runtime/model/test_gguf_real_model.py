@@ -111,3 +111,16 @@ def test_prefix_cache_hit_gives_the_cold_runs_tokens(gguf_env, prompts, hf_greed
     assert other["meta_info"]["cached_tokens"] > 0
     assert cold["output_ids"] == warm["output_ids"] == hf_greedy[0]
     assert other["output_ids"] == hf_greedy[1]
+
+
+def test_default_settings_run_the_files_own_bits_and_write_no_float32_copy(gguf_env):
+    """The Engine's default for a .gguf (the test above runs it): the file's own blocks,
+    read from its map; the cache holds config and tokenizer only, a few MiB."""
+    from radixlm.runtime.server_args import ServerArgs
+
+    args = ServerArgs(model_path=str(gguf_env.gguf)).with_local_checkpoint()
+    quantization, why = args.resolved_quantization
+    assert quantization == "gguf" and "by default" in why
+    assert not list(gguf_env.cache_dir.rglob("*.safetensors"))
+    folder = gguf_env.folder
+    assert sum(f.stat().st_size for f in folder.iterdir()) < 16 * 2**20

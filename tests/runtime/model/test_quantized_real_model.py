@@ -36,7 +36,7 @@ def text_logits(real_model, quantization: str | None) -> tuple[list[int], torch.
     runner = ModelRunner(source, RunnerConfig(max_total_tokens=256, quantization=quantization,
                                               cpu_gemm=gemm))
     if quantization == "gguf":  # every projection on the file's Q4_1 bits, its Q8_0 head too
-        assert runner.linear_kinds == {"int4-g32": 4 * 30, "int8-g32": 1}
+        assert runner.linear_kinds == {"gguf-Q4_1": 4 * 30, "gguf-Q8_0": 1}
     slots, _ = runner.allocator.extend_slots([], len(ids), True)
     return ids, runner.forward([SeqSpec(ids, slots, logits_start=0)])
 

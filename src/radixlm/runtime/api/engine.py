@@ -65,7 +65,7 @@ class Engine:
             raise ValueError("Engine is one replica: for dp_size > 1 use "
                              "radixlm.router.dp_engine.DataParallelEngine (or `radixlm serve "
                              "--dp-size N`)")
-        server_args = server_args.with_local_checkpoint()  # a .gguf converts (once) here
+        server_args = server_args.with_local_checkpoint()  # a .gguf: config/tokenizer folder
         self.server_args = server_args
         from transformers import AutoTokenizer
 

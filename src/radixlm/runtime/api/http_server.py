@@ -206,7 +206,7 @@ def launch_server(args: ServerArgs) -> int:
 
     from ..wire.launch import launch_engine_processes
 
-    args = args.with_local_checkpoint()  # a .gguf converts (once) here
+    args = args.with_local_checkpoint()  # a .gguf: its config/tokenizer folder (made once)
     tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
     procs = launch_engine_processes(args)
     try:

@@ -2,6 +2,12 @@
 
 Slot ``s`` of the pool is token ``s % page_size`` of page ``s // page_size``. Which slots belong
 to whom is the allocator's business (:mod:`page_allocator`); this class only holds the memory.
+
+The pool may hold a narrower type than the model computes in (``--kv-cache-dtype bfloat16``
+beside float32 weights: half the memory). New K/V rows are rounded into it when stored, and
+:func:`widened_kv` gives attention the rows one call reads in the model's type (exact: every
+bfloat16 is a float32), as a small cache of their own, so every attention kernel runs as on a
+float32 pool whose values happen to be bfloat16.
 """
 
 from __future__ import annotations
@@ -40,3 +46,15 @@ class KVPool:
         """Memory held by all layers' K and V."""
         per = self.k_buffers[0].numel() * self.k_buffers[0].element_size()
         return 2 * per * len(self.k_buffers)
+
+
+def widened_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indices: torch.Tensor,
+               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The rows ``kv_indices`` of a layer's K and V (``[pages, page_size, H, D]``) as ``dtype``
+    caches ``[N, 1, H, D]`` (page size 1) and their indices ``0 .. N - 1``, in the same
+    order: an attention call over them reads what it would read from the pool."""
+    h, d = k_cache.shape[2], k_cache.shape[3]
+    idx = kv_indices.long()
+    k = k_cache.view(-1, h, d).index_select(0, idx).to(dtype).unsqueeze(1)
+    v = v_cache.view(-1, h, d).index_select(0, idx).to(dtype).unsqueeze(1)
+    return k, v, torch.arange(idx.shape[0], dtype=kv_indices.dtype, device=idx.device)

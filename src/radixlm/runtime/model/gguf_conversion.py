@@ -1,19 +1,22 @@
-"""A GGUF file as a local Hugging Face folder, converted once and cached.
+"""A GGUF file as a small local Hugging Face folder (config and tokenizer), made once and cached.
 
-Every part of the runtime reads a model from a folder (``config.json``, safetensors,
-tokenizer files): the scheduler's :class:`ModelRunner`, the tokenizer manager and the
-detokenizer (the latter two in other processes). Rather than teach each of them GGUF,
-:func:`resolve_model_path` turns a ``.gguf`` path into such a folder under
-``$RADIXLM_CACHE_DIR/gguf/<stem>-<key>/``:
+The tokenizer manager and the detokenizer (other processes) and the pool sizing read a model
+from a folder. Rather than teach each of them GGUF, :func:`resolve_model_path` turns a
+``.gguf`` path into such a folder under ``$RADIXLM_CACHE_DIR/gguf/<stem>-<key>/``:
 
 * ``config.json``: the architecture from the GGUF metadata;
-* ``model.safetensors``: every tensor dequantized to float32 (the runner casts to its dtype);
 * tokenizer files: transformers' GGUF-to-tokenizer conversion, with the chat template and
-  special tokens from the metadata.
+  special tokens from the metadata;
+* ``gguf_source.json``: the GGUF it describes (:func:`gguf_source`). The weights stay in the
+  GGUF: the model runner reads them from the file's memory map (``gguf_weights.py``), so the
+  folder is a few MiB whatever the model's size.
 
 The key hashes the GGUF's absolute path, size and mtime (and this converter's version), so an
 edited file converts again. Conversion writes a temporary folder and renames it, so a crash
-or a concurrent start never leaves a half-written cache entry behind.
+or a concurrent start never leaves a half-written cache entry behind. Version 1 folders also
+held every tensor dequantized to float32 (``model.safetensors``, ~4x the file); they still
+load (their GGUF is found from the safetensors metadata), and the first version-2 conversion
+of the same file removes them.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from .gguf_checkpoint import GGUFCheckpoint
 from .model_config import UnsupportedModelError
 
 logger = logging.getLogger(__name__)
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2  # 2: no float32 weights in the folder
+SOURCE_FILE = "gguf_source.json"
 
 
 def _say(message: str) -> None:
@@ -99,6 +103,7 @@ def ensure_converted(gguf_path: Path, cache_root: Path, need_tokenizer: bool = T
     if need_tokenizer:
         ckpt.require_tokenizer()
     write_atomically(out, "config.json", lambda tmp: _convert(ckpt, tmp))
+    _remove_float32_conversions(gguf_path, cache_root, out)
     return out
 
 
@@ -123,32 +128,53 @@ def write_atomically(out: Path, marker: str, write: Callable[[Path], None]) -> N
 
 def _convert(ckpt: GGUFCheckpoint, folder: Path) -> None:
     start = time.perf_counter()
-    _say(f"converting {ckpt.path} ({ckpt.path.stat().st_size / 2**20:.0f} MiB, "
-         f"{ckpt.architecture}, {ckpt.num_tensors} tensors) into {folder.parent} ...")
-    cfg = ckpt.hf_config()
-    (folder / "config.json").write_text(json.dumps(cfg, indent=2))
-    _write_weights(ckpt, folder / "model.safetensors", start)
+    _say(f"reading {ckpt.path} ({ckpt.path.stat().st_size / 2**20:.0f} MiB, "
+         f"{ckpt.architecture}, {ckpt.num_tensors} tensors): config and tokenizer into "
+         f"{folder.parent} (the weights stay in the file, memory-mapped at load) ...")
+    (folder / "config.json").write_text(json.dumps(ckpt.hf_config(), indent=2))
     if ckpt.has_tokenizer():
-        t_tok = time.perf_counter()
         _write_tokenizer(ckpt, folder)
-        _say(f"  tokenizer converted in {time.perf_counter() - t_tok:.1f} s")
-    _say(f"GGUF conversion done in {time.perf_counter() - start:.1f} s (cached for next time)")
+    st = ckpt.path.stat()
+    (folder / SOURCE_FILE).write_text(json.dumps(
+        {"source": str(ckpt.path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+    _say(f"GGUF config and tokenizer ready in {time.perf_counter() - start:.1f} s (cached)")
 
 
-def _write_weights(ckpt: GGUFCheckpoint, out: Path, start: float) -> None:
-    from safetensors.torch import save_file
+def gguf_source(model_folder: str | Path) -> Path | None:
+    """The GGUF a cached folder describes (``gguf_source.json``, or a version-1 folder's
+    safetensors metadata), when it still exists; None for any other folder."""
+    folder = Path(model_folder)
+    marker = folder / SOURCE_FILE
+    if marker.is_file():
+        source = json.loads(marker.read_text()).get("source")
+    else:
+        source = _safetensors_source(folder)
+    return Path(source) if source and Path(source).is_file() else None
 
-    tensors = {}
-    total = ckpt.num_tensors
-    step = max(total // 4, 1)
-    for i, (name, w) in enumerate(ckpt.iter_weights(), 1):
-        tensors[name] = w
-        if i % step == 0:
-            _say(f"  dequantized {i}/{total} tensors ({time.perf_counter() - start:.1f} s)")
-    save_file(tensors, str(out), metadata={"format": "pt", "source": str(ckpt.path)})
-    size = sum(t.numel() * t.element_size() for t in tensors.values())
-    _say(f"  wrote {len(tensors)} float32 tensors ({size / 2**20:.0f} MiB) "
-         f"in {time.perf_counter() - start:.1f} s")
+
+def _safetensors_source(folder: Path) -> str | None:
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        return None
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return (f.metadata() or {}).get("source")
+
+
+def _remove_float32_conversions(gguf_path: Path, cache_root: Path, keep: Path) -> None:
+    """Delete version-1 folders of ``gguf_path`` (float32 copies of every tensor) beside
+    ``keep``: nothing reads them once the file is mapped."""
+    for old in cache_root.glob(f"{gguf_path.stem}-*"):
+        if old == keep or not (old / "model.safetensors").is_file():
+            continue
+        source = _safetensors_source(old)
+        if source is None or Path(source).resolve() != gguf_path.resolve():
+            continue
+        size = sum(f.stat().st_size for f in old.iterdir() if f.is_file())
+        shutil.rmtree(old, ignore_errors=True)
+        _say(f"removed {old} ({size / 2**20:.0f} MiB): an older float32 conversion of this "
+             f"file, no longer used (its weights are read from the GGUF itself)")
 
 
 def _write_tokenizer(ckpt: GGUFCheckpoint, folder: Path) -> None:

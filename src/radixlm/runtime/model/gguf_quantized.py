@@ -1,5 +1,10 @@
 """A GGUF's 4-bit weights kept on their own bits: Q4_0 and Q4_1 blocks as int4 groups of 32.
 
+No longer on the runner's path: ``--quantization gguf`` now runs every block type on the
+file's mapped bytes (``gguf_weights.py``, ``kernels/cpu/gguf_blocks.py``). These decoders
+(copies of the codes into torch's int4 / the grouped int8 layout) remain for their tests and
+as the exact Q4 -> int4 mapping, should the int4 VNNI kernels be wanted for such files again.
+
 A Q4_1 block of 32 weights stores float16 ``d`` and ``m`` and 4-bit codes ``q`` in [0, 15]:
 ``w = d * q + m``. In torch's int4 convention ``w = (q - 8) * scale + zero`` that is
 ``scale = d``, ``zero = m + 8 d`` (``m + 8d`` rounded once to float32). Q4_0 stores ``d`` only:
@@ -22,22 +27,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import safe_open
 
 from ...kernels.cpu.int8_grouped import Int8GroupedWeight
 from ...kernels.cpu.quant_linear import Int4Weight
 from .gguf_checkpoint import GGUFCheckpoint, hf_tensor_name, unpermute_qk
+from .gguf_conversion import gguf_source  # noqa: F401 - where callers looked for it
+from .gguf_weights import FUSED_PROJECTIONS as _FUSED
 
 EXACT_INT4_TYPES = {"Q4_0": 18, "Q4_1": 20}  # GGUF type -> bytes per block of 32
 Q8_0_BLOCK_BYTES = 34  # f16 d + 32 int8 codes
 GGUF_GROUP = 32
-# our fused linear -> the Hugging Face projections concatenated into it, in row order
-_FUSED = {
-    "self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
-    "self_attn.o_proj": ("self_attn.o_proj",),
-    "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj"),
-    "mlp.down_proj": ("mlp.down_proj",),
-}
 
 
 @dataclass(frozen=True)
@@ -72,16 +71,6 @@ def decode_q8_0_blocks(raw: np.ndarray, rows: int, cols: int) -> Int8GroupedWeig
     d = b[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
     codes = b[..., 2:].copy().view(np.int8).reshape(rows, cols)
     return Int8GroupedWeight.build(torch.from_numpy(codes), torch.from_numpy(d), GGUF_GROUP)
-
-
-def gguf_source(model_folder: str | Path) -> Path | None:
-    """The GGUF a converted folder came from (recorded in its safetensors metadata)."""
-    path = Path(model_folder) / "model.safetensors"
-    if not path.is_file():
-        return None
-    with safe_open(str(path), framework="pt") as f:
-        source = (f.metadata() or {}).get("source")
-    return Path(source) if source and Path(source).is_file() else None
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from ..memory.kv_pool import KVPool
 from ..memory.page_allocator import PageAllocator
 from .forward_batch import ForwardBatch, SeqSpec
 from .gemm_choice import GemmChooser
-from .gguf_conversion import find_gguf, resolve_model_path
-from .gguf_quantized import gguf_source, load_gguf_int4
+from .gguf_conversion import find_gguf, gguf_source, resolve_model_path
+from .gguf_weights import MappedGGUF
 from .model_config import ModelConfig
 from .models import MODEL_CLASSES, DecoderForCausalLM
 from .models.rope import RopeTables
@@ -56,8 +56,13 @@ class RunnerConfig:
     # CPU matmuls: auto = fastest of F.linear / oneDNN-packed per shape and row count, measured
     # at load; onednn or torch fix one (float weights)
     cpu_gemm: str = "auto"
-    quantization: str | None = None  # None, int8, int4 (grouped) or gguf (the file's Q4_* bits)
+    # None, int8, int4 (grouped) or gguf (a GGUF's block weights on their own bits, read from
+    # the file's memory map); None on a GGUF: its tensors dequantized to float32 at load
+    quantization: str | None = None
     quantization_group_size: int = 32  # int4 group along the input dimension
+    # the KV pool's element type: auto (the model's dtype), float32, bfloat16 / bf16 (half a
+    # float32 pool; attention widens the rows a batch reads, memory/kv_pool.py)
+    kv_cache_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype not in ("auto", *DTYPES):
@@ -85,6 +90,9 @@ class RunnerConfig:
         if self.quantization is not None and self.device != "cpu":
             raise ValueError(f"quantization={self.quantization!r} runs on CPU only (torch's "
                              f"weight-only CPU kernels); drop it for device {self.device!r}")
+        if self.kv_cache_dtype not in ("auto", "bf16", *DTYPES):
+            raise ValueError(f"kv_cache_dtype must be auto, bf16 or one of {sorted(DTYPES)}, "
+                             f"got {self.kv_cache_dtype!r}")
         if self.max_context is not None and self.max_context < 1:
             raise ValueError(f"max_context must be >= 1, got {self.max_context}")
 
@@ -94,6 +102,12 @@ class RunnerConfig:
         if self.device == "cpu":
             return torch.float32
         return DTYPES.get(model_cfg.torch_dtype, torch.bfloat16)
+
+    def kv_torch_dtype(self, model_cfg: ModelConfig) -> torch.dtype:
+        """The KV pool's element type (``auto``: the model's)."""
+        if self.kv_cache_dtype == "auto":
+            return self.torch_dtype(model_cfg)
+        return DTYPES["bfloat16" if self.kv_cache_dtype == "bf16" else self.kv_cache_dtype]
 
 
 class ModelRunner:
@@ -105,7 +119,9 @@ class ModelRunner:
     """
 
     def __init__(self, model_path: str | Path, config: RunnerConfig | None = None,
-                 tp_group: TPGroup | None = None) -> None:
+                 tp_group: TPGroup | None = None, gguf: MappedGGUF | None = None) -> None:
+        """``gguf``: the model's GGUF already opened (the caller sized the pool from it);
+        otherwise a GGUF ``model_path`` (or its cached folder) is opened here."""
         self.config = config or RunnerConfig()
         self.tp_group = tp_group
         if tp_group is not None and self.config.quantization is not None:
@@ -113,11 +129,20 @@ class ModelRunner:
                              "quantized linears are built from whole weights; use tp_size=1")
         torch.set_num_threads(self.config.num_threads)
         self.gguf_path = find_gguf(model_path)
-        self.model_path = str(resolve_model_path(model_path))  # a .gguf converts once
+        # a .gguf: its config and tokenizer folder (made once); the weights stay in the file
+        self.model_path = str(resolve_model_path(model_path))
         self.gguf_path = self.gguf_path or gguf_source(self.model_path)
+        if gguf is None and self.gguf_path is not None:
+            gguf = MappedGGUF(self.gguf_path)
+        self.gguf = gguf
         self.model_config = ModelConfig.from_folder(self.model_path)
         self.device = torch.device(self.config.device)
         self.dtype = self.config.torch_dtype(self.model_config)
+        if (self.device.type != "cpu"
+                and self.config.kv_torch_dtype(self.model_config) != self.dtype):
+            raise ValueError(f"kv_cache_dtype={self.config.kv_cache_dtype!r} beside dtype "
+                             f"{self.dtype} runs on CPU only (CUDA graphs capture fixed "
+                             f"reads); set --dtype to the same type on {self.device}")
         self.max_context = min(
             self.config.max_context or self.model_config.max_position_embeddings,
             self.model_config.max_position_embeddings,
@@ -140,7 +165,7 @@ class ModelRunner:
         num_pages = -(-self.config.max_total_tokens // page_size)
         self.kv_pool = KVPool(
             cfg.num_layers, num_pages, page_size, cfg.num_kv_heads, cfg.head_dim,
-            self.dtype, self.device,
+            self.config.kv_torch_dtype(self.model_config), self.device,
         )
         self.allocator = PageAllocator(num_pages, page_size)
         self.workspace: dict[str, torch.Tensor] = {}  # attention gather buffers, reused
@@ -150,13 +175,18 @@ class ModelRunner:
         rope = RopeTables.for_model(cfg, self.max_context, self.device)
         with torch.device("meta"):
             model = MODEL_CLASSES[cfg.model_type](cfg, self.ops, rope)
+        skip: frozenset[str] = frozenset()
+        if self.config.quantization == "gguf":  # the block linears never get float weights
+            skip = self._attach_gguf_blocks(model)
         model = model.to_empty(device=self.device).to(self.dtype)
+        # a GGUF's tensors come from its map (dequantized), a folder's from its safetensors
+        weights = None if self.gguf is None else self.gguf.float_weights(skip)
         if self.sharding is None:
-            model.load_weights(iter_weights(self.model_path))
+            model.load_weights(weights or iter_weights(self.model_path))
         else:
             from .parallel.sharded_weights import iter_sharded_weights
 
-            model.load_weights(iter_sharded_weights(self.model_path, self.sharding))
+            model.load_weights(iter_sharded_weights(self.model_path, self.sharding, weights))
         if self.device.type == "cpu":
             self._build_cpu_linears(model)
         if self.tp_group is not None:
@@ -165,26 +195,39 @@ class ModelRunner:
             apply_tensor_parallel(model, self.sharding, self.tp_group)
         return model.eval()
 
+    def _attach_gguf_blocks(self, model: DecoderForCausalLM) -> frozenset[str]:
+        """Put the GGUF's block linears (views of the file's map) into the meta ``model``;
+        the Hugging Face tensors they consume (not to load as float)."""
+        if self.gguf is None:
+            raise ValueError("quantization='gguf' runs a GGUF file's block weights on their own "
+                             f"bits; {self.model_path!r} is not a GGUF (or its folder): pass "
+                             "the .gguf as --model-path, or use int8 / int4")
+        blocks = self.gguf.block_linears()
+        mapped: dict[str, torch.nn.Module] = dict(blocks.modules)
+        if blocks.embedding is not None:
+            blocks.embedding.dtype = self.dtype
+            mapped["embed_tokens"] = blocks.embedding
+        model.attach_modules(mapped)
+        self.gguf_blocks = blocks
+        if blocks.dequantized:
+            logger.info("GGUF tensors of types without a block kernel, dequantized to float32: "
+                        "%s", blocks.dequantized)
+        return blocks.consumed
+
     def _build_cpu_linears(self, model: DecoderForCausalLM) -> None:
         cfg = self.config
         if cfg.cpu_gemm == "onednn" and not onednn_linear_available(self.dtype):
             raise ValueError(f"cpu_gemm=onednn: this torch build cannot run oneDNN linears "
                              f"for {self.dtype}")
-        gguf_kept = None
-        if cfg.quantization == "gguf":
-            if self.gguf_path is None:
-                raise ValueError("quantization='gguf' keeps a GGUF file's Q4_0/Q4_1 weights; "
-                                 f"{self.model_path!r} is not a GGUF (or its conversion): pass "
-                                 "the .gguf as --model-path, or use int8 / int4")
-            gguf_kept = load_gguf_int4(self.gguf_path).kept
         fixed = None if cfg.cpu_gemm == "auto" else cfg.cpu_gemm
         self.gemm_chooser = GemmChooser(fixed=fixed, dtype=self.dtype)
         builder = CpuLinearBuilder(self.gemm_chooser, cfg.quantization,
-                                   cfg.quantization_group_size, cfg.cpu_gemm, gguf_kept)
+                                   cfg.quantization_group_size, cfg.cpu_gemm)
         with torch.inference_mode():
-            model.replace_linears(builder)
+            model.replace_linears(builder)  # the linears still float (all but GGUF blocks)
             self.gemm_chooser.finish()  # streamed buckets re-timed over all layers' weights
-        self.linear_kinds = dict(builder.kinds)
+        blocks = getattr(self, "gguf_blocks", None)
+        self.linear_kinds = {**(blocks.kinds() if blocks else {}), **builder.kinds}
 
     @property
     def vocab_size(self) -> int:

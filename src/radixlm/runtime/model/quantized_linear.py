@@ -161,22 +161,20 @@ class CpuLinearBuilder:
     """The ``build`` hook of :meth:`DecoderForCausalLM.replace_linears` on CPU.
 
     Float weights get ``torch``/``onednn`` candidates (``cpu_gemm`` may fix one); with
-    ``quantization`` every weight is quantized (``int8``/``int4``) or, for ``gguf``, the
-    linears whose GGUF pieces are Q4_0/Q4_1, and a Q8_0 LM head, run on the file's own codes
-    (``gguf_kept``) and the rest stay float (the Q8_0 head also offers float32 ``F.linear``
-    on its exact dequantization, the float weight the model holds anyway). Every linear's
-    implementation per row count is then measured.
+    ``quantization`` every weight is quantized (``int8``/``int4``); for ``gguf`` the linears
+    whose pieces are GGUF block types were put in place before load (``gguf_weights.py``) and
+    never reach this builder: the ones it sees stay float. Every linear's implementation per
+    row count is then measured.
     """
 
     HEAD_MAX_ROWS = 128  # the LM head sees one row per sampled token, not a whole prefill
 
     def __init__(self, chooser: GemmChooser, quantization: str | None, group_size: int,
-                 cpu_gemm: str, gguf_kept: dict[str, QuantWeight] | None = None) -> None:
+                 cpu_gemm: str) -> None:
         self.chooser = chooser
         self.quantization = quantization
         self.group_size = group_size
         self.allow_onednn = cpu_gemm != "torch"
-        self.gguf_kept = gguf_kept or {}
         self.kinds: dict[str, int] = {}  # weight kind -> linears built (start-up log)
         self.arena = PackArena()  # native packed weights, in build (= model) order
         # the float weights' fixed-point copies apart: a copy that loses everywhere then
@@ -185,19 +183,15 @@ class CpuLinearBuilder:
 
     def __call__(self, name: str, weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
         qweight: QuantWeight | None = None
-        if self.quantization == "gguf":
-            qweight = self.gguf_kept.get(name)
-        elif self.quantization == "int8" or (self.quantization == "int4" and name == "lm_head"):
+        if self.quantization == "int8" or (self.quantization == "int4" and name == "lm_head"):
             # int4 keeps the LM head at int8 (as llama.cpp keeps output.weight at 6-8 bits):
             # an int4 head cost +9.6% perplexity on SmolLM2, int8 +0.8%
             qweight = quantize_weight(weight, "int8", self.group_size)
         elif self.quantization == "int4" and weight.shape[1] % self.group_size == 0:
             qweight = quantize_weight(weight, "int4", self.group_size)
-        # else: int4 with in_features not a multiple of the group stays float (counted below)
-        if isinstance(qweight, Int8GroupedWeight):
-            impls = {**quant_impls(qweight, self.arena), **float_impls(weight, False)}
-            kind = kind_of(qweight)
-        elif qweight is not None:
+        # else float (counted below): int4 with in_features not a multiple of the group, and
+        # gguf's linears that are not of a block type (the block ones never come here)
+        if qweight is not None:
             impls, kind = quant_impls(qweight, self.arena), kind_of(qweight)
         else:
             impls = float_impls(weight, self.allow_onednn, self.float_arena)

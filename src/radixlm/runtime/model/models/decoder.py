@@ -29,7 +29,7 @@ from torch import nn
 
 from ....kernels import KernelOps, rotary_rows
 from ....kernels.reference.silu_mul import gelu_tanh_mul_ref, silu_mul_ref
-from ...memory.kv_pool import KVPool
+from ...memory.kv_pool import KVPool, widened_kv
 from ..forward_batch import ForwardBatch
 from ..model_config import ModelConfig, UnsupportedModelError
 from .rope import RopeTables
@@ -68,7 +68,9 @@ class DecoderAttention(nn.Module):
         v = qkv[:, self.q_size + self.kv_size:].reshape(t, self.num_kv_heads, self.head_dim)
         v = v.contiguous()
         k_cache, v_cache = pool.k_buffers[self.layer_id], pool.v_buffers[self.layer_id]
-        ops.store_kv(k_cache, v_cache, batch.out_cache_loc, k.contiguous(), v)
+        kv_dtype = k_cache.dtype  # narrower than q's with --kv-cache-dtype bfloat16
+        ops.store_kv(k_cache, v_cache, batch.out_cache_loc, k.to(kv_dtype).contiguous(),
+                     v.to(kv_dtype))
         out = self._attend(q.contiguous(), k_cache, v_cache, batch)  # [T, Hq, D]
         return self.o_proj.forward(out.reshape(t, self.q_size))
 
@@ -118,19 +120,24 @@ class DecoderAttention(nn.Module):
         batch: ForwardBatch,
     ) -> torch.Tensor:
         ops = self.ops
+        narrow = k_cache.dtype != q.dtype  # a bfloat16 pool: read its rows widened
 
         def decode(qd: torch.Tensor) -> torch.Tensor:
-            return ops.decode_attention(
-                qd, k_cache, v_cache, batch.dec_kv_indptr, batch.dec_kv_indices,
-                self.sm_scale, 0.0, self.sliding_window,
-                plan=batch.decode_plan(self.sliding_window, ops.plan_decode),
-            )
+            k, v, idx = k_cache, v_cache, batch.dec_kv_indices
+            plan = None  # the batch's plan addresses pool slots, not the widened rows
+            if narrow:
+                k, v, idx = widened_kv(k_cache, v_cache, idx, q.dtype)
+            else:
+                plan = batch.decode_plan(self.sliding_window, ops.plan_decode)
+            return ops.decode_attention(qd, k, v, batch.dec_kv_indptr, idx, self.sm_scale,
+                                        0.0, self.sliding_window, plan=plan)
 
         def extend(qe: torch.Tensor) -> torch.Tensor:
-            return ops.extend_attention(
-                qe, k_cache, v_cache, batch.ext_qo_indptr, batch.ext_kv_indptr,
-                batch.ext_kv_indices, self.sm_scale, 0.0, self.sliding_window,
-            )
+            k, v, idx = k_cache, v_cache, batch.ext_kv_indices
+            if narrow:
+                k, v, idx = widened_kv(k_cache, v_cache, idx, q.dtype)
+            return ops.extend_attention(qe, k, v, batch.ext_qo_indptr, batch.ext_kv_indptr,
+                                        idx, self.sm_scale, 0.0, self.sliding_window)
 
         if not batch.has_extend:
             return decode(q)
@@ -230,16 +237,38 @@ class DecoderForCausalLM(nn.Module):
         self, build: Callable[[str, torch.Tensor, torch.Tensor | None], nn.Module]
     ) -> None:
         """After load: swap every projection and the LM head for ``build(name, weight, bias)``
-        (name ``layers.3.mlp.gate_up_proj`` or ``lm_head``; weight ``[out, in]``)."""
-        for i, layer in enumerate(self.layers):
-            for owner, part, attr in ((layer.self_attn, "self_attn", "qkv_proj"),
-                                      (layer.self_attn, "self_attn", "o_proj"),
-                                      (layer.mlp, "mlp", "gate_up_proj"),
-                                      (layer.mlp, "mlp", "down_proj")):
-                lin = getattr(owner, attr)
-                setattr(owner, attr, build(f"layers.{i}.{part}.{attr}", lin.weight, lin.bias))
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        self.head = build("lm_head", weight, None)
+        (name ``layers.3.mlp.gate_up_proj`` or ``lm_head``; weight ``[out, in]``). Linears
+        put in place by :meth:`attach_modules` stay as they are."""
+        for name, owner, attr in self._projections():
+            lin = getattr(owner, attr)
+            if isinstance(lin, nn.Linear):
+                setattr(owner, attr, build(name, lin.weight, lin.bias))
+        if self.head is None:
+            weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+            self.head = build("lm_head", weight, None)
+
+    def attach_modules(self, modules: dict[str, nn.Module]) -> None:
+        """Before the parameters exist (on the meta device): put ``modules`` (by the names
+        :meth:`replace_linears` uses, and ``embed_tokens``) in place of those projections /
+        the embedding, so no float weight is ever allocated for them; an untied ``lm_head``
+        given here drops its float weight. A tied head must come with a given embedding."""
+        for name, owner, attr in self._projections():
+            if name in modules:
+                setattr(owner, attr, modules[name])
+        if "lm_head" in modules:
+            self.head = modules["lm_head"]
+            self.lm_head = None
+        if "embed_tokens" in modules:
+            self.embed_tokens = modules["embed_tokens"]
+
+    def _projections(self) -> list[tuple[str, nn.Module, str]]:
+        """``(name, owner, attribute)`` of every layer's projections, in model order."""
+        return [(f"layers.{i}.{part}.{attr}", owner, attr)
+                for i, layer in enumerate(self.layers)
+                for owner, part, attr in ((layer.self_attn, "self_attn", "qkv_proj"),
+                                          (layer.self_attn, "self_attn", "o_proj"),
+                                          (layer.mlp, "mlp", "gate_up_proj"),
+                                          (layer.mlp, "mlp", "down_proj"))]
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, pool: KVPool) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Each rank reads only its slice of every sharded tensor (safetensors slicing).
 
-A GGUF checkpoint is first converted once into the cached Hugging Face folder
-(``gguf_conversion.resolve_model_path``), so it is sliced the same way. Phi-3's fused
+A GGUF checkpoint's tensors arrive dequantized from its memory map (``gguf_weights.py``)
+and are sliced the same way, in memory. Phi-3's fused
 ``qkv_proj`` / ``gate_up_proj`` are split block by block. The tensors yielded keep their
 Hugging Face names and have this rank's shapes, so the model's own ``load_weights`` (built
 from :meth:`TPSharding.local_config`) places them unchanged.
@@ -9,7 +9,7 @@ from :meth:`TPSharding.local_config`) places them unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,15 @@ def shard_rule(name: str) -> tuple[str, int] | None:
 
 
 def iter_sharded_weights(
-    folder: str | Path, sharding: TPSharding
+    folder: str | Path, sharding: TPSharding,
+    weights: Iterable[tuple[str, torch.Tensor]] | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield ``(name, this rank's slice)`` for every tensor of the checkpoint, on CPU."""
+    """Yield ``(name, this rank's slice)`` for every tensor of the checkpoint, on CPU: of
+    ``weights`` when given (a GGUF's, in memory), else of the folder's safetensors."""
+    if weights is not None:
+        for name, tensor in weights:
+            yield name, _read(_InMemory(tensor), name, sharding)
+        return
     for path in safetensors_files(folder):
         with safe_open(str(path), framework="pt", device="cpu") as f:
             for name in f.keys():
@@ -88,3 +94,22 @@ def _read_fused(sl: Any, name: str, sharding: TPSharding) -> torch.Tensor:
         start, end = sharding.row_range(kind)
         parts.append(sl[offset + start:offset + end])
     return torch.cat(parts)
+
+
+class _InMemory:
+    """One in-memory tensor behind the calls :func:`_read` makes on a safetensors file."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def get_tensor(self, name: str) -> torch.Tensor:
+        return self.tensor
+
+    def get_slice(self, name: str) -> _InMemory:
+        return self
+
+    def get_shape(self) -> list[int]:
+        return list(self.tensor.shape)
+
+    def __getitem__(self, index: Any) -> torch.Tensor:
+        return self.tensor[index]
