@@ -95,7 +95,9 @@ class MappedGGUF:
         checkpoint = GGUFCheckpoint(path)
         self.path = checkpoint.path
         self.config = checkpoint.hf_config()
-        self._tensors = {hf_tensor_name(t.name): t for t in checkpoint.raw_tensors}
+        arch = checkpoint.architecture  # names differ per family (Gemma's sandwich norms)
+        self._tensors = {hf_tensor_name(t.name, arch): t for t in checkpoint.raw_tensors}
+        self._norms_plus_one = checkpoint.family.norms_plus_one
         self._tensors.pop(None, None)
         self._heads = checkpoint.permuted_heads(self.config)
 
@@ -178,6 +180,8 @@ class MappedGGUF:
         for proj, heads in self._heads.items():
             if f".{proj}." in name:
                 w = unpermute_qk(w, heads)
+        if self._norms_plus_one and name.endswith("norm.weight"):
+            w = w - 1.0  # the file holds 1 + w (Gemma), as iter_weights undoes it too
         return w
 
     def resident_bytes(self, quantized: bool) -> int:
