@@ -1,4 +1,4 @@
-"""Reading a GGUF checkpoint (llama.cpp's single-file format): Llama, Qwen2 and Qwen3.
+"""Reading a GGUF checkpoint (llama.cpp's single-file format): Llama, Qwen2, Qwen3, Phi-3.
 
 :class:`GGUFCheckpoint` validates a file up front (readable, not truncated, a supported
 architecture, every tensor of a type we can dequantize, tokenizer metadata present) and then
@@ -10,6 +10,7 @@ For ``llama`` files, llama.cpp's converter permutes the rows of ``q_proj`` and `
 Hugging Face's rotate-half RoPE layout to GGML's interleaved one; :func:`unpermute_qk` undoes
 that, so the tensors feed our (Hugging Face layout) attention unchanged. ``qwen2`` and ``qwen3``
 files are written unpermuted (llama.cpp runs them with NEOX-style, i.e. rotate-half, RoPE).
+Phi-3's differences (fused tensors, partial rotary, longrope factors) are in ``gguf_phi3.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .gguf_phi3 import PHI3_LAYER_TENSORS, phi3_config
 from .model_config import UnsupportedModelError
 
 # GGUF ``general.architecture`` -> the Hugging Face architecture it is served as. llama.cpp
@@ -30,7 +32,12 @@ SUPPORTED_GGUF_ARCHITECTURES = {
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",  # q/k/v biases (blk.N.attn_q.bias ...)
     "qwen3": "Qwen3ForCausalLM",  # per-head QK-norm (blk.N.attn_q_norm.weight ...)
+    "phi3": "Phi3ForCausalLM",  # fused attn_qkv / ffn_up (gate | up), partial rotary
 }
+# Per architecture: layer tensor names that differ from _LAYER_TENSORS', and the config.json
+# entries it adds to hf_config's (``config(field, vector, cfg)``; see gguf_phi3.py).
+_ARCH_LAYER_TENSORS = {"phi3": PHI3_LAYER_TENSORS}
+_ARCH_CONFIG = {"phi3": phi3_config}
 # Architectures whose q/k rows llama.cpp's convert_hf_to_gguf.py permuted (LlamaModel only;
 # Qwen2Model and Qwen3Model write Hugging Face's rotate-half layout as is).
 PERMUTED_QK_ARCHITECTURES = frozenset({"llama"})
@@ -60,14 +67,16 @@ _GLOBAL_TENSORS = {
 _LAYER_RE = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
-def hf_tensor_name(gguf_name: str) -> str | None:
-    """The Hugging Face name of a GGUF tensor, or None for tensors we do not load."""
+def hf_tensor_name(gguf_name: str, architecture: str = "llama") -> str | None:
+    """The Hugging Face name of a GGUF tensor of ``architecture``, or None for tensors we do
+    not load."""
     if gguf_name in _GLOBAL_TENSORS:
         return _GLOBAL_TENSORS[gguf_name]
     m = _LAYER_RE.fullmatch(gguf_name)
-    if m is None or m.group(2) not in _LAYER_TENSORS:
+    table = {**_LAYER_TENSORS, **_ARCH_LAYER_TENSORS.get(architecture, {})}
+    if m is None or m.group(2) not in table:
         return None
-    return f"model.layers.{m.group(1)}.{_LAYER_TENSORS[m.group(2)]}.{m.group(3)}"
+    return f"model.layers.{m.group(1)}.{table[m.group(2)]}.{m.group(3)}"
 
 
 def unpermute_qk(w: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -141,10 +150,6 @@ class GGUFCheckpoint:
         head_dim = int(self._arch("attention.key_length",
                                   self._arch("rope.dimension_count", hidden // heads)))
         names = {t.name for t in self._reader.tensors}
-        if "rope_freqs.weight" in names:
-            raise UnsupportedModelError(
-                f"{self.path}: per-frequency RoPE factors (rope_freqs.weight, Llama 3.1 style) "
-                f"are not supported in GGUF files; load the Hugging Face folder instead")
         cfg: dict[str, Any] = {
             "architectures": [SUPPORTED_GGUF_ARCHITECTURES[self.architecture]],
             "model_type": self.architecture,  # the GGUF names equal HF's model_type here
@@ -167,11 +172,29 @@ class GGUFCheckpoint:
                 "rope_type": str(scaling),
                 "factor": float(self._arch("rope.scaling.factor", 1.0)),
             }
+        if "rope_freqs.weight" in names:
+            cfg["rope_freq_factors"] = self._vector("rope_freqs.weight")
+        window = int(self.field(f"{self.architecture}.attention.sliding_window", 0))
+        if window > 0:  # 0: none (Phi3MiniModel writes it always)
+            cfg["sliding_window"] = window
+        if self.architecture in _ARCH_CONFIG:
+            cfg.update(_ARCH_CONFIG[self.architecture](
+                lambda key, default: self.field(f"{self.architecture}.{key}", default),
+                lambda name: self._vector(name) if name in names else None, cfg))
         for key, hf_key in (("eos_token_id", "eos_token_id"), ("bos_token_id", "bos_token_id")):
             value = self.field(f"tokenizer.ggml.{key}")
             if value is not None:
                 cfg[hf_key] = int(value)
         return cfg
+
+    def _vector(self, name: str) -> list[float]:
+        """A 1-D tensor's values. ``rope_freqs.weight`` holds one divisor per rotary frequency:
+        llama.cpp's converter's precomputation of Llama 3.x's ``llama3`` rope scaling
+        (``inv_freq / factor``), served as stored (its parameters are not in the metadata)."""
+        from gguf.quants import dequantize
+
+        t = self._tensor(name)
+        return [float(f) for f in np.asarray(dequantize(t.data, t.tensor_type)).reshape(-1)]
 
     def _vocab_size(self) -> int:
         value = self.field(f"{self.architecture}.vocab_size")
@@ -230,7 +253,7 @@ class GGUFCheckpoint:
         cfg = self.hf_config()
         n_heads = self.permuted_heads(cfg)
         for t in self._reader.tensors:
-            name = hf_tensor_name(t.name)
+            name = hf_tensor_name(t.name, self.architecture)
             if name is None:
                 continue
             # numpy shape is outermost-first (the reverse of GGUF's ne order): [out, in].

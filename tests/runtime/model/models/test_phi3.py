@@ -3,9 +3,7 @@ transformers (the ModelRunner's exactness tests run it too, in test_model_runner
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 
 import pytest
 import torch
@@ -15,13 +13,12 @@ from radixlm.runtime.model.forward_batch import ContextLengthError, SeqSpec
 from radixlm.runtime.model.model_config import ModelConfig, UnsupportedModelError
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.model.models import Phi3ForCausalLM
+from radixlm.testing.config_variants import LONGROPE, with_config
 from radixlm.testing.greedy import greedy_generate
 
 BASE = dict(architectures=["Phi3ForCausalLM"], hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
             max_position_embeddings=256, original_max_position_embeddings=64)
-LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
-            "short_factor": [1.0, 1.3, 2.1, 3.7], "long_factor": [1.5, 2.5, 4.0, 8.0]}
 TOL = 1e-4
 
 
@@ -58,15 +55,6 @@ def test_runner_loads_fused_projections(tiny_phi3_path):
     runner = ModelRunner(tiny_phi3_path, RunnerConfig(max_total_tokens=64))
     assert type(runner.model) is Phi3ForCausalLM
     assert runner.model_config.rotary_dim == 8 and runner.model.layers[0].self_attn.rotary_dim == 8
-
-
-def with_config(src, dst, **changes):  # noqa: ANN001, ANN201
-    """A copy of the checkpoint ``src`` at ``dst`` with ``changes`` made to its config.json."""
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    cfg.update(changes)
-    (dst / "config.json").write_text(json.dumps(cfg))
-    return dst
 
 
 def assert_runner_matches_hf(path, ids: list[int], new: int) -> ModelRunner:  # noqa: ANN001
