@@ -10,6 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from radixlm.runtime.api.engine import Engine
+
 PROMPTS = [
     "Document: Meet Carol, a teacher from Rome. Carol is 41 and likes chess, tea and long "
     "walks by the river. Her brother Dan is a baker in Milan.\nJSON:",
@@ -38,6 +40,12 @@ def check_engine_against_hf(make_engine) -> Callable[[Path, int], None]:  # noqa
 
     def check(path: Path, page_size: int) -> None:
         engine = make_engine(path, page_size=page_size)
+        try:
+            compare(engine, path, page_size)
+        finally:  # one engine alive at a time: every family x page size starts one
+            engine.shutdown()
+
+    def compare(engine: Engine, path: Path, page_size: int) -> None:
         hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         ids = [engine.tokenizer(p).input_ids for p in PROMPTS]
         refs = [hf_reference(hf, i) for i in ids]

@@ -1,5 +1,6 @@
 """Phi-3 (fused projections, partial rotary, longrope): config, loading and exactness against
-transformers (the ModelRunner's exactness tests run it too, in test_model_runner.py)."""
+transformers (the Engine's and the ModelRunner's exactness tests run it too, in
+test_engine_exactness.py and test_model_runner.py)."""
 
 from __future__ import annotations
 
@@ -96,9 +97,3 @@ def test_sliding_window_matches_hf(tiny_phi3_path, tmp_path):
         '{"name": "Heidi", "age": 6, "city": "Paris", "job": "teacher"}').input_ids
     assert len(ids) > 8
     assert_runner_matches_hf(path, ids, 24)
-
-
-@pytest.mark.parametrize("page_size", [1, 16])
-def test_engine_greedy_and_logprobs_match_hf(check_engine_against_hf, tiny_phi3_path,
-                                             page_size):
-    check_engine_against_hf(tiny_phi3_path, page_size)
