@@ -206,3 +206,23 @@ def tiny_server_url(tiny_llama_path: Path, tmp_path_factory: pytest.TempPathFact
                                      "127.0.0.1"), log, {}, True, "/health_generate", procs).url
     finally:
         stop_processes(procs, STOP_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def tiny_variant_path(tiny_llama_path: Path, tiny_phi3_path: Path,
+                      tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``path(name)``: a tiny checkpoint with a config variant (``testing/config_variants.py``:
+    Mistral, Llama 3.x RoPE, Phi-3 longrope), written once per session."""
+    from radixlm.testing.config_variants import VARIANTS, with_config
+
+    bases = {"llama": tiny_llama_path, "phi3": tiny_phi3_path}
+    made: dict[str, Path] = {}
+
+    def path(name: str) -> Path:
+        if name not in made:
+            base, changes = VARIANTS[name]
+            folder = tmp_path_factory.mktemp("variant") / name
+            made[name] = with_config(bases[base], folder, **changes)
+        return made[name]
+
+    return path

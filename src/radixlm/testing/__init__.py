@@ -2,6 +2,8 @@
 
 * :mod:`greedy` — offline batched greedy generation straight on a model runner.
 * :mod:`prefill_oracle` — a runner's prefill logits against transformers' on the same prompts.
+* :mod:`config_variants` — tiny checkpoints with config changes (Mistral, Llama 3.x RoPE, ...).
+* :mod:`llama_cpp_writer` — tiny checkpoints written as GGUF files the way llama.cpp does.
 * :mod:`parallel` — run a job on a tensor-parallel group of spawned processes.
 * :mod:`grammar_walk` — random-logit walks through a compiled grammar.
 * :mod:`closing_walk` — random walks closed within a token budget, over corpus schemas.

@@ -7,8 +7,6 @@ per-architecture files) and the family tests (config variants of a tiny checkpoi
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,15 +41,6 @@ def assert_prefill_matches_hf(runner: ModelRunner, hf: torch.nn.Module,
         diff = (ours - ref).abs().max().item()
         assert ref.std() > min_std, "degenerate reference logits would make the check vacuous"
         assert diff <= rel_tol * scale, f"max logit diff {diff:.3g} vs scale {scale:.3g}"
-
-
-def with_config(src: Path, dst: Path, **changes: Any) -> Path:
-    """A copy of the checkpoint ``src`` at ``dst`` with ``changes`` made to its config.json."""
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    cfg.update(changes)
-    (dst / "config.json").write_text(json.dumps(cfg))
-    return dst
 
 
 def assert_runner_matches_hf(path: Path, ids: list[int], new: int,

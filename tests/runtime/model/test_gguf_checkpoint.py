@@ -81,6 +81,16 @@ def test_tensor_names_map_to_hugging_face_names(gguf_name, hf_name):
     assert hf_tensor_name(gguf_name) == hf_name
 
 
+@pytest.mark.parametrize(("gguf_name", "hf_name"), [
+    ("blk.2.attn_qkv.weight", "model.layers.2.self_attn.qkv_proj.weight"),
+    ("blk.0.ffn_up.weight", "model.layers.0.mlp.gate_up_proj.weight"),  # gate | up
+    ("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight"),
+    ("rope_factors_long.weight", None),  # read into the config, not loaded as a weight
+])
+def test_phi3_fused_tensor_names(gguf_name, hf_name):
+    assert hf_tensor_name(gguf_name, "phi3") == hf_name
+
+
 @pytest.mark.parametrize(("heads", "head_dim", "cols"), [(1, 2, 1), (3, 8, 5), (9, 64, 4)])
 def test_unpermute_inverts_the_converters_permutation(heads, head_dim, cols):
     w = torch.randn(heads * head_dim, cols)

@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
+import torch
 
 from radixlm.runtime.model.model_config import ModelConfig, UnsupportedModelError
 from radixlm.runtime.model.model_runner import ModelRunner
+from radixlm.runtime.model.models.rope import inv_frequencies
+from radixlm.testing.config_variants import with_config as copy_with_config
 
-
-def copy_with_config(src, dst, **changes):
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    cfg.update(changes)
-    (dst / "config.json").write_text(json.dumps(cfg))
-    return dst
+BASE = dict(architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=4, vocab_size=100)
 
 
 def test_reads_both_rope_spellings():
-    base = dict(architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
-                num_hidden_layers=2, num_attention_heads=4, vocab_size=100)
+    base = BASE
     v4 = ModelConfig.from_dict({**base, "rope_theta": 500000.0,
                                 "rope_scaling": {"type": "linear", "factor": 2.0}})
     v5 = ModelConfig.from_dict({**base, "rope_parameters": {"rope_theta": 500000.0,
@@ -78,3 +74,14 @@ def test_wrong_shapes_are_refused(tiny_llama_path, tmp_path):
     bad = copy_with_config(tiny_llama_path, tmp_path / "m", intermediate_size=200)
     with pytest.raises(UnsupportedModelError, match="expected shape"):
         ModelRunner(bad)
+
+
+def test_gguf_rope_freq_factors_divide_the_frequencies():
+    """A GGUF's rope_freqs (GGUFCheckpoint.hf_config's ``rope_freq_factors``): one divisor per
+    rotary frequency, after the rope type's own scaling; a wrong count is refused."""
+    factors = [1.0, 1.5, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0]  # head_dim 16: 8 frequencies
+    cfg = ModelConfig.from_dict({**BASE, "rope_freq_factors": factors})
+    plain = inv_frequencies(ModelConfig.from_dict(BASE).rope, 16)
+    torch.testing.assert_close(inv_frequencies(cfg.rope, 16), plain / torch.tensor(factors))
+    with pytest.raises(UnsupportedModelError, match="freq_factors has 3 entries"):
+        ModelConfig.from_dict({**BASE, "rope_freq_factors": factors[:3]})

@@ -1,4 +1,5 @@
-"""Reading a GGUF checkpoint (llama.cpp's single-file format): Llama, Qwen2, Qwen3, Gemma 3.
+"""Reading a GGUF checkpoint (llama.cpp's single-file format): Llama, Qwen2, Qwen3, Phi-3,
+Gemma 3.
 
 :class:`GGUFCheckpoint` validates a file up front (readable, not truncated, a supported
 architecture, every tensor of a type we can dequantize, tokenizer metadata present) and then
@@ -11,7 +12,8 @@ Hugging Face's rotate-half RoPE layout to GGML's interleaved one; :func:`unpermu
 that, so the tensors feed our (Hugging Face layout) attention unchanged. ``qwen2`` and ``qwen3``
 files are written unpermuted (llama.cpp runs them with NEOX-style, i.e. rotate-half, RoPE).
 Each architecture's differences (tensor names, norms stored as ``1 + w``, extra config keys)
-are in ``gguf_families.py``.
+are in ``gguf_families.py``; Phi-3's (fused tensors, partial rotary, longrope factors) in
+``gguf_phi3.py``.
 """
 
 from __future__ import annotations
@@ -143,10 +145,6 @@ class GGUFCheckpoint:
         head_dim = int(self._arch("attention.key_length",
                                   self._arch("rope.dimension_count", hidden // heads)))
         names = {t.name for t in self._reader.tensors}
-        if "rope_freqs.weight" in names:
-            raise UnsupportedModelError(
-                f"{self.path}: per-frequency RoPE factors (rope_freqs.weight, Llama 3.1 style) "
-                f"are not supported in GGUF files; load the Hugging Face folder instead")
         cfg: dict[str, Any] = {
             "architectures": [SUPPORTED_GGUF_ARCHITECTURES[self.architecture]],
             "model_type": self.family.model_type,
@@ -169,14 +167,29 @@ class GGUFCheckpoint:
                 "rope_type": str(scaling),
                 "factor": float(self._arch("rope.scaling.factor", 1.0)),
             }
+        if "rope_freqs.weight" in names:
+            cfg["rope_freq_factors"] = self._vector("rope_freqs.weight")
+        window = int(self.field(f"{self.architecture}.attention.sliding_window", 0))
+        if window > 0:  # 0: none (Phi3MiniModel writes it always)
+            cfg["sliding_window"] = window
         for key, hf_key in (("eos_token_id", "eos_token_id"), ("bos_token_id", "bos_token_id")):
             value = self.field(f"tokenizer.ggml.{key}")
             if value is not None:
                 cfg[hf_key] = int(value)
         if self.family.config is not None:
             cfg.update(self.family.config(
-                lambda key, default: self.field(f"{self.architecture}.{key}", default), cfg))
+                lambda key, default: self.field(f"{self.architecture}.{key}", default),
+                lambda name: self._vector(name) if name in names else None, cfg))
         return cfg
+
+    def _vector(self, name: str) -> list[float]:
+        """A 1-D tensor's values. ``rope_freqs.weight`` holds one divisor per rotary frequency:
+        llama.cpp's converter's precomputation of Llama 3.x's ``llama3`` rope scaling
+        (``inv_freq / factor``), served as stored (its parameters are not in the metadata)."""
+        from gguf.quants import dequantize
+
+        t = self._tensor(name)
+        return [float(f) for f in np.asarray(dequantize(t.data, t.tensor_type)).reshape(-1)]
 
     def _vocab_size(self) -> int:
         value = self.field(f"{self.architecture}.vocab_size")

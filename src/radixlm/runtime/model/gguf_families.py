@@ -16,8 +16,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .gguf_phi3 import PHI3_LAYER_TENSORS, phi3_config
+
 # (metadata key under "<arch>.", default) -> value
 ArchField = Callable[[str, Any], Any]
+# a 1-D tensor's values by GGUF name (Phi-3's longrope factors), None where absent
+ArchVector = Callable[[str], list[float] | None]
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,11 @@ class GGUFFamily:
     layer_tensors: Mapping[str, str] = field(default_factory=dict)  # blk.N.<gguf> -> HF
     norms_plus_one: bool = False  # RMSNorm weights stored as 1 + w (Gemma)
     # extra Hugging Face config keys from the metadata, given the common ones
-    config: Callable[[ArchField, dict[str, Any]], dict[str, Any]] | None = None
+    config: Callable[[ArchField, ArchVector, dict[str, Any]], dict[str, Any]] | None = None
 
 
-def _gemma3_config(arch_field: ArchField, cfg: dict[str, Any]) -> dict[str, Any]:
+def _gemma3_config(arch_field: ArchField, _vector: ArchVector,
+                   cfg: dict[str, Any]) -> dict[str, Any]:
     """Gemma 3's keys: window, local RoPE base, softmax scale, which layers slide."""
     scale = arch_field("attention.scale", None)
     extra: dict[str, Any] = {
@@ -59,6 +64,9 @@ GGUF_FAMILIES: dict[str, GGUFFamily] = {
     "llama": GGUFFamily("LlamaForCausalLM", "llama", permuted_qk=True),
     "qwen2": GGUFFamily("Qwen2ForCausalLM", "qwen2"),  # q/k/v biases (blk.N.attn_q.bias ...)
     "qwen3": GGUFFamily("Qwen3ForCausalLM", "qwen3"),  # QK-norm (blk.N.attn_q_norm.weight ...)
+    # fused attn_qkv / ffn_up (gate | up), partial rotary, longrope factor tensors
+    "phi3": GGUFFamily("Phi3ForCausalLM", "phi3", layer_tensors=PHI3_LAYER_TENSORS,
+                       config=phi3_config),
     # sandwich norms: ffn_norm is the MLP's input norm, post_* its outputs' (gguf-py GEMMA3)
     "gemma3": GGUFFamily(
         "Gemma3ForCausalLM", "gemma3_text",

@@ -44,6 +44,9 @@ class RopeConfig:
     short_factor: tuple[float, ...] = ()
     long_factor: tuple[float, ...] = ()
     attention_factor: float = 1.0  # cos and sin are multiplied by it (longrope)
+    # llama.cpp's per-frequency divisors (a GGUF's ``rope_freqs.weight``: Llama 3.x scaling
+    # precomputed by its converter), applied after the rope type's own scaling
+    freq_factors: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.rope_type not in SUPPORTED_ROPE_TYPES:
@@ -116,7 +119,7 @@ class ModelConfig:
         if self.head_dim % 2 or self.rotary_dim % 2:
             raise UnsupportedModelError(f"head_dim ({self.head_dim}) and its rotary part "
                                         f"({self.rotary_dim}) must be even for RoPE")
-        for name in ("short_factor", "long_factor"):
+        for name in ("short_factor", "long_factor", "freq_factors"):
             n = len(getattr(self.rope, name))
             if n and n != self.rotary_dim // 2:
                 raise UnsupportedModelError(f"rope {name} has {n} entries, expected one per "
@@ -258,6 +261,8 @@ def _rope(raw: dict[str, Any], model_type: str) -> RopeConfig:
     return RopeConfig(
         theta=float(theta),
         rope_type=str(rope_type),
+        # radixlm's own key: only GGUF conversions (GGUFCheckpoint.hf_config) write it
+        freq_factors=tuple(float(f) for f in raw.get("rope_freq_factors") or ()),
         factor=float(merged.get("factor", 1.0)),
         low_freq_factor=float(merged.get("low_freq_factor", 1.0)),
         high_freq_factor=float(merged.get("high_freq_factor", 4.0)),

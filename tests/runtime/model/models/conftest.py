@@ -10,6 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from radixlm.runtime.api.engine import Engine
+
 PROMPTS = [
     "Document: Meet Carol, a teacher from Rome. Carol is 41 and likes chess, tea and long "
     "walks by the river. Her brother Dan is a baker in Milan.\nJSON:",
@@ -38,13 +40,20 @@ def engine_prompts() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def check_engine_against_hf(make_engine) -> Callable[[Path, int], None]:  # noqa: ANN001
-    """``check(path, page_size)``: an Engine on ``path`` generates every prompt twice (cold,
-    then warm from its radix cache); tokens equal transformers', logprobs within TOL."""
+def check_engine_against_hf(make_engine) -> Callable[..., None]:  # noqa: ANN001
+    """``check(path, page_size, hf_path=path)``: an Engine on ``path`` (a folder or a GGUF
+    file) generates every prompt twice (cold, then warm from its radix cache); tokens equal
+    those of transformers on ``hf_path``, logprobs within TOL."""
 
-    def check(path: Path, page_size: int) -> None:
+    def check(path: Path, page_size: int, hf_path: Path | None = None) -> None:
         engine = make_engine(path, page_size=page_size)
-        hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        try:
+            compare(engine, hf_path or path, page_size)
+        finally:  # one engine alive at a time: every family x page size starts one
+            engine.shutdown()
+
+    def compare(engine: Engine, hf_path: Path, page_size: int) -> None:
+        hf = AutoModelForCausalLM.from_pretrained(hf_path, dtype=torch.float32).eval()
         ids = [engine.tokenizer(p).input_ids for p in PROMPTS]
         refs = [hf_reference(hf, i) for i in ids]
         assert engine.flush_cache()

@@ -19,7 +19,8 @@ from radixlm.runtime.model.model_config import ModelConfig, RopeConfig, Unsuppor
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.model.models import Gemma3ForCausalLM
 from radixlm.runtime.model.models.gemma3 import gemma_rms_norm
-from radixlm.testing.prefill_oracle import assert_runner_matches_hf, with_config
+from radixlm.testing.config_variants import with_config
+from radixlm.testing.prefill_oracle import assert_runner_matches_hf
 
 BASE = dict(architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", hidden_size=64,
             intermediate_size=128, num_hidden_layers=7, num_attention_heads=4,

@@ -1,5 +1,6 @@
 """Phi-3 (fused projections, partial rotary, longrope): config, loading and exactness against
-transformers (the ModelRunner's exactness tests run it too, in test_model_runner.py)."""
+transformers (the Engine's and the ModelRunner's exactness tests run it too, in
+test_engine_exactness.py and test_model_runner.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,12 @@ from radixlm.runtime.model.forward_batch import ContextLengthError, SeqSpec
 from radixlm.runtime.model.model_config import ModelConfig, UnsupportedModelError
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.model.models import Phi3ForCausalLM
-from radixlm.testing.prefill_oracle import assert_runner_matches_hf, with_config
+from radixlm.testing.config_variants import LONGROPE, with_config
+from radixlm.testing.prefill_oracle import assert_runner_matches_hf
 
 BASE = dict(architectures=["Phi3ForCausalLM"], hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
             max_position_embeddings=256, original_max_position_embeddings=64)
-LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
-            "short_factor": [1.0, 1.3, 2.1, 3.7], "long_factor": [1.5, 2.5, 4.0, 8.0]}
 
 def test_config_reads_partial_rotary_both_spellings():
     v5 = ModelConfig.from_dict({**BASE, "rope_parameters": {"rope_theta": 1e4,
@@ -76,9 +76,3 @@ def test_sliding_window_matches_hf(tiny_phi3_path, tmp_path):
         '{"name": "Heidi", "age": 6, "city": "Paris", "job": "teacher"}').input_ids
     assert len(ids) > 8
     assert_runner_matches_hf(path, ids, 24)
-
-
-@pytest.mark.parametrize("page_size", [1, 16])
-def test_engine_greedy_and_logprobs_match_hf(check_engine_against_hf, tiny_phi3_path,
-                                             page_size):
-    check_engine_against_hf(tiny_phi3_path, page_size)

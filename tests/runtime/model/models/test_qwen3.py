@@ -1,5 +1,5 @@
-"""Qwen3 (QK-norm, explicit head_dim): config, loading and exactness through the Engine (the
-ModelRunner's exactness tests run it too, in test_model_runner.py)."""
+"""Qwen3 (QK-norm, explicit head_dim): config and loading (its exactness against transformers:
+the Engine's in test_engine_exactness.py, the ModelRunner's in test_model_runner.py)."""
 
 from __future__ import annotations
 
@@ -43,9 +43,3 @@ def test_checkpoint_without_qk_norm_is_refused(tiny_qwen3_path, tmp_path):
               dst / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(UnsupportedModelError, match="missing tensors.*q_norm"):
         ModelRunner(dst, RunnerConfig(max_total_tokens=64))
-
-
-@pytest.mark.parametrize("page_size", [1, 16])
-def test_engine_greedy_and_logprobs_match_hf(check_engine_against_hf, tiny_qwen3_path,
-                                             page_size):
-    check_engine_against_hf(tiny_qwen3_path, page_size)

@@ -13,6 +13,13 @@ from ..model_config import ModelConfig, RopeConfig
 def inv_frequencies(rope: RopeConfig, head_dim: int) -> torch.Tensor:
     """[head_dim / 2] float32 inverse frequencies, after the config's scaling (``head_dim``:
     the rotated part of a head)."""
+    inv_freq = _typed_inv_frequencies(rope, head_dim)
+    if rope.freq_factors:  # llama.cpp's rope_freqs: theta_i = pos * inv_freq_i / factor_i
+        return inv_freq / torch.tensor(rope.freq_factors, dtype=torch.float32)
+    return inv_freq
+
+
+def _typed_inv_frequencies(rope: RopeConfig, head_dim: int) -> torch.Tensor:
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
     if rope.rope_type == "longrope":
         # short factors only: ModelRunner caps the context at RopeConfig.max_positions
