@@ -9,7 +9,10 @@ import weakref
 
 import pytest
 
+from radixlm.fsm import GrammarSpec
 from radixlm.runtime.gc_policy import YOUNG_THRESHOLD, GcPauseStats, freeze_startup_heap
+from radixlm.runtime.scheduling.grammar_manager import GrammarManager
+from radixlm.runtime.server_args import ServerArgs
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
                                            "n": {"type": "integer"}},
@@ -57,6 +60,34 @@ def test_frozen_heap_is_left_alone_and_new_cycles_are_still_reclaimed():
         gc.set_threshold(*thresholds)
     gc.collect()
     assert old_ref() is None, "unfrozen, it is reclaimed again"
+
+
+def test_grammar_vocabulary_is_frozen_and_grammars_compiled_later_are_reclaimed(vocab,
+                                                                              tokenizer):
+    """prepare() builds the compiler before the freeze (the scheduler process's order): its
+    vocabulary is out of every later scan, while a grammar compiled after it, a term graph
+    full of cycles, is still reclaimed once nothing holds it (the freeze leaks nothing)."""
+    gm = GrammarManager(ServerArgs(model_path="unused"), tokenizer, vocab.vocab_size,
+                        list(vocab.eos_token_ids), ops=None)
+    thresholds = gc.get_threshold()
+    try:
+        gm.prepare()
+        built = gm.compiler
+        freeze_startup_heap()
+        scanned = {id(o) for o in gc.get_objects()}
+        assert id(built.vocab) not in scanned, "the vocabulary is frozen with the start-up heap"
+        assert id(built) not in scanned
+        grammar = built.compile(GrammarSpec.json_schema(SCHEMA))
+        builder = weakref.ref(grammar.dfa.builder)
+        built.shutdown()  # its background warm-up (which holds the grammar) has finished
+        built._memory = type(built._memory)(1)  # drop the compiler's cached grammar
+        del grammar
+        gc.collect()
+        assert builder() is None, "a grammar compiled after the freeze is reclaimed"
+    finally:
+        gm.compiler.shutdown()
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["freeze", "no-freeze"])

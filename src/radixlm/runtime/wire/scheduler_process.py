@@ -69,6 +69,7 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
         sys.exit(CRASH_EXIT_CODE)
     if not args.disable_gc_freeze:  # start-up objects out of every later scan
+        scheduler.grammar.prepare()  # the grammar vocabulary too: built lazily otherwise
         logger.info("gc: %d start-up objects frozen, thresholds %s", freeze_startup_heap(),
                     gc.get_threshold())
     gc_pauses = GcPauseStats()
