@@ -9,6 +9,7 @@ dequantized to float32 (``quantization=None``) within :data:`REL_TOL`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -28,6 +29,7 @@ from radixlm.runtime.wire.runner_setup import load_runner
 # max |mapped - float32| relative to the largest float32 logit: the block kernel's float32
 # accumulation order (the stand-in dequantizes and calls F.linear: equal to rounding)
 REL_TOL = 1e-4
+NATIVE_REL_TOL = 0.1  # int8 activations per block; see the test below
 HIDDEN, HEADS, KV_HEADS, INTER, VOCAB = 256, 4, 2, 512, 320  # K-quants: 256-column rows
 Q = gguf.GGMLQuantizationType
 # where each type's float16 scales sit in its block, and their size (random bytes elsewhere)
@@ -133,7 +135,21 @@ def test_the_cache_folder_holds_config_and_source_only(mapped):
     assert gguf_source(folder) == path.resolve()
 
 
-def test_mapped_logits_equal_the_dequantized_float32_model(mapped):
+@pytest.mark.parametrize("kernel", ["reference", "auto"])
+def test_mapped_logits_equal_the_dequantized_float32_model(mapped, kernel, monkeypatch):
+    """The mapping (names, fused pieces, llama's permuted q/k rows, biases, the tied head) is
+    exact: with the block linears on their reference path (dequantize, ``F.linear``) the
+    logits equal the float32 model's within REL_TOL. On the native path (``auto``) the
+    activations are quantized to int8 per block (``kernels/cpu/gguf_blocks.py``: each linear
+    within its tested bound, ``tests/kernels/cpu/test_gguf_blocks.py``), which through this
+    random 2-layer model moved the logits by 1.2% (qwen2) and 3.6% (llama) of their scale:
+    NATIVE_REL_TOL catches a wrong mapping or kernel (tens of percent), not the rounding. The
+    real model's accuracy on its own bits is checked by perplexity and greedy tokens
+    (``test_gguf_real_model.py``)."""
+    from radixlm.runtime.model import gguf_weights
+
+    monkeypatch.setattr(gguf_weights, "GGUFBlockLinear",
+                        functools.partial(gguf_weights.GGUFBlockLinear, path=kernel))
     _, folder = mapped
     ref = prefill_logits(ModelRunner(folder, RunnerConfig(max_total_tokens=64,
                                                           cpu_gemm="torch")))
@@ -146,7 +162,8 @@ def test_mapped_logits_equal_the_dequantized_float32_model(mapped):
     assert runner.linear_kinds == expected
     got = prefill_logits(runner)
     assert ref.abs().max() > 0.1 and torch.isfinite(ref).all()
-    torch.testing.assert_close(got, ref, rtol=0, atol=REL_TOL * ref.abs().max().item())
+    tol = REL_TOL if kernel == "reference" else NATIVE_REL_TOL
+    torch.testing.assert_close(got, ref, rtol=0, atol=tol * ref.abs().max().item())
 
 
 def test_block_weights_are_views_of_the_files_mapping(mapped):
