@@ -99,9 +99,20 @@ def test_one_native_float32_kernel_everywhere_matches_transformers(
     assert greedy_generate(runner, prompts, NEW_TOKENS, stop_token_ids=[2]) == hf_greedy
 
 
-def test_prefix_cache_hit_gives_the_cold_runs_tokens(gguf_env, prompts, hf_greedy):
+@pytest.mark.parametrize("quantization", ["none", "gguf"])
+def test_prefix_cache_hit_gives_the_cold_runs_tokens(gguf_env, prompts, hf_greedy,
+                                                    quantization):
+    """Float32 (``none``) gives transformers' tokens; the default, the file's own blocks,
+    gives the tokens of its own runner (llama.cpp's numerics, see the test above), cold or
+    warm."""
     greedy = {"temperature": 0, "max_new_tokens": NEW_TOKENS}
-    with Engine(model_path=str(gguf_env.gguf), page_size=16, max_total_tokens=2048) as engine:
+    expected = hf_greedy
+    if quantization == "gguf":
+        runner = ModelRunner(gguf_env.gguf, RunnerConfig(max_total_tokens=512,
+                                                         quantization="gguf"))
+        expected = greedy_generate(runner, prompts[:2], NEW_TOKENS, stop_token_ids=[2])
+    with Engine(model_path=str(gguf_env.gguf), page_size=16, max_total_tokens=2048,
+                quantization=quantization) as engine:
         cold = engine.generate(input_ids=prompts[0], sampling_params=greedy)
         warm = engine.generate(input_ids=prompts[0], sampling_params=greedy)
         # Another question under the same ChatML system prompt: a partial prefix hit.
@@ -109,8 +120,8 @@ def test_prefix_cache_hit_gives_the_cold_runs_tokens(gguf_env, prompts, hf_greed
     assert cold["meta_info"]["cached_tokens"] == 0
     assert warm["meta_info"]["cached_tokens"] >= len(prompts[0]) - 16
     assert other["meta_info"]["cached_tokens"] > 0
-    assert cold["output_ids"] == warm["output_ids"] == hf_greedy[0]
-    assert other["output_ids"] == hf_greedy[1]
+    assert cold["output_ids"] == warm["output_ids"] == expected[0]
+    assert other["output_ids"] == expected[1]
 
 
 def test_default_settings_run_the_files_own_bits_and_write_no_float32_copy(gguf_env):
@@ -126,38 +137,22 @@ def test_default_settings_run_the_files_own_bits_and_write_no_float32_copy(gguf_
     assert sum(f.stat().st_size for f in folder.iterdir()) < 16 * 2**20
 
 
-HELD_OUT = (
-    "The lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a can of "
-    "oil and a cloth for the lens. Ships passing the rocky point relied on the beam to find "
-    "the channel, and on foggy nights he also rang a bell every few minutes. In the morning "
-    "he wrote the weather, the ships he had seen and the oil he had used in a thick logbook "
-    "that the harbour office collected once a month. When electric lamps replaced the oil "
-    "flame, the keeper stayed on to maintain the machinery, although the work grew quieter.")
 
-
-def perplexity(runner: ModelRunner, ids: list[int]) -> float:
-    """exp(mean next-token negative log-likelihood) of ``ids`` under ``runner``."""
-    import math
-
-    import torch
-
-    from radixlm.runtime.model.forward_batch import SeqSpec
-
-    slots, _ = runner.allocator.extend_slots([], len(ids), True)
-    logits = runner.forward([SeqSpec(ids, slots, logits_start=0)])
-    logp = torch.log_softmax(logits[:-1].double(), -1)
-    return math.exp(-logp.gather(1, torch.tensor(ids[1:])[:, None]).mean().item())
-
-
-def test_perplexity_on_the_files_own_bits_within_1pc_of_float32(gguf_env, real_model_hf_tokenizer):
-    """The default run (the file's Q4_1 blocks, activations quantized to int8 per block)
-    against the same file dequantized to float32 (``quantization="none"``), on held-out
-    English: perplexity within 1%."""
-    ids = real_model_hf_tokenizer(HELD_OUT).input_ids
-    assert len(ids) > 100
-    own = ModelRunner(gguf_env.gguf, RunnerConfig(max_total_tokens=512, quantization="gguf"))
-    assert set(own.linear_kinds) >= {"gguf-Q4_1"}
-    f32 = ModelRunner(gguf_env.gguf, RunnerConfig(max_total_tokens=512))
-    ppl_own, ppl_f32 = perplexity(own, ids), perplexity(f32, ids)
-    assert 2 < ppl_f32 < 100, "a sane perplexity for a 135M model on plain English"
-    assert abs(ppl_own / ppl_f32 - 1) < 0.01, (ppl_own, ppl_f32)
+def test_own_bits_give_llama_cpps_greedy_tokens(gguf_env, prompts):
+    """On the file's own blocks radixlm computes as llama.cpp does (int8 activations per
+    block): the same greedy tokens on the same file. llama.cpp is a benchmark dependency
+    (``pip install llama-cpp-python==0.3.36``); without it this test skips."""
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed "
+                                    "(a benchmark dependency: pip install llama-cpp-python)")
+    llm = llama_cpp.Llama(model_path=str(gguf_env.gguf), n_ctx=512, n_threads=1,
+                          verbose=False)
+    runner = ModelRunner(gguf_env.gguf, RunnerConfig(max_total_tokens=512, quantization="gguf"))
+    ours = greedy_generate(runner, prompts, NEW_TOKENS, stop_token_ids=[2])
+    for prompt, got in zip(prompts, ours):
+        llm.reset()
+        llm.eval(prompt)
+        theirs: list[int] = []
+        while len(theirs) < NEW_TOKENS and (not theirs or theirs[-1] != 2):
+            theirs.append(llm.sample(temp=0.0))
+            llm.eval([theirs[-1]])
+        assert got == theirs

@@ -80,13 +80,13 @@ def test_perplexity_stays_close_to_float32(real_model, float32_ppl, quantization
     assert abs(ppl / float32_ppl - 1) <= BOUND[quantization], (quantization, ppl, float32_ppl)
 
 
-@pytest.mark.skipif(not q4_gemv_available(), reason=f"q4_gemv: {q4_gemv_unavailable_reason()}")
-def test_gguf_on_the_vnni_kernels_gives_the_float32_logits(real_model, monkeypatch):
-    """On the file's own Q4_1 and Q8_0 bits, the VNNI kernels (float32-faithful activations)
-    give the logits of float32 on the file's dequantized weights, to the model oracle's bound
-    (1e-4 of the logit scale): quantized for speed, not for numbers."""
+def test_gguf_on_its_own_blocks_stays_near_the_float32_logits(real_model, monkeypatch):
+    """On the file's own Q4_1 and Q8_0 blocks the activations are quantized to int8 per block,
+    as llama.cpp does (``kernels/cpu/gguf_blocks.py``; same greedy tokens as llama.cpp,
+    ``test_gguf_real_model.py``), so the logits are not float32's: measured within 5% of the
+    logit scale here; perplexity within 1% (above). Float32-faithful numbers: ``quantization
+    none``."""
     monkeypatch.setenv("RADIXLM_CACHE_DIR", str(real_model.cache_dir))
     _, ref = text_logits(real_model, None)
-    monkeypatch.setattr(gemm_choice, "QUANTIZED_KERNELS", NATIVE)
     _, got = text_logits(real_model, "gguf")
-    torch.testing.assert_close(got, ref, rtol=0, atol=1e-4 * ref.abs().max().item())
+    torch.testing.assert_close(got, ref, rtol=0, atol=0.05 * ref.abs().max().item())
