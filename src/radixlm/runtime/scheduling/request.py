@@ -103,6 +103,8 @@ class Req:
     # speculative decoding: whether this request may (server setting, not opted out); its
     # prompt-lookup index and its draft budget (built on first use)
     speculative: bool = False
+    # its latest step was wide (no drafts: see speculative_drafts): advances jump forward
+    plain_step: bool = False
     draft_index: Any = None
     draft_budget: Any = None
 

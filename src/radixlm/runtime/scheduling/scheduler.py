@@ -136,7 +136,7 @@ class Scheduler:
             self.grammar.end_step(ran=False)
             return outs
         # after the prefills are chosen: a request holding draft slots has no pending tokens
-        drafts = self.speculator.draft(decodes) if self.speculator is not None else {}
+        drafts = self.speculator.draft(decodes, chunks) if self.speculator is not None else {}
         batch = build_step_batch(decodes, chunks, self.kv.table, self.runner, self.max_context,
                                  drafts)
         logits = self.runner.forward(batch)

@@ -3,7 +3,8 @@ their draft chains, and the KV slots the chains are checked in.
 
 A request drafts when speculation is on (``--speculative-algorithm NGRAM``), it did not opt
 out (``disable_speculation`` in its sampling parameters), the step has at most
-``--speculative-max-batch-size`` decoding requests, and its constraint (if any) is active.
+``--speculative-max-batch-size`` requests taking a token, and its constraint (if any) is
+active; in a wider step a constrained request jump-forwards as without speculation.
 Its chain is the text its constraint forces (as tokens), then prompt lookup
 (:mod:`..speculative.ngram_lookup`), then the outputs of finished requests
 (:mod:`..speculative.shared_lookup`) for the rest (as many as the request's
@@ -16,7 +17,7 @@ after the forward is :mod:`speculative_verify`'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..memory.kv_manager import KVManager
 from ..server_args import ServerArgs
@@ -31,7 +32,7 @@ from ..speculative.draft_chain import (
 from ..speculative.grammar_drafts import forced_tokens, grammar_prefix
 from ..speculative.ngram_lookup import NgramLookup
 from ..speculative.shared_lookup import SharedLookup
-from .request import Req
+from .request import PrefillChunk, Req
 
 
 class Speculator:
@@ -58,11 +59,22 @@ class Speculator:
         if req.speculative and req.num_output:
             self.shared.add(req.namespace, req.token_ids, req.prompt_len)
 
-    def draft(self, decodes: list[Req]) -> dict[str, DraftChain]:
+    def draft(self, decodes: list[Req], chunks: Sequence[PrefillChunk] = ()
+              ) -> dict[str, DraftChain]:
         """The chains (by request id) of this step's decoding requests that draft, their
         slots reserved (``kv_len`` then counts them: :mod:`speculative_verify` gives back the
-        rejected ones)."""
-        if len(decodes) > self.max_batch:
+        rejected ones).
+
+        A step is wide when the requests that take a token in it (``decodes`` and the
+        ``chunks`` that end a prefill) are more than ``--speculative-max-batch-size``: then
+        nobody drafts, and each of those requests is marked :attr:`Req.plain_step`, so its
+        constraint jump-forwards after its token exactly as with speculation off (its next
+        step, as wide, would not draft the forced text either)."""
+        sampling = [c.req for c in chunks if c.start + c.n == len(c.req.token_ids)]
+        wide = len(decodes) + len(sampling) > self.max_batch
+        for req in decodes + sampling:
+            req.plain_step = wide
+        if wide:
             self.stats.skipped_batch += 1
             return {}
         chains: dict[str, DraftChain] = {}
