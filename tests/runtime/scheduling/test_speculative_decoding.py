@@ -131,6 +131,18 @@ def test_json_schema_is_exact_against_plain_decoding_without_jump_forward(make_s
     assert info["forced_tokens"] == 0, "no jump-forward while speculating"
 
 
+def test_text_lookup_drafts_a_constrained_request_and_stays_exact(make_scheduler):
+    """A second identical constrained request finds the first one's text (shared text
+    lookup): its drafts are the forced text and that text, tokenized together; the tokens
+    are still plain greedy decoding's."""
+    expected = json_reference(make_scheduler)
+    s = make_scheduler(grammar_mask_wait_ms=60_000, **SPEC)
+    assert outputs(s, [constrained()])[0] == expected
+    before = s.info()["spec_accepted_tokens_text_lookup"]
+    assert outputs(s, [constrained("again")])[0]["again"] == expected["json"]
+    assert s.info()["spec_accepted_tokens_text_lookup"] > before
+
+
 def test_json_schema_with_oracle_drafts_is_exact(make_scheduler):
     expected = json_reference(make_scheduler)
     s = make_scheduler(grammar_mask_wait_ms=60_000, **SPEC)
