@@ -53,3 +53,9 @@ def test_a_copied_word_ends_as_the_finished_outputs_went_on():
     assert look.propose(b'{"name": "In', shared.get("ns")) == b'es", "age": 34}\n'
     # not inside a word: the longest match as it is
     assert look.propose(b'"age": ', shared.get("ns")) == b"34}\n"
+
+
+def test_a_caller_can_ask_for_a_longer_match():
+    look = TextLookup(b"ab X1 ab Y2 cab Z3", span=3)
+    assert look.propose(b"zzcab", least=4) == b""
+    assert look.propose(b"zzcab", least=3) == b" Z3"

@@ -87,15 +87,15 @@ class TextLookup:
         self.prompt = prompt
         self.min_bytes, self.max_bytes, self.span = min_bytes, max_bytes, span
 
-    def propose(self, tail: bytes, shared: bytes = b"") -> bytes:
+    def propose(self, tail: bytes, shared: bytes = b"", least: int = 0) -> bytes:
         """The bytes likely to follow ``tail`` (the output's recent text, with any text the
         constraint forces after it): from the corpus with the longer match, the prompt on a
-        tie; b"" when neither matches ``min_bytes``."""
+        tie; b"" when neither matches ``max(min_bytes, least)`` bytes."""
         best, corpus = (0, 0), b""
+        least = max(self.min_bytes, least)
         for text in (self.prompt, shared):
-            if len(text) > self.min_bytes:
-                match = _longest_match(text, tail, max(self.min_bytes, best[0] + 1),
-                                       self.max_bytes)
+            if len(text) > least:
+                match = _longest_match(text, tail, max(least, best[0] + 1), self.max_bytes)
                 if match[0] > best[0]:
                     best, corpus = match, text
         if not best[0]:
