@@ -1,17 +1,22 @@
 """Speculative decoding without a draft model (``--speculative-algorithm NGRAM``) against plain
-decoding, batch 1, on the same loaded model in one run.
+decoding, on the same loaded model in one run.
 
-Three tasks, greedy, through the model's chat template: ``json`` (the demo's documents, the
-person extracted under the demo's JSON schema: drafts from the grammar's forced text and the
-document), ``rag`` (a passage and a question whose answer quotes it: prompt lookup), ``chat``
-(open-ended writing: little to copy). Each request runs through an in-process
-:class:`Scheduler` (no IPC) with speculation off, then on, alternating, two schedulers over
-one :class:`ModelRunner` (its KV pool shared; each has its own radix cache). Per task: decode
-tokens per second (output tokens after the first over the time from the first token to the
-last), their ratio on/off, the mean acceptance length (tokens per verification), the accept
-rate per draft source, and how many outputs are token-identical. Plain decoding keeps
-jump-forward (the default), which a speculating request replaces by grammar drafts, so ``json``
-outputs may differ where jump-forward's tokenization differs from the model's.
+Rows, greedy, through the model's chat template: ``json`` (the demo's documents, the person
+extracted under the demo's JSON schema: drafts from the grammar's forced text and the
+document's text), ``rag`` (a ~1,500-token passage and a question whose answer quotes it,
+batch 1), ``rag8`` (8 questions on that passage at once), ``chat`` (open-ended writing: little
+to copy), ``streams32`` (32 open-ended streams at once; ``streams32_forced``: the same with
+speculation allowed at batch 32, to measure the threshold), ``agent`` (a lang program: fork 2
+tool-call JSON drafts + select, end to end, on two Engines), and llama.cpp's own prompt-lookup
+decoding on the same GGUF and prompt ids for ``json`` and ``rag`` (batch 1).
+
+Requests run through in-process :class:`Scheduler`s (no IPC), speculation off then on,
+alternating, over one :class:`ModelRunner` (its KV pool shared; each has its own radix cache).
+Per row: decode tokens per second (tokens emitted once every request has its first token,
+over that time), their ratio on/off, the mean acceptance length (tokens per verification), the
+accept rate per draft source, and how many outputs are token-identical. Plain decoding keeps
+jump-forward (the default), which a speculating request replaces by grammar drafts, so
+``json`` outputs may differ where jump-forward's tokenization differs from the model's.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/speculative.py [--requests 3] [--new-tokens 96]
 """
@@ -20,41 +25,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from typing import Any
 
 from bench_common import add_common_args, resolve_model, setup_threads, write_results
+from speculative_rows import llama_cpp_lookup, long_passage, run_agent, run_together
 
 from radixlm.demo import DOCUMENTS, PERSON_SCHEMA, SYSTEM
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.scheduling.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
-from radixlm.runtime.wire.messages import GenerateReq, GrammarReq
-from radixlm.runtime.wire.sampling_params import SamplingParams
+from radixlm.runtime.wire.messages import GrammarReq
 
-PASSAGE = (
-    "The Lindqvist Observatory was built in 1911 on a granite ridge above the village of "
-    "Hallen. Its first director, Marta Lindqvist, ordered a 60-centimetre refracting "
-    "telescope from a workshop in Hamburg, and the instrument arrived by ox cart in the "
-    "spring of 1912. For four decades the observatory measured the positions of double "
-    "stars, and its catalogue of 2,340 pairs was published in 1954. The dome was restored in "
-    "1998 after a storm tore away part of its copper roof, and today the building houses a "
-    "small museum that is open on Saturdays from May to September."
-)
-RAG_QUESTIONS = [
-    "Quote the sentence that says when and how the telescope arrived.",
-    "Quote the sentence about the catalogue of double stars.",
-    "Quote the sentence about the restoration of the dome.",
-]
 CHAT_PROMPTS = [
     "Write a short story about a robot who learns to paint.",
     "Give me three ideas for a rainy weekend, with a sentence on each.",
     "Explain why the sky is blue to a ten-year-old.",
+    "Describe your ideal breakfast in a few sentences.",
 ]
+TOPICS = ["a lighthouse", "a market", "a glacier", "a violin", "a forest", "a train",
+          "a bakery", "a comet"]
 
 
 def task_requests(tokenizer: Any, n: int) -> dict[str, list[tuple[list[int], GrammarReq | None]]]:
-    """Per task, ``n`` (prompt ids, constraint) pairs."""
+    """Per task, its (prompt ids, constraint) pairs (``n`` for the batch-1 tasks)."""
 
     def chat(system: str | None, user: str) -> list[int]:
         msgs = ([{"role": "system", "content": system}] if system else []) + [
@@ -63,34 +56,17 @@ def task_requests(tokenizer: Any, n: int) -> dict[str, list[tuple[list[int], Gra
                                                   tokenize=True, return_dict=False))
 
     schema = GrammarReq(json_schema=json.dumps(PERSON_SCHEMA))
+    passage, questions = long_passage()
+    rag = [(chat("Answer from the text, quoting it exactly.",
+                 f"Text: {passage}\n\nQuestion: {q}"), None) for q in questions]
+    streams = [(chat(None, f"{CHAT_PROMPTS[i % len(CHAT_PROMPTS)]} Mention "
+                           f"{TOPICS[i % len(TOPICS)]}."), None) for i in range(32)]
     return {
         "json": [(chat(SYSTEM, doc), schema) for doc in DOCUMENTS[:n]],
-        "rag": [(chat("Answer from the text, quoting it exactly.",
-                      f"Text: {PASSAGE}\n\nQuestion: {q}"), None) for q in RAG_QUESTIONS[:n]],
+        "rag": rag[:n], "rag8": rag[:8],
         "chat": [(chat(None, p), None) for p in CHAT_PROMPTS[:n]],
+        "streams32": streams, "streams32_forced": streams,
     }
-
-
-def run_one(s: Scheduler, rid: str, ids: list[int], grammar: GrammarReq | None,
-            new_tokens: int) -> dict[str, Any]:
-    """One request alone on ``s``: its output and decode timing."""
-    s.add_request(GenerateReq(rid=rid, input_ids=ids, grammar=grammar, stream=True,
-                              sampling=SamplingParams(temperature=0.0,
-                                                      max_new_tokens=new_tokens)))
-    out: list[int] = []
-    first = end = 0.0
-    while s.has_work():
-        for req in s.waiting:
-            if req.grammar_future is not None:
-                req.grammar_future.result()
-        for o in s.step():
-            if o.rollback:
-                del out[len(out) - o.rollback:]
-            out.extend(o.new_ids)
-            if out and not first:
-                first = time.perf_counter()
-        end = time.perf_counter()
-    return {"ids": out, "decode_tokens": max(len(out) - 1, 0), "decode_s": end - first}
 
 
 def spec_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
@@ -98,58 +74,103 @@ def spec_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float
          and isinstance(after[k], int)}
     d["accept_length_mean"] = (d["spec_emitted_tokens"] / d["spec_verify_steps"]
                                if d["spec_verify_steps"] else 0.0)
-    for src in ("grammar", "prompt_lookup"):
+    for src in ("grammar", "prompt_lookup", "text_lookup"):
         drafted = d[f"spec_draft_tokens_{src}"]
         d[f"accept_rate_{src}"] = d[f"spec_accepted_tokens_{src}"] / drafted if drafted else 0.0
     return d
 
 
+BATCHED = ("rag8", "streams32", "streams32_forced")  # their requests run together
+
+
+def run_task(task: str, reqs: list, plain: Scheduler, spec: Scheduler,
+             new_tokens: int) -> dict[str, Any]:
+    """One row: its requests off then on (together for a batched row, else one by one)."""
+    groups = [reqs] if task in BATCHED else [[r] for r in reqs]
+    rows: dict[str, list] = {"off": [], "on": []}
+    before = spec.info()
+    for i, group in enumerate(groups):
+        rows["off"].append(run_together(plain, f"{task}{i}-off", group, new_tokens))
+        rows["on"].append(run_together(spec, f"{task}{i}-on", group, new_tokens))
+    rate = {k: sum(r["decode_tokens"] for r in v) / max(sum(r["decode_s"] for r in v), 1e-9)
+            for k, v in rows.items()}
+    pairs = [(a, b) for x, y in zip(rows["off"], rows["on"]) for a, b in zip(x["ids"], y["ids"])]
+    return {"decode_tok_s_off": rate["off"], "decode_tok_s_on": rate["on"],
+            "ratio": rate["on"] / rate["off"] if rate["off"] else 0.0,
+            "identical_outputs": sum(a == b for a, b in pairs), "requests": len(pairs),
+            **spec_delta(before, spec.info())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, "speculative")
-    parser.add_argument("--requests", type=int, default=3, help="requests per task")
+    parser.add_argument("--requests", type=int, default=3, help="requests per batch-1 task")
     parser.add_argument("--new-tokens", type=int, default=96)
-    parser.add_argument("--num-draft-tokens", type=int, default=6)
+    parser.add_argument("--batch-new-tokens", type=int, default=32,
+                        help="new tokens per request of rag8 and streams32")
+    parser.add_argument("--num-draft-tokens", type=int, default=8)
+    parser.add_argument("--max-batch", type=int, default=None,
+                        help="--speculative-max-batch-size (default: the server's)")
     parser.add_argument("--quantization", default=None, help="e.g. gguf (Q4_1 bits kept)")
-    parser.add_argument("--tasks", default="json,rag,chat")
+    parser.add_argument("--tasks", default="json,rag,rag8,chat,streams32,agent,llama_cpp")
     args = parser.parse_args()
     setup_threads(args.threads)
     model = resolve_model(args.model)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model.hf_path)
-    pool = 8192
+    pool = 16384
     runner = ModelRunner(model.path, RunnerConfig(max_total_tokens=pool,
                                                   num_threads=args.threads,
                                                   quantization=args.quantization))
     common = {"model_path": str(model.path), "max_total_tokens": pool,
               "num_threads": args.threads, "quantization": args.quantization}
+    spec_args = {"speculative_algorithm": "NGRAM",
+                 "speculative_num_draft_tokens": args.num_draft_tokens}
+    if args.max_batch is not None:
+        spec_args["speculative_max_batch_size"] = args.max_batch
     plain = Scheduler(ServerArgs(**common), runner, tokenizer)
-    spec = Scheduler(ServerArgs(**common, speculative_algorithm="NGRAM",
-                                speculative_num_draft_tokens=args.num_draft_tokens),
-                     runner, tokenizer)
-    results: dict[str, Any] = {}
+    spec = Scheduler(ServerArgs(**common, **spec_args), runner, tokenizer)
+    results: dict[str, Any] = {"max_batch": spec.speculator.max_batch}
     reqs = task_requests(tokenizer, args.requests)
     for task in args.tasks.split(","):
-        rows = {"off": [], "on": []}
-        before = spec.info()
-        for i, (ids, grammar) in enumerate(reqs[task]):
-            rows["off"].append(run_one(plain, f"{task}{i}-off", ids, grammar, args.new_tokens))
-            rows["on"].append(run_one(spec, f"{task}{i}-on", ids, grammar, args.new_tokens))
-        rate = {k: sum(r["decode_tokens"] for r in v) / sum(r["decode_s"] for r in v)
-                for k, v in rows.items()}
-        same = sum(a["ids"] == b["ids"] for a, b in zip(rows["off"], rows["on"]))
-        stats = spec_delta(before, spec.info())
-        results[task] = {"decode_tok_s_off": rate["off"], "decode_tok_s_on": rate["on"],
-                         "ratio": rate["on"] / rate["off"], "identical_outputs": same,
-                         "requests": len(rows["on"]), **stats,
-                         "sample_text_on": tokenizer.decode(rows["on"][0]["ids"])[:200]}
-        r = results[task]
-        print(f"{task:5s} off {r['decode_tok_s_off']:6.1f} tok/s  on {r['decode_tok_s_on']:6.1f}"
-              f" tok/s  ratio {r['ratio']:.2f}  accept length {r['accept_length_mean']:.2f}  "
-              f"grammar {r['accept_rate_grammar']:.2f} lookup {r['accept_rate_prompt_lookup']:.2f}"
-              f"  identical {same}/{len(rows['on'])}", flush=True)
+        if task == "agent":
+            r = agent_row(str(model.path), args.threads, spec_args)
+        elif task == "llama_cpp":
+            r = llama_row(str(model.path), args, reqs)
+        else:
+            s = spec if task != "streams32_forced" else Scheduler(ServerArgs(
+                **common, **{**spec_args, "speculative_max_batch_size": 64}), runner, tokenizer)
+            new = args.batch_new_tokens if task in BATCHED else args.new_tokens
+            r = run_task(task, reqs[task], plain, s, new)
+        results[task] = r
+        print(task, json.dumps({k: round(v, 3) if isinstance(v, float) else v
+                                for k, v in r.items() if "spec_" not in k}), flush=True)
     write_results(args.out, {"args": vars(args), "model": model.describe(), "results": results})
+
+
+def agent_row(path: str, threads: int, spec_args: dict[str, Any]) -> dict[str, Any]:
+    """The agent program end to end, speculation off then on (a fresh Engine each)."""
+    docs = DOCUMENTS[:2]
+    off = run_agent(path, threads, docs)
+    on = run_agent(path, threads, docs, **spec_args)
+    return {"seconds_off": off["seconds"], "seconds_on": on["seconds"],
+            "ratio": off["seconds"] / on["seconds"], "accept_length_mean":
+            on["accept_length_mean"], "identical_outputs": int(off["outputs"] == on["outputs"])}
+
+
+def llama_row(path: str, args: argparse.Namespace, reqs: dict) -> dict[str, Any]:
+    """llama.cpp's prompt lookup on the json and rag rows' prompts (batch 1)."""
+    if not path.endswith(".gguf"):
+        return {"skipped": "llama.cpp needs the GGUF model"}
+    out = {}
+    for task in ("json", "rag"):
+        prompts = [(ids, PERSON_SCHEMA if grammar is not None else None)
+                   for ids, grammar in reqs[task]]
+        for k, v in llama_cpp_lookup(path, args.threads, prompts, args.new_tokens,
+                                     args.num_draft_tokens).items():
+            out[f"{task}_{k}"] = v
+    return out
 
 
 if __name__ == "__main__":

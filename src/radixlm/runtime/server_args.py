@@ -140,9 +140,10 @@ class ServerArgs:
     speculative_ngram_max_match_window_size: int = field(default=4, metadata={
         "help": "NGRAM: longest suffix (tokens) that prompt lookup matches (the longest match "
                 "wins)"})
-    speculative_max_batch_size: int = field(default=4, metadata={
-        "help": "speculate only in steps with at most this many decoding requests (above it "
-                "the forward is compute-bound and drafts cost more than they save)"})
+    speculative_max_batch_size: int = field(default=8, metadata={
+        "help": "speculate only in steps with at most this many requests taking a token "
+                "(above it the forward is compute-bound and drafts cost more than they save; "
+                "8 measured: SmolLM2 RAG at batch 8 gained 1.49x on a CPU)"})
     # HTTP server
     host: str = "127.0.0.1"
     port: int = 30000

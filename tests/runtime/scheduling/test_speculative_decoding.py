@@ -23,12 +23,16 @@ from radixlm.runtime.scheduling.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.speculative.draft_chain import SOURCE_PROMPT_LOOKUP, DraftChain
 from radixlm.runtime.speculative.grammar_drafts import grammar_prefix
-from radixlm.runtime.wire.messages import FinishLength, FinishStop, GenerateReq
+from radixlm.runtime.wire.messages import FinishLength, FinishStop, GenerateReq, GrammarReq
 from radixlm.runtime.wire.sampling_params import SamplingParams
 
 SPEC = {"speculative_algorithm": "NGRAM"}
 PASSAGE = list(range(100, 160))
 COPY_PROMPT = PASSAGE + [7, 8] + PASSAGE[:12]  # the passage, then its start again
+LONG_KEYS = {"type": "object", "required": ["customer_full_name", "preferred_contact_city"],
+             "properties": {"customer_full_name": {"type": "string", "maxLength": 6},
+                            "preferred_contact_city": {"enum": ["Paris", "Rome"]}},
+             "additionalProperties": False}  # keys a jump-forward forces
 def greedy(rid: str, prompt: list[int], new: int = 40, **params) -> GenerateReq:  # noqa: ANN003
     params.setdefault("ignore_eos", True)
     return GenerateReq(rid=rid, input_ids=prompt, sampling=SamplingParams(
@@ -127,6 +131,18 @@ def test_json_schema_is_exact_against_plain_decoding_without_jump_forward(make_s
     assert info["forced_tokens"] == 0, "no jump-forward while speculating"
 
 
+def test_text_lookup_drafts_a_constrained_request_and_stays_exact(make_scheduler):
+    """A second identical constrained request finds the first one's text (shared text
+    lookup): its drafts are the forced text and that text, tokenized together; the tokens
+    are still plain greedy decoding's."""
+    expected = json_reference(make_scheduler)
+    s = make_scheduler(grammar_mask_wait_ms=60_000, **SPEC)
+    assert outputs(s, [constrained()])[0] == expected
+    before = s.info()["spec_accepted_tokens_text_lookup"]
+    assert outputs(s, [constrained("again")])[0]["again"] == expected["json"]
+    assert s.info()["spec_accepted_tokens_text_lookup"] > before
+
+
 def test_json_schema_with_oracle_drafts_is_exact(make_scheduler):
     expected = json_reference(make_scheduler)
     s = make_scheduler(grammar_mask_wait_ms=60_000, **SPEC)
@@ -223,6 +239,26 @@ def test_batch_above_the_threshold_does_not_speculate(make_scheduler):
     got, _ = outputs(s, reqs)
     assert got == expected
     info = s.info()
+    assert info["spec_verify_steps"] == 0 and info["spec_skipped_batch_steps"] > 0
+
+
+def test_constrained_requests_jump_forward_in_a_batch_above_the_threshold(make_scheduler):
+    """A step too wide to draft leaves a speculating constrained request as it would be with
+    speculation off: it jump-forwards (the same forced tokens, in as many steps)."""
+    reqs = [GenerateReq(rid=f"json{i}", input_ids=list(range(5, 25)),  # they step together
+                        grammar=GrammarReq(json_schema=json.dumps(LONG_KEYS)),
+                        sampling=SamplingParams(temperature=0.0, max_new_tokens=120))
+            for i in range(3)]
+    args = {"disable_radix_cache": True, "grammar_mask_wait_ms": 60_000}
+    plain = make_scheduler(**args)
+    expected, _ = outputs(plain, reqs)
+    s = make_scheduler(speculative_max_batch_size=2, **args, **SPEC)
+    got, reasons = outputs(s, reqs)
+    assert got == expected
+    assert all(isinstance(r, FinishStop) for r in reasons.values())
+    info, plain_info = s.info(), plain.info()
+    assert info["forced_tokens"] == plain_info["forced_tokens"] > 0, "it jump-forwards"
+    assert info["steps"] == plain_info["steps"]
     assert info["spec_verify_steps"] == 0 and info["spec_skipped_batch_steps"] > 0
 
 

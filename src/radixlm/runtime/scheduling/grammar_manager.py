@@ -336,9 +336,11 @@ class GrammarManager:
         return step
 
     def _jumps(self, req: Req) -> bool:
-        """Whether ``req``'s advances plan jump-forwards: not for a speculating request,
-        whose forced text is proposed as drafts instead (the model keeps its tokenization)."""
-        return self.enable_jump_forward and not req.return_logprob and not req.speculative
+        """Whether ``req``'s advances plan jump-forwards: not for a speculating request in a
+        step that drafts, whose forced text is proposed as drafts instead (the model keeps its
+        tokenization); in a step too wide to draft, as without speculation."""
+        return (self.enable_jump_forward and not req.return_logprob
+                and (not req.speculative or req.plain_step))
 
     def prefetch(self, req: Req) -> None:
         """Queue the mask of ``req``'s current state (and of the states one token on) for

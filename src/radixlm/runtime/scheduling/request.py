@@ -105,10 +105,13 @@ class Req:
     pending_rollback: int = 0
     first_token_time: float = 0.0
     # speculative decoding: whether this request may (server setting, not opted out); its
-    # prompt-lookup index and its draft budget (built on first use)
+    # prompt-lookup indexes (token ids, text) and its draft budget (built on first use)
     speculative: bool = False
+    # its latest step was wide (no drafts: see speculative_drafts): advances jump forward
+    plain_step: bool = False
     draft_index: Any = None
     draft_budget: Any = None
+    text_lookup: Any = None
 
     @classmethod
     def from_message(cls, msg: GenerateReq) -> Req:

@@ -136,7 +136,7 @@ class Scheduler:
             self.grammar.end_step(ran=False)
             return outs
         # after the prefills are chosen: a request holding draft slots has no pending tokens
-        drafts = self.speculator.draft(decodes) if self.speculator is not None else {}
+        drafts = self.speculator.draft(decodes, chunks) if self.speculator is not None else {}
         batch = build_step_batch(decodes, chunks, self.kv.table, self.runner, self.max_context,
                                  drafts)
         logits = self.runner.forward(batch)
@@ -330,7 +330,7 @@ def _speculator(args: ServerArgs, kv: KVManager, tokenizer: Any, max_context: in
     if args.speculative_algorithm is None:
         return None
     speculator = Speculator(args, kv, lambda text: tokenizer.encode(
-        text, add_special_tokens=False), max_context)
+        text, add_special_tokens=False), max_context, lambda: output.grammar.compiler.vocab)
     output.verifier = DraftVerifier(output, speculator.stats)
     return speculator
 

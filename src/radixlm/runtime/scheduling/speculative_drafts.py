@@ -3,9 +3,12 @@ their draft chains, and the KV slots the chains are checked in.
 
 A request drafts when speculation is on (``--speculative-algorithm NGRAM``), it did not opt
 out (``disable_speculation`` in its sampling parameters), the step has at most
-``--speculative-max-batch-size`` decoding requests, and its constraint (if any) is active.
+``--speculative-max-batch-size`` requests taking a token, and its constraint (if any) is
+active; in a wider step a constrained request jump-forwards as without speculation.
 Its chain is the text its constraint forces (as tokens), then prompt lookup
-(:mod:`..speculative.ngram_lookup`), then the outputs of finished requests
+(:mod:`..speculative.ngram_lookup` over token ids, or :mod:`..speculative.text_lookup` over
+text: first for a constrained request, whose forced and looked-up text are tokenized together;
+as a fallback for others), then the outputs of finished requests
 (:mod:`..speculative.shared_lookup`) for the rest (as many as the request's
 :class:`~..speculative.draft_budget.DraftBudget` allows), cut at the first token the
 constraint refuses and to what the request may still emit (``max_new_tokens``, the context).
@@ -16,8 +19,9 @@ after the forward is :mod:`speculative_verify`'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from ...fsm.tokens.vocabulary import TokenVocabulary
 from ..memory.kv_manager import KVManager
 from ..server_args import ServerArgs
 from ..speculative.acceptance_stats import AcceptanceStats
@@ -26,28 +30,37 @@ from ..speculative.draft_chain import (
     SOURCE_CROSS_REQUEST,
     SOURCE_GRAMMAR,
     SOURCE_PROMPT_LOOKUP,
+    SOURCE_TEXT_LOOKUP,
     DraftChain,
 )
-from ..speculative.grammar_drafts import forced_tokens, grammar_prefix
+from ..speculative.grammar_drafts import forced_text_tokens, grammar_prefix
 from ..speculative.ngram_lookup import NgramLookup
 from ..speculative.shared_lookup import SharedLookup
-from .request import Req
+from ..speculative.text_lookup import SharedText, TextLookup
+from .request import PrefillChunk, Req
+
+_TAIL_TOKENS = 16  # output tokens whose text the text lookup matches (about 32+ bytes)
+# An unconstrained request falls back on text lookup only for a match this long: shorter ones
+# (a word or two) were mostly wrong in open-ended writing (SmolLM2 chat 0.83x with any).
+_FALLBACK_MIN_BYTES = 12
 
 
 class Speculator:
     """Drafts for one scheduler's decoding requests (see module doc)."""
 
     def __init__(self, args: ServerArgs, kv: KVManager, encode: Callable[[str], list[int]],
-                 max_context: int) -> None:
+                 max_context: int, vocab: Callable[[], TokenVocabulary]) -> None:
         self.num_draft_tokens = args.speculative_num_draft_tokens
         self.min_n = args.speculative_ngram_min_match_window_size
         self.max_n = args.speculative_ngram_max_match_window_size
         self.max_batch = args.speculative_max_batch_size
         self.kv = kv
         self.encode = encode
+        self.vocab = vocab  # the fsm's token bytes (built on first use)
         self.max_context = max_context
         self.stats = AcceptanceStats()
         self.shared = SharedLookup(self.min_n, self.max_n, self.num_draft_tokens)
+        self.shared_text = SharedText()
 
     def admit(self, req: Req) -> None:
         """Mark a new request as speculating unless its sampling parameters opt out."""
@@ -57,12 +70,24 @@ class Speculator:
         """A request finished: its output joins the cross-request lookup."""
         if req.speculative and req.num_output:
             self.shared.add(req.namespace, req.token_ids, req.prompt_len)
+            self.shared_text.add(req.namespace, self.vocab().decode_bytes(req.output_ids))
 
-    def draft(self, decodes: list[Req]) -> dict[str, DraftChain]:
+    def draft(self, decodes: list[Req], chunks: Sequence[PrefillChunk] = ()
+              ) -> dict[str, DraftChain]:
         """The chains (by request id) of this step's decoding requests that draft, their
         slots reserved (``kv_len`` then counts them: :mod:`speculative_verify` gives back the
-        rejected ones)."""
-        if len(decodes) > self.max_batch:
+        rejected ones).
+
+        A step is wide when the requests that take a token in it (``decodes`` and the
+        ``chunks`` that end a prefill) are more than ``--speculative-max-batch-size``: then
+        nobody drafts, and each of those requests is marked :attr:`Req.plain_step`, so its
+        constraint jump-forwards after its token exactly as with speculation off (its next
+        step, as wide, would not draft the forced text either)."""
+        sampling = [c.req for c in chunks if c.start + c.n == len(c.req.token_ids)]
+        wide = len(decodes) + len(sampling) > self.max_batch
+        for req in decodes + sampling:
+            req.plain_step = wide
+        if wide:
             self.stats.skipped_batch += 1
             return {}
         chains: dict[str, DraftChain] = {}
@@ -78,22 +103,53 @@ class Speculator:
         want = self._budget(req)
         if want <= 0 or not self._eligible(req):
             return chain
-        matcher = req.grammar  # active when set (_eligible)
-        if matcher is not None:
-            chain.extend(forced_tokens(matcher, self.encode, want), SOURCE_GRAMMAR)
         if req.draft_index is None:
             req.draft_index = NgramLookup(self.min_n, self.max_n)
             req.draft_budget = DraftBudget(self.num_draft_tokens)
-        want = min(want, len(chain) + req.draft_budget.now)
-        chain.extend(req.draft_index.propose(req.token_ids, want - len(chain), chain.tokens),
-                     SOURCE_PROMPT_LOOKUP)
-        if len(chain) < want:
+            req.text_lookup = TextLookup(self.vocab().decode_bytes(req.input_ids))
+        matcher = req.grammar  # active when set (_eligible)
+        forced = matcher.jump_forward_string() if matcher is not None else ""
+        # A constrained request copies values whose tokens differ from the source's: text
+        # lookup first; an unconstrained one copies tokens as they are: token lookup first.
+        if matcher is None or not self._text_drafts(req, chain, forced, want):
+            chain.extend(forced_text_tokens(forced, self.encode, want), SOURCE_GRAMMAR)
+            limit = min(want, len(chain) + req.draft_budget.now)
+            chain.extend(req.draft_index.propose(req.token_ids, limit - len(chain), chain.tokens),
+                         SOURCE_PROMPT_LOOKUP)
+            if not chain and matcher is None:
+                self._text_drafts(req, chain, forced, want)
+        limit = min(want, len(chain) + req.draft_budget.now)
+        if len(chain) < limit:
             ctx = req.token_ids[-self.max_n :] + chain.tokens
-            chain.extend(self.shared.propose(req.namespace, ctx, want - len(chain)),
+            chain.extend(self.shared.propose(req.namespace, ctx, limit - len(chain)),
                          SOURCE_CROSS_REQUEST)
         if matcher is not None:
             chain.cut(grammar_prefix(matcher, chain.tokens))
         return chain
+
+    def _text_drafts(self, req: Req, chain: DraftChain, forced: str, want: int) -> bool:
+        """Extend the empty ``chain`` with the ``forced`` text then the text lookup's
+        continuation, tokenized together (so the boundary merges as the model writes it:
+        ``age"`` then ``: 29`` gives ``age`` ``":`` ...); False (``chain`` unchanged) when
+        the lookup has nothing."""
+        vocab = self.vocab()
+        head = forced.encode()
+        tail = vocab.decode_bytes(req.token_ids[-_TAIL_TOKENS:]) + head
+        least = 0 if req.grammar is not None else _FALLBACK_MIN_BYTES
+        more = req.text_lookup.propose(tail, self.shared_text.get(req.namespace), least)
+        if not more:
+            return False
+        tokens = self.encode(forced + more.decode("utf-8", errors="ignore"))[:-1]  # last: cut
+        n_forced, size = 0, 0
+        for token in tokens:  # the tokens within the forced text are the grammar's
+            size += len(vocab.token_bytes[token] or b"")
+            if size > len(head):
+                break
+            n_forced += 1
+        limit = min(want, n_forced + req.draft_budget.now)
+        chain.extend(tokens[: min(n_forced, limit)], SOURCE_GRAMMAR)
+        chain.extend(tokens[n_forced:limit], SOURCE_TEXT_LOOKUP)
+        return bool(chain)
 
     def _eligible(self, req: Req) -> bool:
         """Speculating, and a constraint (if any) active and sound: one waiting for its start

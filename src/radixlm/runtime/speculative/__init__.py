@@ -5,6 +5,7 @@ in one forward.
 :mod:`ngram_lookup` (prompt lookup: the latest earlier occurrence of the output's suffix in the
 request's own prompt and output), :mod:`grammar_drafts` (the text a constraint forces, as
 tokens, and the cut of any chain at the first token the constraint refuses),
+:mod:`text_lookup` (the same over text, for copies the model tokenizes differently),
 :mod:`shared_lookup` (cross-request: what followed the suffix in the output of a request that
 finished), :mod:`draft_budget` (how many lookup drafts a request proposes, adapted
 to what it had accepted), :mod:`draft_chain` (a chain and where each token came from),

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 SOURCE_GRAMMAR = "grammar"  # text the request's constraint forces
 SOURCE_PROMPT_LOOKUP = "prompt_lookup"  # the request's own prompt and output
 SOURCE_CROSS_REQUEST = "cross_request"  # outputs of requests that finished
-SOURCES = (SOURCE_GRAMMAR, SOURCE_PROMPT_LOOKUP, SOURCE_CROSS_REQUEST)
+SOURCE_TEXT_LOOKUP = "text_lookup"  # the prompt's (or finished outputs') text, retokenized
+SOURCES = (SOURCE_GRAMMAR, SOURCE_PROMPT_LOOKUP, SOURCE_CROSS_REQUEST, SOURCE_TEXT_LOOKUP)
 
 
 @dataclass

@@ -20,10 +20,14 @@ def forced_tokens(matcher: GrammarMatcher, encode: Callable[[str], list[int]],
                   want: int) -> list[int]:
     """Up to ``want`` tokens of the text the grammar forces from ``matcher``'s state (its
     jump-forward string, tokenized on its own), [] when nothing is forced."""
-    if want <= 0:
+    return forced_text_tokens(matcher.jump_forward_string() if want > 0 else "", encode, want)
+
+
+def forced_text_tokens(text: str, encode: Callable[[str], list[int]], want: int) -> list[int]:
+    """Up to ``want`` tokens of ``text`` (a forced string), tokenized on its own."""
+    if want <= 0 or not text:
         return []
-    text = matcher.jump_forward_string()
-    return list(encode(text)[:want]) if text else []
+    return list(encode(text)[:want])
 
 
 def grammar_prefix(matcher: GrammarMatcher, drafts: list[int]) -> int:
