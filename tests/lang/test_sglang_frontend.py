@@ -38,8 +38,10 @@ PROGRAMS = {
     "test_mt_bench": (PASS, {}),
     "test_select": (PASS, {"check_answer": False}),
     "test_decode_int": (ANSWER, {}),
-    "test_decode_json_regex": (ANSWER, {}),
-    "test_decode_json": (ANSWER, {}),
+    # the JSON closes within max_tokens (close_within_max_tokens), so even the tiny model's
+    # output parses and the program passes
+    "test_decode_json_regex": (PASS, {}),
+    "test_decode_json": (PASS, {}),
     "test_expert_answer": (ANSWER, {}),
     "test_tool_use": (ANSWER, {}),
     "test_react": (ANSWER, {}),

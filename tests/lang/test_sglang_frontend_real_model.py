@@ -75,7 +75,8 @@ def _program_message(detail: str) -> str:
 def runtime(real_model):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RADIXLM_CACHE_DIR", str(real_model.cache_dir))  # the converted GGUF
-        rt = radixlm.Runtime(model_path=real_model.gguf, max_total_tokens=8192)
+        rt = radixlm.Runtime(model_path=real_model.gguf, max_total_tokens=8192,
+                            quantization="none")
     yield rt
     rt.shutdown()
 
@@ -171,7 +172,8 @@ def test_parallel_encoding_is_refused_by_name_never_a_hang(sglang_frontend, exch
 @pytest.fixture(scope="module", params=["engine", "runtime", "openai"])
 def radixlm_backend(request, real_model, runtime):
     if request.param == "engine":
-        backend = radixlm.Engine(model_path=str(real_model.folder), max_total_tokens=8192)
+        backend = radixlm.Engine(model_path=str(real_model.folder), max_total_tokens=8192,
+                                 quantization="none")
     elif request.param == "runtime":
         backend = runtime
     else:  # the official openai client against the same live server, as a completion model

@@ -25,7 +25,8 @@ DOCUMENTS = ["Kenji is 57 years old and lives in Tokyo.",
 
 @pytest.fixture(scope="module")
 def client(real_model, start_server):
-    url = start_server("--model-path", str(real_model.gguf), "--max-total-tokens", "4096",
+    url = start_server("--model-path", str(real_model.gguf), "--quantization", "none",
+                       "--max-total-tokens", "4096",
                        env={"RADIXLM_CACHE_DIR": str(real_model.cache_dir)})
     return openai.OpenAI(base_url=url + "/v1", api_key="unused")
 

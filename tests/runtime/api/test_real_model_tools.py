@@ -27,7 +27,8 @@ ASK = [{"role": "user", "content": "What is the weather like in Paris today?"}]
 
 @pytest.fixture(scope="module")
 def client(real_model, start_server) -> openai.OpenAI:  # noqa: ANN001
-    url = start_server("--model-path", str(real_model.gguf), "--max-total-tokens", "8192",
+    url = start_server("--model-path", str(real_model.gguf), "--quantization", "none",
+                       "--max-total-tokens", "8192",
                        env={"RADIXLM_CACHE_DIR": str(real_model.cache_dir)})
     return openai.OpenAI(base_url=url + "/v1", api_key="unused")
 
