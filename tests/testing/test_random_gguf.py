@@ -17,7 +17,7 @@ from radixlm.testing.random_gguf import (
 )
 
 
-@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K"])
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K"])
 def test_random_blocks_decode_to_the_intended_spread(type_name: str) -> None:
     raw = random_blocks(type_name, 48, 512, np.random.default_rng(1))
     w = np.asarray(gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[type_name]))

@@ -10,6 +10,7 @@ Block layouts (bytes; ``d``/``dmin``/``m`` are float16) and the scale each type 
 weight's spread is about ``WEIGHT_STD`` (the codes are uniform random bytes):
 
 * Q4_0 (18): d, 16 bytes of nibbles; ``w = d (q - 8)``.
+* Q4_1 (20): d, m, 16 bytes of nibbles; ``w = d q + m``.
 * Q8_0 (34): d, 32 int8; ``w = d c``.
 * Q5_0 (22): d, qh[4], qs[16]; ``w = d (q - 16)``.
 * Q4_K (144): d, dmin, 12 bytes of 6-bit scales/mins, qs[128]; ``w = d sc q - dmin m``.
@@ -30,6 +31,7 @@ WEIGHT_STD = 0.02
 # weights' spread about WEIGHT_STD given uniform random codes (see the module docstring).
 _SCALES: dict[str, tuple[tuple[int, float], ...]] = {
     "Q4_0": ((0, 4.3e-3),),
+    "Q4_1": ((0, 4.3e-3), (2, -3.2e-2)),  # m = -7.5 d centres w = d q + m
     "Q8_0": ((0, 2.7e-4),),
     "Q5_0": ((0, 2.2e-3),),
     "Q4_K": ((0, 0.8e-4), (2, 6.0e-4)),

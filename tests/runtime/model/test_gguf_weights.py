@@ -25,6 +25,7 @@ from radixlm.runtime.model.gguf_conversion import ensure_converted, gguf_source
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.wire.runner_setup import load_runner
+from radixlm.testing.random_gguf import random_blocks
 
 # max |mapped - float32| relative to the largest float32 logit: the block kernel's float32
 # accumulation order (the stand-in dequantizes and calls F.linear: equal to rounding)
@@ -32,10 +33,6 @@ REL_TOL = 1e-4
 NATIVE_REL_TOL = 0.1  # int8 activations per block; see the test below
 HIDDEN, HEADS, KV_HEADS, INTER, VOCAB = 256, 4, 2, 512, 320  # K-quants: 256-column rows
 Q = gguf.GGMLQuantizationType
-# where each type's float16 scales sit in its block, and their size (random bytes elsewhere)
-SCALES = {"Q4_0": ((0,), 1e-2), "Q4_1": ((0, 2), 1e-2), "Q5_0": ((0,), 1e-2),
-          "Q8_0": ((0,), 1e-3), "Q4_K": ((0, 2), 1e-4), "Q5_K": ((0, 2), 1e-4),
-          "Q6_K": ((208,), 1e-4)}
 # per layer: GGUF tensor -> type (mixed fusions; a float piece keeps its fusion float)
 LAYER_TYPES = [
     {"attn_q": "Q4_K", "attn_k": "Q4_K", "attn_v": "Q6_K", "attn_output": "Q5_0",
@@ -43,17 +40,6 @@ LAYER_TYPES = [
     {"attn_q": "Q8_0", "attn_k": "Q8_0", "attn_v": "Q8_0", "attn_output": "Q4_K",
      "ffn_gate": "Q5_K", "ffn_up": "Q5_K", "ffn_down": "F32"},
 ]
-
-
-def block_bytes(rng: np.random.Generator, type_name: str, rows: int, cols: int) -> np.ndarray:
-    """Random ``[rows, row_bytes]`` blocks of ``type_name`` whose scales are small."""
-    elems, size = gguf.GGML_QUANT_SIZES[getattr(Q, type_name)]
-    raw = rng.integers(0, 256, (rows, cols // elems, size), dtype=np.uint8)
-    offsets, scale = SCALES[type_name]
-    for off in offsets:
-        d = (rng.uniform(0.2, 1.0, raw.shape[:2]) * scale).astype(np.float16)
-        raw[..., off:off + 2] = d[..., None].view(np.uint8).reshape(*d.shape, 2)
-    return raw.reshape(rows, -1)
 
 
 def write_gguf(path: Path, arch: str) -> Path:
@@ -82,7 +68,8 @@ def write_gguf(path: Path, arch: str) -> Path:
                          if len(shape) == 1 else
                          (scale * rng.standard_normal(shape)).astype(np.float32))
         else:
-            w.add_tensor(name, block_bytes(rng, type_name, *shape), raw_dtype=getattr(Q, type_name))
+            w.add_tensor(name, random_blocks(type_name, *shape, rng),
+                         raw_dtype=getattr(Q, type_name))
 
     add("token_embd.weight", "Q8_0", (VOCAB, HIDDEN))
     add("output_norm.weight", "F32", (HIDDEN,))
