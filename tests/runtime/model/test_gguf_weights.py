@@ -200,14 +200,14 @@ def test_default_quantization_of_a_gguf_and_the_start_up_line(mapped, caplog):
     assert cfg["num_hidden_layers"] == len(LAYER_TYPES)
 
 
-# imported by the old load path: gguf's reader (and through it mistral_common, jsonschema),
-# and torch._dynamo (nn.Embedding's init on the meta device): 20-200 s of a load under load
-SLOW_IMPORTS = ("gguf", "mistral_common", "jsonschema", "torch._dynamo", "transformers")
+# imported by the old load path: gguf's reader (and through it mistral_common), and
+# torch._dynamo (nn.Embedding's init on the meta device): 20-200 s of a load under load
+SLOW_IMPORTS = ("gguf", "mistral_common", "torch._dynamo", "transformers")
 
 
 def test_loading_a_gguf_imports_neither_gguf_nor_dynamo(tmp_path):
     """A fresh process loads a (converted) GGUF on its own bits without the ``gguf`` package,
-    the fsm's JSON Schema compiler or torch._dynamo."""
+    torch._dynamo or transformers."""
     path = write_gguf(tmp_path / "m.gguf", "llama")
     folder = ensure_converted(path, tmp_path / "cache", need_tokenizer=False)
     code = ("import sys\n"
