@@ -116,6 +116,19 @@ def test_finish_retimes_streamed_buckets_over_every_linear_in_build_order():
         linears[0].replan(linears[0].plan)
 
 
+def test_deferred_linears_time_their_streamed_buckets_once_in_finish():
+    """At build a deferred linear is timed on one weight only above STREAMED_ROWS (finish()
+    re-times the buckets below anyway); finish() times them even for a lone linear."""
+    calls: list[int] = []
+    impls = {name: (lambda x: calls.append(x.shape[0]) or x) for name in ("a", "b")}
+    chooser = GemmChooser(reps=1, buckets=(1, 8, 64))
+    lin = chooser.build("lone", impls, None, 4, 4, defer=True)
+    assert set(calls) == {64}
+    calls.clear()
+    chooser.finish()
+    assert set(calls) == {1, 8} and lin.offered == {}
+
+
 def test_finish_leaves_single_and_fixed_linears_as_built():
     chooser = GemmChooser(fixed="torch")
     lin = chooser.build("fixed-defer", float_impls(torch.randn(8, 16)), None, 16, 8, defer=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import gguf
@@ -196,3 +198,23 @@ def test_default_quantization_of_a_gguf_and_the_start_up_line(mapped, caplog):
     assert weights < runner.gguf.resident_bytes(quantized=False) / 2
     cfg = json.loads((folder / "config.json").read_text())
     assert cfg["num_hidden_layers"] == len(LAYER_TYPES)
+
+
+# imported by the old load path: gguf's reader (and through it mistral_common), and
+# torch._dynamo (nn.Embedding's init on the meta device): 20-200 s of a load under load
+SLOW_IMPORTS = ("gguf", "mistral_common", "torch._dynamo", "transformers")
+
+
+def test_loading_a_gguf_imports_neither_gguf_nor_dynamo(tmp_path):
+    """A fresh process loads a (converted) GGUF on its own bits without the ``gguf`` package,
+    torch._dynamo or transformers."""
+    path = write_gguf(tmp_path / "m.gguf", "llama")
+    folder = ensure_converted(path, tmp_path / "cache", need_tokenizer=False)
+    code = ("import sys\n"
+            "from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig\n"
+            f"ModelRunner({str(folder)!r}, RunnerConfig(max_total_tokens=64, "
+            "quantization='gguf'))\n"
+            f"print([m for m in {SLOW_IMPORTS!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=600)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr

@@ -102,7 +102,7 @@ def load_gguf_int4(path: str | Path) -> GGUFQuantizedWeights:
         key = _linear_key(hf_tensor_name(t.name), projections, cfg["tie_word_embeddings"])
         if key is None:
             continue
-        type_name = t.tensor_type.name
+        type_name = t.type_name
         if key == "lm_head" and type_name == "Q8_0":
             rows, cols = (int(d) for d in reversed(t.shape))
             int8[key] = decode_q8_0_blocks(t.data, rows, cols)

@@ -1,7 +1,7 @@
 """A GGUF's weights read in place: block-quantized projections as views of the file's map.
 
-The ``gguf`` package's reader memory-maps the file (read-only); every tensor's ``data`` is a
-numpy view of that map. :class:`MappedGGUF` hands the runner:
+The header reader (:mod:`radixlm.fsm.tokens.gguf_header`) memory-maps the file (read-only);
+every tensor's ``data`` is a numpy view of that map. :class:`MappedGGUF` hands the runner:
 
 * :meth:`MappedGGUF.block_linears`: our fused projections (``layers.3.self_attn.qkv_proj``,
   ``layers.3.mlp.gate_up_proj``, ..., ``lm_head``) whose GGUF pieces are all of a type in
@@ -23,7 +23,6 @@ gather of ``[T, rows]`` floats per call) rather than to the weight rows, for the
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 
 from ...kernels.cpu.gguf_blocks import GGUFBlockLinear
 from .gguf_checkpoint import GGUFCheckpoint, hf_tensor_name, unpermute_qk
+from .gguf_dequantize import dequantize_tensor, file_view
 from .gguf_embedding import GGUFEmbedding
 from .gguf_fused_linear import GGUFFusedLinear
 
@@ -48,17 +48,6 @@ FUSED_PROJECTIONS = {
     "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj"),
     "mlp.down_proj": ("mlp.down_proj",),
 }
-_READ_ONLY = "The given NumPy array is not writable"  # torch's warning for a read-only map
-
-
-def file_view(data: np.ndarray) -> torch.Tensor:
-    """``data`` (a view of the read-only map) as a tensor sharing its memory. torch warns that
-    writing through it would be undefined; nothing here writes, and a write would fault."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_READ_ONLY, category=UserWarning)
-        return torch.from_numpy(data)
-
-
 @dataclass(frozen=True)
 class BlockLinears:
     """The mapped linears by our name, the Hugging Face tensors they consume (weights and
@@ -90,8 +79,8 @@ class MappedGGUF:
     """A validated GGUF file whose tensors are read from its memory map."""
 
     def __init__(self, path: str | Path) -> None:
-        # the checkpoint (its reader's parsed metadata: ~90 MiB of numpy views for a 49k
-        # token vocabulary) is dropped after this; the tensors keep only the map alive
+        # the checkpoint (its parsed header) is dropped after this; the tensors keep only
+        # the map alive
         checkpoint = GGUFCheckpoint(path)
         self.path = checkpoint.path
         self.config = checkpoint.hf_config()
@@ -121,24 +110,24 @@ class MappedGGUF:
         embedding = self._embedding()
         if embedding is not None:
             consumed.add("model.embed_tokens.weight")
-        dequantized = {t.name: t.tensor_type.name for n, t in self._tensors.items()
-                       if n not in consumed and t.tensor_type.name not in FLOAT_TYPES}
+        dequantized = {t.name: t.type_name for n, t in self._tensors.items()
+                       if n not in consumed and t.type_name not in FLOAT_TYPES}
         return BlockLinears(modules, frozenset(consumed), dequantized, embedding)
 
     def _embedding(self) -> GGUFEmbedding | None:
         t = self._tensors.get("model.embed_tokens.weight")
-        if t is None or t.tensor_type.name not in BLOCK_TYPES:
+        if t is None or t.type_name not in BLOCK_TYPES:
             return None  # a float table loads as the embedding's parameter
-        return GGUFEmbedding(file_view(t.data), t.tensor_type.name, self.config["hidden_size"])
+        return GGUFEmbedding(file_view(t.data), t.type_name, self.config["hidden_size"])
 
     def _fused(self, names: list[str]) -> GGUFFusedLinear | None:
         tensors = [self._tensors.get(f"{n}.weight") for n in names]
-        if any(t is None or t.tensor_type.name not in BLOCK_TYPES for t in tensors):
+        if any(t is None or t.type_name not in BLOCK_TYPES for t in tensors):
             return None
         pieces = []
         for t in tensors:
             rows, cols = (int(d) for d in reversed(t.shape))
-            pieces.append(GGUFBlockLinear(file_view(t.data), t.tensor_type.name, cols))
+            pieces.append(GGUFBlockLinear(file_view(t.data), t.type_name, cols))
         return GGUFFusedLinear(pieces, self._row_order(names, pieces), self._bias(names))
 
     def _row_order(self, names: list[str], pieces: list[GGUFBlockLinear]) -> torch.Tensor | None:
@@ -172,11 +161,7 @@ class MappedGGUF:
                 yield name, self._float(name, t)
 
     def _float(self, name: str, t: Any) -> torch.Tensor:
-        from gguf.quants import dequantize
-
-        shape = tuple(int(d) for d in reversed(t.shape))  # numpy order: [out, in]
-        data = t.data if t.tensor_type.name == "F32" else dequantize(t.data, t.tensor_type)
-        w = file_view(np.asarray(data, dtype=np.float32).reshape(shape))
+        w = file_view(dequantize_tensor(t))  # numpy order: [out, in]
         for proj, heads in self._heads.items():
             if f".{proj}." in name:
                 w = unpermute_qk(w, heads)

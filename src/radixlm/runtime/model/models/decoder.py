@@ -221,7 +221,10 @@ class DecoderForCausalLM(nn.Module):
         super().__init__()
         self.config = cfg
         self.ops = ops
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        # given its (uninitialized) table: nn.Embedding's own normal_ init on the meta device
+        # goes through torch._refs, whose first call imports torch._dynamo (5-20 s at load)
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size,
+                                         _weight=torch.empty(cfg.vocab_size, cfg.hidden_size))
         self.layers = nn.ModuleList(
             self.layer(cfg, i, ops, rope, self.attention) for i in range(cfg.num_layers)
         )
