@@ -17,8 +17,9 @@ sizes ``runtime/speculative/draft_budget.py``).
 Requests run through in-process :class:`Scheduler`s (no IPC), speculation off then on,
 alternating, over one :class:`ModelRunner` (its KV pool shared; each has its own radix cache).
 Per row: decode tokens per second (tokens emitted once every request has its first token,
-over that time), their ratio on/off, the mean acceptance length (tokens per verification), the
-accept rate per draft source, and how many outputs are token-identical. Plain decoding keeps
+over that time, by the wall clock and by this process's CPU time: the steadier on a shared
+core), their ratios on/off, the mean acceptance length (tokens per verification), the accept
+rate per draft source, and how many outputs are token-identical. Plain decoding keeps
 jump-forward (the default), which a speculating request replaces by grammar drafts, so
 ``json`` outputs may differ where jump-forward's tokenization differs from the model's.
 
@@ -104,9 +105,12 @@ def run_task(task: str, reqs: list, plain: Scheduler, spec: Scheduler,
         rows["on"].append(run_together(spec, f"{task}{i}-on", group, new_tokens))
     rate = {k: sum(r["decode_tokens"] for r in v) / max(sum(r["decode_s"] for r in v), 1e-9)
             for k, v in rows.items()}
+    cpu = {k: sum(r["decode_tokens"] for r in v) / max(sum(r["decode_cpu_s"] for r in v), 1e-9)
+           for k, v in rows.items()}
     pairs = [(a, b) for x, y in zip(rows["off"], rows["on"]) for a, b in zip(x["ids"], y["ids"])]
     return {"decode_tok_s_off": rate["off"], "decode_tok_s_on": rate["on"],
             "ratio": rate["on"] / rate["off"] if rate["off"] else 0.0,
+            "cpu_ratio": cpu["on"] / cpu["off"] if cpu["off"] else 0.0,
             "identical_outputs": sum(a == b for a, b in pairs), "requests": len(pairs),
             **spec_delta(before, spec.info())}
 
