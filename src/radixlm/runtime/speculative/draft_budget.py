@@ -3,11 +3,14 @@ accepted and what a rejected draft costs: a long chain while the request copies,
 it writes text of its own, with a short probe now and then to notice when copying starts.
 
 Cost of a failed draft (``benchmarks/speculative.py --tasks draft_cost``: SmolLM2 Q4_1 GGUF,
-1 thread, batch 1, open-ended chat, every step proposing ``k`` drafts the model rejects): a
-step with ``k`` drafts takes about ``1 + VERIFY_COST + k * DRAFT_COST`` plain decode steps.
-The fixed part is the verify path itself (an extend forward instead of a decode one, the
-grammar-free sampler over ``k + 1`` rows, the KV given back); each draft row adds its share
-of the forward (on a CPU at batch 1 the weights stream once whatever the row count).
+1 thread, batch 1, open-ended chat, every step proposing ``k`` drafts the model rejects, in
+CPU time on a shared core): a step with ``k`` failed drafts took 1.35 (k=1), 1.33 (k=4) and
+1.22 (k=8) plain decode steps (noise about +-0.1; wall-clock figures on the loaded core were
+noise). So the verify path's fixed part dominates (an extend forward instead of a decode one,
+a sampler over ``k + 1`` rows, the KV given back), and each row adds little (the issue's quiet
+figure: 8 rows in 1.28x one row's forward). A step with ``k`` drafts is modelled as
+``1 + VERIFY_COST + k * DRAFT_COST`` plain steps: a verification pays only once it emits
+about 1.3 tokens, which open-ended writing (1.2-1.25 tokens per verify measured) does not.
 
 The request's acceptance is an estimate ``rate`` of the chance that a draft is accepted given
 that the one before it was (decayed counts over its recent verifications, so a copying
@@ -15,7 +18,7 @@ request's rate climbs within a few steps and falls as fast when it stops). With 
 ``k`` drafts emit ``1 + a + ... + a^k`` tokens in expectation for the step's cost above; the
 budget is the ``k`` in ``[1, most]`` with the best tokens per cost, or 0 when even that is
 not worth ``1 + MARGIN`` plain steps. At 0 the request proposes nothing (it decodes plainly,
-paying only the lookup) for ``wait`` steps, then probes with ``PROBE`` drafts; each probe
+without even a lookup) for ``wait`` steps, then probes with ``PROBE`` drafts; each probe
 rejected outright doubles ``wait`` (up to ``MAX_WAIT``), an accepted one resets it.
 
 The grammar's forced text is proposed whatever the budget (it is rarely wrong) and is not
@@ -25,11 +28,12 @@ counted here. Only the drafts change with the budget, never the output.
 from __future__ import annotations
 
 # Measured step cost, in plain decode steps (see module doc): the verify path's fixed part
-# and each draft row's share.
-VERIFY_COST = 0.12
-DRAFT_COST = 0.04
+# and each draft row's share: a fit of the measured costs (1.26, 1.29, 1.33 at k = 1, 4, 8).
+VERIFY_COST = 0.25
+DRAFT_COST = 0.01
 MARGIN = 0.03  # a budget must promise this much over plain decoding
 DECAY = 0.7  # weight of older verifications in the rate (about the last 3 count)
+PRIOR_RATE = 0.5  # a new request's rate, before any verification
 PROBE = 2  # drafts a probe proposes after a pause
 FIRST_WAIT, MAX_WAIT = 2, 32  # steps without drafts after a budget of 0, doubled per failure
 
@@ -69,8 +73,9 @@ class DraftBudget:
             raise ValueError(f"most must be >= 0, got {most}")
         self.most = most
         # decayed counts: accepted drafts, and drafts that were checked (accepted or the first
-        # rejected one: later drafts of a chain are never compared). Prior: a rate of 1/2.
-        self.hits, self.trials = 1.0, 2.0
+        # rejected one: later drafts of a chain are never compared). Prior: PRIOR_RATE, with
+        # the weight of two checked drafts.
+        self.hits, self.trials = 2.0 * PRIOR_RATE, 2.0
         self.wait = 0  # steps left without drafts
         self.pause = FIRST_WAIT  # the next pause's length
         self.probing = False  # the current proposal is a probe after a pause
