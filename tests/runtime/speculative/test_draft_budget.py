@@ -32,12 +32,12 @@ def drive(budget: DraftBudget, steps: list[tuple[bool, float]]) -> list[int]:
     return taken
 
 
-@given(st.integers(0, 12), STEPS)
-def test_budget_stays_within_bounds_and_never_goes_silent(most, steps):
-    b = DraftBudget(most)
+@given(st.integers(0, 12), STEPS, st.floats(0.0, 1.0))
+def test_budget_stays_within_bounds_and_never_goes_silent(most, steps, prior):
+    b = DraftBudget(most, prior)
     taken = drive(b, steps)
     assert all(0 <= k <= most for k in taken)
-    assert 0.0 < b.rate <= 1.0
+    assert 0.0 <= b.rate <= 1.0
     assert 0 <= b.wait <= MAX_WAIT and FIRST_WAIT <= b.pause <= MAX_WAIT
     if most:  # within the longest pause a probe comes, whatever came before
         assert any(b.take() for _ in range(MAX_WAIT + 1))
@@ -92,3 +92,11 @@ def test_the_length_follows_the_rate_and_the_cost():
     assert best_length(0.99, 8) == 8
     assert best_length(0.6, 8) <= best_length(0.8, 8) <= best_length(0.95, 8)
     assert expected_tokens(0.5, 2) == 1.75 and step_cost(0) == 1.0 < step_cost(1)
+
+
+def test_a_higher_prior_drafts_longer_chains_from_the_start():
+    assert DraftBudget(8, prior=0.8).take() == 8
+    assert 0 < DraftBudget(8).take() < 8
+    low = DraftBudget(8, prior=0.0)
+    assert low.take() == 0, "a prior that drafts nothing pauses first"
+    assert any(low.take() for _ in range(MAX_WAIT + 1)), "then probes"

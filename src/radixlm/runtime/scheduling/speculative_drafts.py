@@ -25,7 +25,7 @@ from ...fsm.tokens.vocabulary import TokenVocabulary
 from ..memory.kv_manager import KVManager
 from ..server_args import ServerArgs
 from ..speculative.acceptance_stats import AcceptanceStats
-from ..speculative.draft_budget import DraftBudget
+from ..speculative.draft_budget import CONSTRAINED_PRIOR_RATE, PRIOR_RATE, DraftBudget
 from ..speculative.draft_chain import (
     SOURCE_CROSS_REQUEST,
     SOURCE_GRAMMAR,
@@ -110,7 +110,8 @@ class Speculator:
             return chain
         if req.draft_index is None:
             req.draft_index = NgramLookup(self.min_n, self.max_n)
-            req.draft_budget = DraftBudget(self.num_draft_tokens)
+            req.draft_budget = DraftBudget(self.num_draft_tokens, PRIOR_RATE if req.grammar
+                                           is None else CONSTRAINED_PRIOR_RATE)
             req.text_lookup = TextLookup(self.vocab().decode_bytes(req.input_ids))
         budget = req.draft_budget.take()  # lookup drafts (0: paused, forced text only)
         matcher = req.grammar  # active when set (_eligible)

@@ -34,6 +34,8 @@ DRAFT_COST = 0.01
 MARGIN = 0.03  # a budget must promise this much over plain decoding
 DECAY = 0.7  # weight of older verifications in the rate (about the last 3 count)
 PRIOR_RATE = 0.5  # a new request's rate, before any verification
+# a constrained request's: it copies values from its prompt (JSON extraction, tool calls)
+CONSTRAINED_PRIOR_RATE = 0.8
 PROBE = 2  # drafts a probe proposes after a pause
 FIRST_WAIT, MAX_WAIT = 2, 32  # steps without drafts after a budget of 0, doubled per failure
 
@@ -68,14 +70,14 @@ class DraftBudget:
 
     __slots__ = ("most", "hits", "trials", "wait", "pause", "probing")
 
-    def __init__(self, most: int) -> None:
+    def __init__(self, most: int, prior: float = PRIOR_RATE) -> None:
         if most < 0:
             raise ValueError(f"most must be >= 0, got {most}")
         self.most = most
         # decayed counts: accepted drafts, and drafts that were checked (accepted or the first
-        # rejected one: later drafts of a chain are never compared). Prior: PRIOR_RATE, with
+        # rejected one: later drafts of a chain are never compared). Prior: ``prior``, with
         # the weight of two checked drafts.
-        self.hits, self.trials = 2.0 * PRIOR_RATE, 2.0
+        self.hits, self.trials = 2.0 * prior, 2.0
         self.wait = 0  # steps left without drafts
         self.pause = FIRST_WAIT  # the next pause's length
         self.probing = False  # the current proposal is a probe after a pause
@@ -95,12 +97,16 @@ class DraftBudget:
         return best_length(self.rate, self.most)
 
     def take(self) -> int:
-        """The drafts to propose this step (0: decode plainly), counting a pause down."""
+        """The drafts to propose this step (0: decode plainly), counting a pause down; a
+        rate that drafts nothing (a low prior) starts a pause, so a probe follows."""
         if self.wait > 0:
             self.wait -= 1
             self.probing = self.wait == 0
             return 0
-        return self.now
+        k = self.now
+        if not k and self.most:
+            self._rest()
+        return k
 
     def update(self, proposed: int, accepted: int) -> None:
         """After a verification of ``proposed`` lookup drafts, ``accepted`` of them kept (a
