@@ -7,14 +7,19 @@ document's text), ``rag`` (a ~1,500-token passage and a question whose answer qu
 batch 1), ``rag8`` (8 questions on that passage at once), ``chat`` (open-ended writing: little
 to copy), ``streams32`` (32 open-ended streams at once; ``streams32_forced``: the same with
 speculation allowed at batch 32, to measure the threshold), ``agent`` (a lang program: fork 2
-tool-call JSON drafts + select, end to end, on two Engines), and llama.cpp's own prompt-lookup
-decoding on the same GGUF and prompt ids for ``json`` and ``rag`` (batch 1).
+tool-call JSON drafts + select, end to end, on one Engine: each document with speculation off
+through the per-request opt-out, then on; no new document after ``--agent-budget`` seconds),
+llama.cpp's own prompt-lookup decoding on the same GGUF and prompt ids for ``json`` and
+``rag`` (batch 1), and ``draft_cost`` (not in the default tasks: a chat request made to
+propose k drafts the model rejects, every step; the step's cost in plain decode steps, which
+sizes ``runtime/speculative/draft_budget.py``).
 
 Requests run through in-process :class:`Scheduler`s (no IPC), speculation off then on,
 alternating, over one :class:`ModelRunner` (its KV pool shared; each has its own radix cache).
 Per row: decode tokens per second (tokens emitted once every request has its first token,
-over that time), their ratio on/off, the mean acceptance length (tokens per verification), the
-accept rate per draft source, and how many outputs are token-identical. Plain decoding keeps
+over that time, by the wall clock and by this process's CPU time: the steadier on a shared
+core), their ratios on/off, the mean acceptance length (tokens per verification), the accept
+rate per draft source, and how many outputs are token-identical. Plain decoding keeps
 jump-forward (the default), which a speculating request replaces by grammar drafts, so
 ``json`` outputs may differ where jump-forward's tokenization differs from the model's.
 
@@ -28,7 +33,13 @@ import json
 from typing import Any
 
 from bench_common import add_common_args, resolve_model, setup_threads, write_results
-from speculative_rows import llama_cpp_lookup, long_passage, run_agent, run_together
+from speculative_rows import (
+    failed_draft_cost,
+    llama_cpp_lookup,
+    long_passage,
+    run_agent,
+    run_together,
+)
 
 from radixlm.demo import DOCUMENTS, PERSON_SCHEMA, SYSTEM
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
@@ -94,9 +105,12 @@ def run_task(task: str, reqs: list, plain: Scheduler, spec: Scheduler,
         rows["on"].append(run_together(spec, f"{task}{i}-on", group, new_tokens))
     rate = {k: sum(r["decode_tokens"] for r in v) / max(sum(r["decode_s"] for r in v), 1e-9)
             for k, v in rows.items()}
+    cpu = {k: sum(r["decode_tokens"] for r in v) / max(sum(r["decode_cpu_s"] for r in v), 1e-9)
+           for k, v in rows.items()}
     pairs = [(a, b) for x, y in zip(rows["off"], rows["on"]) for a, b in zip(x["ids"], y["ids"])]
     return {"decode_tok_s_off": rate["off"], "decode_tok_s_on": rate["on"],
             "ratio": rate["on"] / rate["off"] if rate["off"] else 0.0,
+            "cpu_ratio": cpu["on"] / cpu["off"] if cpu["off"] else 0.0,
             "identical_outputs": sum(a == b for a, b in pairs), "requests": len(pairs),
             **spec_delta(before, spec.info())}
 
@@ -112,6 +126,8 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=None,
                         help="--speculative-max-batch-size (default: the server's)")
     parser.add_argument("--quantization", default=None, help="e.g. gguf (Q4_1 bits kept)")
+    parser.add_argument("--agent-budget", type=float, default=120.0,
+                        help="seconds after which the agent row starts no new document")
     parser.add_argument("--tasks", default="json,rag,rag8,chat,streams32,agent,llama_cpp")
     args = parser.parse_args()
     setup_threads(args.threads)
@@ -135,7 +151,9 @@ def main() -> None:
     reqs = task_requests(tokenizer, args.requests)
     for task in args.tasks.split(","):
         if task == "agent":
-            r = agent_row(str(model.path), args.threads, spec_args)
+            r = agent_row(str(model.path), args.threads, spec_args, args.agent_budget)
+        elif task == "draft_cost":
+            r = failed_draft_cost(plain, spec, reqs["chat"][0][0], args.new_tokens)
         elif task == "llama_cpp":
             r = llama_row(str(model.path), args, reqs)
         else:
@@ -149,14 +167,16 @@ def main() -> None:
     write_results(args.out, {"args": vars(args), "model": model.describe(), "results": results})
 
 
-def agent_row(path: str, threads: int, spec_args: dict[str, Any]) -> dict[str, Any]:
-    """The agent program end to end, speculation off then on (a fresh Engine each)."""
-    docs = DOCUMENTS[:2]
-    off = run_agent(path, threads, docs)
-    on = run_agent(path, threads, docs, **spec_args)
-    return {"seconds_off": off["seconds"], "seconds_on": on["seconds"],
-            "ratio": off["seconds"] / on["seconds"], "accept_length_mean":
-            on["accept_length_mean"], "identical_outputs": int(off["outputs"] == on["outputs"])}
+def agent_row(path: str, threads: int, spec_args: dict[str, Any],
+              budget_s: float) -> dict[str, Any]:
+    """The agent program end to end on one Engine, each document with speculation off (the
+    per-request opt-out) then on, within about ``budget_s`` seconds."""
+    r = run_agent(path, threads, DOCUMENTS[:3], DOCUMENTS[-1], budget_s, **spec_args)
+    return {"programs": r["programs"], "seconds_off": r["seconds_off"],
+            "seconds_on": r["seconds_on"],
+            "ratio": r["seconds_off"] / r["seconds_on"] if r["seconds_on"] else 0.0,
+            "accept_length_mean": r["accept_length_mean"],
+            "identical_outputs": sum(a == b for a, b in zip(r["outputs_off"], r["outputs_on"]))}
 
 
 def llama_row(path: str, args: argparse.Namespace, reqs: dict) -> dict[str, Any]:

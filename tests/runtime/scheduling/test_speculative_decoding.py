@@ -23,6 +23,7 @@ from radixlm.runtime.scheduling.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.speculative.draft_chain import SOURCE_PROMPT_LOOKUP, DraftChain
 from radixlm.runtime.speculative.grammar_drafts import grammar_prefix
+from radixlm.runtime.speculative.ngram_lookup import NgramLookup
 from radixlm.runtime.wire.messages import FinishLength, FinishStop, GenerateReq, GrammarReq
 from radixlm.runtime.wire.sampling_params import SamplingParams
 
@@ -99,6 +100,27 @@ def test_oracle_drafts_with_planted_errors_are_exact(make_scheduler, page_size):
     # rejections happened (planted) and so did whole chains (accept length near k + 1)
     assert 0 < info["spec_accept_rate"] < 1
     assert info["spec_accept_length_mean"] > 3
+
+
+def test_rejected_lookup_drafts_pause_drafting_and_stay_exact(make_scheduler, monkeypatch):
+    """Prompt lookup that is always wrong (a long match, a wrong continuation): the request's
+    draft budget stops drafting after a few rejections and only probes now and then, so
+    nearly every step is a plain one; the tokens are plain greedy decoding's."""
+    prompt = list(range(300, 340))
+    expected, _ = outputs(make_scheduler(), [greedy("w", prompt, new=60)])
+    ref = expected["w"]
+
+    def wrong(self, ids, want, tail=()):  # noqa: ANN001, ANN202
+        pos = len(ids) - len(prompt)
+        return [(ref[pos] + 1) % 1000] * want if pos < len(ref) else [], 4
+
+    monkeypatch.setattr(NgramLookup, "match", wrong)
+    s = make_scheduler(**SPEC)
+    got, _ = outputs(s, [greedy("w", prompt, new=60)])
+    assert got == expected
+    info = s.info()
+    assert info["spec_accepted_tokens_prompt_lookup"] == 0
+    assert 0 < info["spec_verify_steps"] <= 12, "a few verifies, then pauses and probes"
 
 
 def test_finished_outputs_draft_for_later_requests(make_scheduler):

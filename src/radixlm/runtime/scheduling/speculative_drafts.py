@@ -25,7 +25,7 @@ from ...fsm.tokens.vocabulary import TokenVocabulary
 from ..memory.kv_manager import KVManager
 from ..server_args import ServerArgs
 from ..speculative.acceptance_stats import AcceptanceStats
-from ..speculative.draft_budget import DraftBudget
+from ..speculative.draft_budget import CONSTRAINED_PRIOR_RATE, PRIOR_RATE, DraftBudget
 from ..speculative.draft_chain import (
     SOURCE_CROSS_REQUEST,
     SOURCE_GRAMMAR,
@@ -43,6 +43,11 @@ _TAIL_TOKENS = 16  # output tokens whose text the text lookup matches (about 32+
 # An unconstrained request falls back on text lookup only for a match this long: shorter ones
 # (a word or two) were mostly wrong in open-ended writing (SmolLM2 chat 0.83x with any).
 _FALLBACK_MIN_BYTES = 12
+# A token match this short (or shorter) proposes drafts only while the request is copying (its
+# draft budget's rate at least _COPYING): in open-ended writing nearly every token has occurred
+# before, and what followed it there is mostly not what follows now.
+_WEAK_MATCH = 1
+_COPYING = 0.5
 
 
 class Speculator:
@@ -105,20 +110,26 @@ class Speculator:
             return chain
         if req.draft_index is None:
             req.draft_index = NgramLookup(self.min_n, self.max_n)
-            req.draft_budget = DraftBudget(self.num_draft_tokens)
+            req.draft_budget = DraftBudget(self.num_draft_tokens, PRIOR_RATE if req.grammar
+                                           is None else CONSTRAINED_PRIOR_RATE)
             req.text_lookup = TextLookup(self.vocab().decode_bytes(req.input_ids))
+        budget = req.draft_budget.take()  # lookup drafts (0: paused, forced text only)
         matcher = req.grammar  # active when set (_eligible)
+        if matcher is None and not budget:
+            return chain
         forced = matcher.jump_forward_string() if matcher is not None else ""
         # A constrained request copies values whose tokens differ from the source's: text
         # lookup first; an unconstrained one copies tokens as they are: token lookup first.
-        if matcher is None or not self._text_drafts(req, chain, forced, want):
+        if matcher is None or not budget or not self._text_drafts(req, chain, forced, want,
+                                                                  budget):
             chain.extend(forced_text_tokens(forced, self.encode, want), SOURCE_GRAMMAR)
-            limit = min(want, len(chain) + req.draft_budget.now)
-            chain.extend(req.draft_index.propose(req.token_ids, limit - len(chain), chain.tokens),
-                         SOURCE_PROMPT_LOOKUP)
+            limit = min(want, len(chain) + budget)
+            tokens, n = req.draft_index.match(req.token_ids, limit - len(chain), chain.tokens)
+            if n > _WEAK_MATCH or req.draft_budget.rate >= _COPYING:
+                chain.extend(tokens, SOURCE_PROMPT_LOOKUP)
             if not chain and matcher is None:
-                self._text_drafts(req, chain, forced, want)
-        limit = min(want, len(chain) + req.draft_budget.now)
+                self._text_drafts(req, chain, forced, want, budget)
+        limit = min(want, len(chain) + budget)
         if len(chain) < limit:
             ctx = req.token_ids[-self.max_n :] + chain.tokens
             chain.extend(self.shared.propose(req.namespace, ctx, limit - len(chain)),
@@ -127,11 +138,12 @@ class Speculator:
             chain.cut(grammar_prefix(matcher, chain.tokens))
         return chain
 
-    def _text_drafts(self, req: Req, chain: DraftChain, forced: str, want: int) -> bool:
+    def _text_drafts(self, req: Req, chain: DraftChain, forced: str, want: int,
+                     budget: int) -> bool:
         """Extend the empty ``chain`` with the ``forced`` text then the text lookup's
-        continuation, tokenized together (so the boundary merges as the model writes it:
-        ``age"`` then ``: 29`` gives ``age`` ``":`` ...); False (``chain`` unchanged) when
-        the lookup has nothing."""
+        continuation (at most ``budget`` tokens past the forced ones), tokenized together (so
+        the boundary merges as the model writes it: ``age"`` then ``: 29`` gives ``age``
+        ``":`` ...); False (``chain`` unchanged) when the lookup has nothing."""
         vocab = self.vocab()
         head = forced.encode()
         tail = vocab.decode_bytes(req.token_ids[-_TAIL_TOKENS:]) + head
@@ -146,7 +158,7 @@ class Speculator:
             if size > len(head):
                 break
             n_forced += 1
-        limit = min(want, n_forced + req.draft_budget.now)
+        limit = min(want, n_forced + budget)
         chain.extend(tokens[: min(n_forced, limit)], SOURCE_GRAMMAR)
         chain.extend(tokens[n_forced:limit], SOURCE_TEXT_LOOKUP)
         return bool(chain)

@@ -35,7 +35,7 @@ import torch
 from ...fsm import GrammarError
 from ..model.sampler import SampleRow, sample
 from ..speculative.acceptance_stats import AcceptanceStats
-from ..speculative.draft_chain import DraftChain
+from ..speculative.draft_chain import SOURCE_GRAMMAR, DraftChain
 from .request import Req
 
 if TYPE_CHECKING:
@@ -82,8 +82,10 @@ class DraftVerifier:
         # is computed by the next step, as after any decode.
         out.kv.truncate(req.kv, min(req.kv.kv_len, len(req.token_ids) - 1))
         self.stats.record(chain.sources, accepted, emitted)
-        if req.draft_budget is not None:
-            req.draft_budget.update(len(drafts), accepted)
+        if req.draft_budget is not None:  # it learns from the lookup drafts (after the forced)
+            forced = chain.sources.count(SOURCE_GRAMMAR)
+            if accepted >= forced:
+                req.draft_budget.update(len(drafts) - forced, accepted - forced)
         if req.finish_reason is None and (msg := out.maybe_output(req)) is not None:
             step.outs.append(msg)
 

@@ -1,33 +1,131 @@
-"""How many lookup drafts a request proposes next: more after chains that were accepted
-whole, fewer after chains rejected from their first token.
+"""How many lookup drafts a request proposes next, from what its recent verifications
+accepted and what a rejected draft costs: a long chain while the request copies, none while
+it writes text of its own, with a short probe now and then to notice when copying starts.
 
-A rejected draft is not free: on a CPU at batch 1 each one adds a few percent to the verify
-forward, so a request whose text does not repeat (open-ended writing) would pay for chains it
-never keeps. The budget halves after a chain with nothing accepted (down to 1), is set just
-past what was accepted after a partial one, and doubles after a whole one (up to the
-configured most). The grammar's forced text is proposed whatever the budget: it is rarely
-wrong. Only the drafts change with it, never the output.
+Cost of a failed draft (``benchmarks/speculative.py --tasks draft_cost``: SmolLM2 Q4_1 GGUF,
+1 thread, batch 1, open-ended chat, every step proposing ``k`` drafts the model rejects, in
+CPU time on a shared core): a step with ``k`` failed drafts took 1.35 (k=1), 1.33 (k=4) and
+1.22 (k=8) plain decode steps (noise about +-0.1; wall-clock figures on the loaded core were
+noise). So the verify path's fixed part dominates (an extend forward instead of a decode one,
+a sampler over ``k + 1`` rows, the KV given back), and each row adds little (the issue's quiet
+figure: 8 rows in 1.28x one row's forward). A step with ``k`` drafts is modelled as
+``1 + VERIFY_COST + k * DRAFT_COST`` plain steps: a verification pays only once it emits
+about 1.3 tokens, which open-ended writing (1.2-1.25 tokens per verify measured) does not.
+
+The request's acceptance is an estimate ``rate`` of the chance that a draft is accepted given
+that the one before it was (decayed counts over its recent verifications, so a copying
+request's rate climbs within a few steps and falls as fast when it stops). With ``rate = a``,
+``k`` drafts emit ``1 + a + ... + a^k`` tokens in expectation for the step's cost above; the
+budget is the ``k`` in ``[1, most]`` with the best tokens per cost, or 0 when even that is
+not worth ``1 + MARGIN`` plain steps. At 0 the request proposes nothing (it decodes plainly,
+without even a lookup) for ``wait`` steps, then probes with ``PROBE`` drafts; each probe
+rejected outright doubles ``wait`` (up to ``MAX_WAIT``), an accepted one resets it.
+
+The grammar's forced text is proposed whatever the budget (it is rarely wrong) and is not
+counted here. Only the drafts change with the budget, never the output.
 """
 
 from __future__ import annotations
 
+# Measured step cost, in plain decode steps (see module doc): the verify path's fixed part
+# and each draft row's share: a fit of the measured costs (1.26, 1.29, 1.33 at k = 1, 4, 8).
+VERIFY_COST = 0.25
+DRAFT_COST = 0.01
+MARGIN = 0.03  # a budget must promise this much over plain decoding
+DECAY = 0.7  # weight of older verifications in the rate (about the last 3 count)
+PRIOR_RATE = 0.5  # a new request's rate, before any verification
+# a constrained request's: it copies values from its prompt (JSON extraction, tool calls)
+CONSTRAINED_PRIOR_RATE = 0.8
+PROBE = 2  # drafts a probe proposes after a pause
+FIRST_WAIT, MAX_WAIT = 2, 32  # steps without drafts after a budget of 0, doubled per failure
+
+
+def expected_tokens(rate: float, k: int) -> float:
+    """Tokens a step emits with ``k`` drafts, each accepted with ``rate`` after the one
+    before it: ``1 + rate + ... + rate^k``."""
+    return sum(rate**i for i in range(k + 1))
+
+
+def step_cost(k: int) -> float:
+    """A step with ``k`` drafts, in plain decode steps."""
+    return 1.0 + VERIFY_COST + DRAFT_COST * k if k else 1.0
+
+
+def best_length(rate: float, most: int) -> int:
+    """The draft count in ``[1, most]`` with the most expected tokens per cost, or 0 when
+    none promises ``1 + MARGIN`` tokens per plain step."""
+    best, gain = 0, 1.0 + MARGIN
+    for k in range(1, most + 1):
+        g = expected_tokens(rate, k) / step_cost(k)
+        if g > gain:
+            best, gain = k, g
+    return best
+
 
 class DraftBudget:
-    """One request's lookup-draft budget (see module doc)."""
+    """One request's lookup-draft budget (see module doc).
 
-    __slots__ = ("most", "now")
+    Call :meth:`take` once per step the request decodes (it counts pauses down), then
+    :meth:`update` after a verification with what its lookup drafts achieved."""
 
-    def __init__(self, most: int) -> None:
+    __slots__ = ("most", "hits", "trials", "wait", "pause", "probing")
+
+    def __init__(self, most: int, prior: float = PRIOR_RATE) -> None:
+        if most < 0:
+            raise ValueError(f"most must be >= 0, got {most}")
         self.most = most
-        self.now = most
+        # decayed counts: accepted drafts, and drafts that were checked (accepted or the first
+        # rejected one: later drafts of a chain are never compared). Prior: ``prior``, with
+        # the weight of two checked drafts.
+        self.hits, self.trials = 2.0 * prior, 2.0
+        self.wait = 0  # steps left without drafts
+        self.pause = FIRST_WAIT  # the next pause's length
+        self.probing = False  # the current proposal is a probe after a pause
+
+    @property
+    def rate(self) -> float:
+        """Estimated chance that a draft is accepted given the one before it was."""
+        return self.hits / self.trials
+
+    @property
+    def now(self) -> int:
+        """Drafts the request would propose at this step (without counting a pause down)."""
+        if self.wait > 0 or not self.most:
+            return 0
+        if self.probing:
+            return min(PROBE, self.most)
+        return best_length(self.rate, self.most)
+
+    def take(self) -> int:
+        """The drafts to propose this step (0: decode plainly), counting a pause down; a
+        rate that drafts nothing (a low prior) starts a pause, so a probe follows."""
+        if self.wait > 0:
+            self.wait -= 1
+            self.probing = self.wait == 0
+            return 0
+        k = self.now
+        if not k and self.most:
+            self._rest()
+        return k
 
     def update(self, proposed: int, accepted: int) -> None:
-        """After a verification of ``proposed`` drafts, ``accepted`` of them kept."""
+        """After a verification of ``proposed`` lookup drafts, ``accepted`` of them kept (a
+        prefix of the chain)."""
         if proposed <= 0:
             return
-        if accepted >= proposed:
-            self.now = min(self.most, 2 * self.now)
-        elif accepted == 0:
-            self.now = max(1, self.now // 2)
-        else:
-            self.now = min(self.most, accepted + 1)
+        accepted = min(accepted, proposed)
+        checked = accepted + (accepted < proposed)
+        self.hits = DECAY * self.hits + accepted
+        self.trials = DECAY * self.trials + checked
+        if self.probing:
+            self.probing = False
+            if accepted:
+                self.pause = FIRST_WAIT
+            else:
+                self.pause = min(2 * self.pause, MAX_WAIT)
+        if best_length(self.rate, self.most) == 0:
+            self._rest()
+
+    def _rest(self) -> None:
+        """Stop drafting for a pause, then probe."""
+        self.wait = self.pause

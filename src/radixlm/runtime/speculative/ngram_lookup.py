@@ -48,12 +48,17 @@ class NgramLookup:
         """Up to ``want`` tokens to follow ``ids + tail`` (``tail``: drafts already chosen,
         not indexed), copied from ``ids`` after the latest earlier occurrence of the longest
         suffix that occurred before; [] when none did."""
+        return self.match(ids, want, tail)[0]
+
+    def match(self, ids: Sequence[int], want: int, tail: Sequence[int] = ()
+              ) -> tuple[list[int], int]:
+        """:meth:`propose`'s tokens and the length of the suffix they matched (0: none)."""
         if want <= 0:
-            return []
+            return [], 0
         self._sync(ids)
         ctx = list(ids[-self.max_n :]) + list(tail)
         for n in range(min(self.max_n, len(ctx)), self.min_n - 1, -1):
             p = self._maps[n].get(tuple(ctx[-n:]))
             if p is not None:
-                return list(ids[p : p + want])
-        return []
+                return list(ids[p : p + want]), n
+        return [], 0
