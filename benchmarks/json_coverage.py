@@ -30,7 +30,11 @@ def main() -> None:
     p.add_argument("--corpus", type=Path, default=jd.DEFAULT_CORPUS)
     p.add_argument("--subsets", nargs="*", default=None, help="subset names (default: all)")
     p.add_argument("--tokenizer", choices=NAMES, default="smollm2", help="vocabulary")
-    p.add_argument("--timeout", type=float, default=20.0, help="compile budget per schema (s)")
+    p.add_argument("--timeout", type=float, default=20.0,
+                   help="outer wall-clock bound per schema (s); the verdict is counted in "
+                        "work steps (--compile-steps)")
+    p.add_argument("--compile-steps", type=int, default=CompileBudget().max_compile_steps,
+                   help="compile step budget per schema (CompileBudget.max_compile_steps)")
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "radixlm-bench")
     p.add_argument("--refusals", type=Path, default=None,
                    help="write one line per refused schema: file, seconds, reason")
@@ -41,6 +45,7 @@ def main() -> None:
     # no background warm-up: it would compete with the next schema's compile for the CPU
     # no memory cache: every schema is new, and cached grammars would hold gigabytes
     compiler = GrammarCompiler(vocab, CompileBudget(max_seconds=args.timeout,
+                                                    max_compile_steps=args.compile_steps,
                                                     background_warmup_states=0),
                                memory_cache_size=1)
     # every mask on the compiled trie walk, from the first: the numpy walk (used until numba

@@ -21,6 +21,7 @@ from .automaton import work_clock
 from .automaton.compressed_fsm import CompressedFSM
 from .automaton.derivatives import TermBuilder
 from .automaton.lazy_dfa import DEAD, LazyDFA, check_satisfiable
+from .compile.compile_clock import CompileClock
 from .compile.warm_up import GrammarWarmUp
 from .errors import GrammarBudgetError, GrammarError
 from .grammar_spec import CompileBudget, GrammarSpec
@@ -72,6 +73,8 @@ class CompiledGrammar(GrammarWarmUp):
         self.eos_ids = frozenset(vocab.eos_token_ids)
         self.eos_mask = torch.from_numpy(vocab.eos_words.copy())
         builder = TermBuilder()
+        if isinstance(deadline, CompileClock):
+            deadline.track(builder)  # the compile's step budget counts this automaton's work
         builder.deadline = deadline  # the compile's, for liveness searches until it returns
         self.dfa = LazyDFA(builder, builder.lower(node), max_states=budget.max_states)
         check_satisfiable(self.dfa)
@@ -126,13 +129,41 @@ class CompiledGrammar(GrammarWarmUp):
             # a liveness search inside this mask stops at the mask budget (steps; seconds
             # as the outer bound), not after its whole state budget; the compile's own
             # deadline resumes afterwards
-            builder.deadline = make_mask_deadline(builder, self.index.steps_limit(),
-                                                  self.budget)
-            try:
-                mask = self.index.mask(state)
-            finally:
-                builder.deadline = outer
+            mask_deadline = make_mask_deadline(builder, self.index.steps_limit(), self.budget)
+            if not isinstance(outer, CompileClock):
+                builder.deadline = mask_deadline
+                try:
+                    mask = self.index.mask(state)
+                finally:
+                    builder.deadline = outer
+            else:
+                mask = self._mask_in_compile(state, mask_deadline, outer)
         return self._checked(state, mask)
+
+    def _mask_in_compile(self, state: int, mask_deadline: Callable[[], None],
+                         clock: CompileClock) -> torch.Tensor:
+        """A mask computed while compiling: within the mask's budget and what is left of
+        the compile's (a mask past the latter refuses the compile, by the compile's name)."""
+        builder, index = self.dfa.builder, self.index
+        own = index.max_mask_steps
+        left = clock.steps_left()
+        if left is not None:
+            index.max_mask_steps = max(1, left if own is None else min(own, left))
+
+        def both() -> None:
+            mask_deadline()
+            clock.check_steps()
+
+        builder.deadline = both
+        try:
+            return index.mask(state)
+        except GrammarBudgetError:
+            if clock.exhausted():
+                raise clock.steps_error() from None
+            raise
+        finally:
+            builder.deadline = clock
+            index.max_mask_steps = own
 
     def mask_within(self, state: int, seconds: float) -> torch.Tensor | None:
         """The mask of ``state`` if it is cached or can be computed within about ``seconds``

@@ -1,9 +1,11 @@
 """Compile grammar specs into :class:`CompiledGrammar`s: cached, budgeted, off-thread.
 
-``compile`` runs in the caller's thread; ``compile_async`` in a worker pool and returns a
-future, so the scheduler never waits on a slow grammar. Both enforce the
-:class:`CompileBudget` (time is checked cooperatively between steps; states and memory are
-hard limits, also while decoding) and fail with a :class:`GrammarError` naming the problem.
+``compile`` runs in the caller's thread; ``compile_async`` on a thread of the compile pool
+and returns a future, so the scheduler never waits on a slow grammar, and a quick compile
+never queues behind a slow one (:mod:`.compile.compile_lanes`: a compile past its quick share
+of work yields to the quick ones). Both enforce the :class:`CompileBudget` (work steps,
+checked cooperatively, decide; seconds are an outer bound; states and memory are hard
+limits, also while decoding) and fail with a :class:`GrammarError` naming the problem.
 Results and errors are cached in memory by (spec, vocabulary); warmed-up masks also on disk.
 
 The worker's work (compiles, background warm-up, prefetch) parks while a caller holds it off
@@ -16,12 +18,15 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .compile.background_hold import MAX_PAUSE_SECONDS, BackgroundHold
+from .compile.compile_clock import STEPS_PER_SECOND, CompileClock
+from .compile.compile_lanes import QUICK_COMPILE_STEPS, CompileLanes, CompileTicket
 from .compile.grammar_cache import DiskMaskCache, MemoryCache
-from .compiled_grammar import CompiledGrammar, GrammarStats, make_deadline
+from .compiled_grammar import CompiledGrammar, GrammarStats
 from .errors import GrammarError
 from .grammar_spec import DTYPE_REGEXES, CompileBudget, GrammarSpec
 from .grammars.ebnf import EbnfOptions, ebnf_to_node
@@ -60,14 +65,24 @@ def spec_to_node(spec: GrammarSpec, deadline=None) -> tuple[ra.Node, list[str]]:
 
 
 class GrammarCompiler:
-    """Compiles and caches grammars for one vocabulary."""
+    """Compiles and caches grammars for one vocabulary.
+
+    ``max_workers``: threads of the background pool (warm-up, prefetch, advances);
+    ``compile_workers``: threads of the compile pool (compiles run at once; a quick compile
+    queues only behind that many slow ones); ``quick_compile_steps``: the work steps after
+    which a compile yields to quicker ones (:mod:`.compile.compile_lanes`).
+    """
 
     def __init__(self, vocab: TokenVocabulary, budget: CompileBudget | None = None,
                  cache_dir: Path | None = None, max_workers: int = 1,
                  memory_cache_size: int = 256,
-                 max_background_pause: float = MAX_PAUSE_SECONDS) -> None:
+                 max_background_pause: float = MAX_PAUSE_SECONDS,
+                 compile_workers: int = 4,
+                 quick_compile_steps: int = QUICK_COMPILE_STEPS) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+        if compile_workers < 1:
+            raise ValueError(f"compile_workers must be >= 1, got {compile_workers}")
         self.vocab = vocab
         vocab.prepare()  # vocabulary-only work once here, not on the first compile's clock
         self.budget = budget or CompileBudget()
@@ -77,6 +92,10 @@ class GrammarCompiler:
         self._pending: dict[str, Future] = {}
         self._pool = ThreadPoolExecutor(max_workers=max_workers,
                                         thread_name_prefix=_WORKER_PREFIX)
+        self._compile_pool = ThreadPoolExecutor(max_workers=compile_workers,
+                                                thread_name_prefix=f"{_WORKER_PREFIX}-compile")
+        self._local = threading.local()  # .ticket: the lane of the compile on this thread
+        self.lanes = CompileLanes(compile_workers, quick_compile_steps)  # quick ones first
         self._closed = False
         # the worker's pause points park on this while a caller holds it (hold_background)
         self.background = BackgroundHold(max_background_pause)
@@ -134,16 +153,18 @@ class GrammarCompiler:
             future: Future = Future()
             self._pending[key] = future
             self._wanted += 1
-        if _inline:
-            self._run(spec, key, future)
-        else:
-            self._pool.submit(self._run, spec, key, future)
+        if _inline:  # on the caller: no lane (it parks for nothing)
+            self._run(spec, key, future, None)
+        else:  # in the quick lane from now: a slow compile running yields to it at once
+            self._compile_pool.submit(self._run, spec, key, future, self.lanes.start())
         return future
 
-    def _run(self, spec: GrammarSpec, key: str, future: Future) -> None:
+    def _run(self, spec: GrammarSpec, key: str, future: Future,
+             ticket: CompileTicket | None) -> None:
         with self._lock:
             self._compiling += 1
             self._idle.clear()
+        self._local.ticket = ticket  # what _build's pause points report to
         try:
             result: CompiledGrammar | GrammarError = self._build(spec, key)
         except GrammarError as exc:
@@ -156,6 +177,9 @@ class GrammarCompiler:
             future.set_exception(exc)
             return
         finally:
+            self._local.ticket = None
+            if ticket is not None:
+                self.lanes.finish(ticket)
             with self._lock:
                 self._compiling -= 1
                 self._wanted -= 1
@@ -237,26 +261,28 @@ class GrammarCompiler:
         return self._wanted > 0
 
     def _build(self, spec: GrammarSpec, key: str) -> CompiledGrammar:
+        """The compile itself. On a worker (a lane's ticket set by :meth:`_run`) its deadline
+        checks are pause points: a hold, quicker compiles; an inline compile runs on its
+        caller, maybe the holder, and never parks."""
+        ticket: CompileTicket | None = getattr(self._local, "ticket", None)
         start = time.perf_counter()
-        check = make_deadline(self.budget.max_seconds, "compiling the grammar")
-        # only the worker parks: an inline compile runs on its caller, maybe the holder
-        pausable = threading.current_thread().name.startswith(_WORKER_PREFIX)
-        if pausable:  # each deadline check of the worker's compile is a pause point
-            def deadline() -> None:
-                self.background.point()
-                check()
-        else:
-            deadline = check
+
+        def pause(clock: CompileClock) -> None:
+            self.background.point()
+            self.lanes.pause(ticket, clock)
+
+        deadline = CompileClock(self.budget.max_compile_steps, self.budget.max_seconds,
+                                pause if ticket is not None else None)
         node, notes = spec_to_node(spec, deadline)
         schema_seconds = time.perf_counter() - start
         stats = GrammarStats(schema_seconds=schema_seconds, notes=notes)
         grammar = CompiledGrammar(spec, node, self.vocab, self.budget, stats, deadline)
         cached = self.disk.load(key) if self.disk is not None else []
+        yield_to = self._park if ticket is not None else None
         try:
             if cached:
                 grammar.install_masks(cached)
-            warmed = grammar.warm_up(self.budget.warmup_states, self.budget.warmup_seconds,
-                                     yield_to=self._park if pausable else None)
+            warmed = self._warm_at_compile(grammar, yield_to)
         finally:
             grammar.dfa.builder.deadline = None  # the compile is over: no longer its clock
         if self.budget.warmup_states:
@@ -269,13 +295,41 @@ class GrammarCompiler:
         stats.compile_seconds = time.perf_counter() - start
         return grammar
 
+    def _warm_at_compile(self, grammar: CompiledGrammar,
+                         yield_to: Callable[[], bool] | None) -> dict[int, bytes]:
+        """The compile's warm-up, one mask at a time, breadth first: up to ``warmup_states``
+        masks while its work stays within ``warmup_seconds`` of steps
+        (:data:`.compile.compile_clock.STEPS_PER_SECOND`, each mask charged at least
+        :data:`_MASK_WALK_STEPS` for its trie walk). Counted in steps, not on the clock: a
+        mask the warm-up reaches can refuse the compile (a budget, an unspellable state), so
+        how many it reaches must not depend on the machine's speed."""
+        warmed: dict[int, bytes] = {}
+        if not self.budget.warmup_states:
+            return warmed
+        builder = grammar.dfa.builder
+        allowance = self.budget.warmup_seconds * STEPS_PER_SECOND
+        start, masks = builder.work_steps, 0
+        while len(warmed) < self.budget.warmup_states and grammar.warm_up_pending:
+            if masks and builder.work_steps - start + masks * _MASK_WALK_STEPS > allowance:
+                break
+            got = grammar.warm_up(1, float("inf"), yield_to=yield_to)
+            if not got:
+                break
+            warmed.update(got)
+            masks += 1
+        return warmed
+
     def shutdown(self) -> None:
         """Stop the worker threads (pending compiles finish first)."""
         self._closed = True
+        self._compile_pool.shutdown(wait=True)
         self._pool.shutdown(wait=True)
 
 
 _WORKER_PREFIX = "radixlm-grammar"  # the worker threads' names (only they park)
+# a compile's warm-up charges each mask at least this many steps: the trie walk's own work
+# (about a millisecond at 49k tokens), which no derivative counts
+_MASK_WALK_STEPS = 1_000
 _PREFETCH_SLICE = 8  # masks per warm-up call of a prefetch (a compile may cut in between)
 
 

@@ -151,11 +151,23 @@ class GrammarSpec:
 # docs/fsm.md "Budgets and bounds" for how they were chosen on the corpus.
 MAX_MASK_STEPS = 2_500_000
 MAX_MASK_SECONDS = 60.0
+# One compile's step budget (the start state's liveness and first mask), as a mask's: the
+# corpus's allany15 shape (tests' NESTED_NEGATIONS) needs 1.2 M steps of liveness at its start
+# and 0.6 M for its first mask, and must compile; 1 M would refuse within about a second but
+# refuse it. See docs/fsm.md "Budgets and bounds".
+MAX_COMPILE_STEPS = 2_500_000
 
 
 @dataclass(frozen=True)
 class CompileBudget:
-    """Limits on one grammar: wall time to compile, automaton states, memory, warm-up.
+    """Limits on one grammar: work to compile, automaton states, memory, warm-up.
+
+    ``max_compile_steps`` is what decides a compile: the work steps (as for
+    ``max_mask_steps``) its automaton may take before the compile returns (the liveness of
+    the start state, the first mask); past it the schema is refused, the same way on any
+    machine and under any load; None = no limit. ``max_seconds`` is only the outer
+    wall-clock bound of a compile (also of the schema's own expansion, which its expansion
+    count bounds), far above what the steps take on a working machine.
 
     ``max_states``, ``max_memory_bytes``, ``max_mask_steps`` and ``max_mask_seconds`` also
     hold while decoding (the automaton grows lazily): going past them raises
@@ -178,6 +190,7 @@ class CompileBudget:
     """
 
     max_seconds: float = 10.0
+    max_compile_steps: int | None = MAX_COMPILE_STEPS
     max_states: int = 200_000
     max_memory_bytes: int = 512 * 1024 * 1024
     warmup_states: int = 4  # more only slowed compiles (benchmarks/json_decoding.py)
@@ -199,6 +212,9 @@ class CompileBudget:
             raise ValueError(f"warmup_states must be >= 0, got {self.warmup_states}")
         if not self.max_mask_seconds > 0:
             raise ValueError(f"max_mask_seconds must be > 0, got {self.max_mask_seconds}")
+        if self.max_compile_steps is not None and self.max_compile_steps < 1:
+            raise ValueError(f"max_compile_steps must be >= 1 or None, got "
+                             f"{self.max_compile_steps}")
         if self.max_mask_steps is not None and self.max_mask_steps < 1:
             raise ValueError(f"max_mask_steps must be >= 1 or None, got {self.max_mask_steps}")
         if self.background_warmup_states < 0:

@@ -195,6 +195,8 @@ class SchemaCompiler:
             try:
                 return ra.alt(*self._exclusive_branches(branches))
             except GrammarError as exc:
+                if isinstance(exc, GrammarBudgetError) and exc.budget in _WHOLE_COMPILE:
+                    raise  # the whole compile is out of budget: not a verdict on this oneOf
                 self.unsupported("oneOf", f"branches may overlap and exclusivity cannot be "
                                           f"enforced ({exc}); treated as anyOf")
         return ra.alt(*(self.compile_facts(g) for _, g in branches))
@@ -387,6 +389,12 @@ class SchemaCompiler:
         parts = pattern_parts(pattern)
         return all(builder.matches(builder.lower(n), data) for n in parts.require) and \
             not any(builder.matches(builder.lower(n), data) for n in parts.forbid)
+
+
+# budgets of the whole compile (its deadline): running out of one inside a oneOf's
+# exclusivity check refuses the compile; only that check's own limits make oneOf unsupported
+# (else the verdict would depend on how fast the machine got there)
+_WHOLE_COMPILE = ("time", "compile steps")
 
 
 # -- public API ------------------------------------------------------------------------------

@@ -1,0 +1,44 @@
+"""A compile's verdict counts work steps: the same on any machine, under any load."""
+
+from __future__ import annotations
+
+import pytest
+
+from radixlm.fsm import CompileBudget, GrammarBudgetError, GrammarCompiler, GrammarSpec
+
+# a pattern intersected with lengths: its start needs liveness searches
+SCHEMA = {"type": "object", "properties": {
+    "k": {"type": "string", "pattern": "^(ab|ba)+c?$", "minLength": 5, "maxLength": 9}},
+    "required": ["k"]}
+UNTIMED = dict(background_warmup_states=0, max_seconds=1e9, max_mask_seconds=1e9)
+
+
+def _compile(vocab, **budget):  # noqa: ANN001, ANN003, ANN202
+    compiler = GrammarCompiler(vocab, CompileBudget(**{**UNTIMED, **budget}))
+    compiler.wait_started()
+    try:
+        return compiler.compile(GrammarSpec.json_schema(SCHEMA))
+    finally:
+        compiler.shutdown()
+
+
+def test_the_step_budget_refuses_by_name_the_same_way_twice(vocab) -> None:  # noqa: ANN001
+    for _ in range(2):
+        with pytest.raises(GrammarBudgetError, match="compile steps.*max_compile_steps"):
+            _compile(vocab, max_compile_steps=20)
+    assert _compile(vocab, max_compile_steps=None).dfa.matches(b'{"k":"ababc"}')
+
+
+def test_the_warm_up_is_counted_in_steps_not_seconds(vocab) -> None:  # noqa: ANN001
+    # how many masks the compile's warm-up computes (each can refuse the compile) is the
+    # same on every run: a step allowance, not the clock
+    runs = [_compile(vocab, warmup_states=8, warmup_seconds=0.02) for _ in range(2)]
+    counts = [(g.stats.warmup_states, g.dfa.builder.work_steps) for g in runs]
+    assert counts[0] == counts[1]
+    assert 1 <= counts[0][0] <= 8
+
+
+def test_a_default_budget_bounds_the_compile_in_steps() -> None:
+    assert CompileBudget().max_compile_steps is not None
+    with pytest.raises(ValueError, match="max_compile_steps"):
+        CompileBudget(max_compile_steps=0)
