@@ -24,7 +24,9 @@
    for an error llama.cpp's own kernels accept (benchmarks/gguf_block_kernels.py times the
    24-bit kernel on its repacked tiles beside these).
 
-   Loop order: one output row at a time, its blocks in file order (the weight streams once
+   Decode at one activation row runs 4 output rows a pass (gguf_blocks_decode.h: the same
+   float operations per row, bit-identical, with 8 FMA chains instead of 2); otherwise,
+   loop order: one output row at a time, its blocks in file order (the weight streams once
    per pass), every activation row of the pass against each decoded block; one horizontal
    sum per output and row. Prefill (more than 8 rows) runs passes of 8 over the weight: at
    128 rows that measured faster than dequantizing W in tiles into torch's float32 GEMM.
