@@ -24,7 +24,9 @@
    for an error llama.cpp's own kernels accept (benchmarks/gguf_block_kernels.py times the
    24-bit kernel on its repacked tiles beside these).
 
-   Loop order: one output row at a time, its blocks in file order (the weight streams once
+   Decode at one activation row runs 4 output rows a pass (gguf_blocks_decode.h: the same
+   float operations per row, bit-identical, with 8 FMA chains instead of 2); otherwise,
+   loop order: one output row at a time, its blocks in file order (the weight streams once
    per pass), every activation row of the pass against each decoded block; one horizontal
    sum per output and row. Prefill (more than 8 rows) runs passes of 8 over the weight: at
    128 rows that measured faster than dequantizing W in tiles into torch's float32 GEMM.
@@ -331,8 +333,14 @@ VNNI static void dequantize_rows_vnni(const uint8_t *raw, idx_t stride, idx_t r0
 }
 
 /* rows of W for M activation rows; one specialisation per (type, M) so the loops unroll */
+#include "gguf_blocks_decode.h" /* decode: several output rows a pass */
+
 VNNI INLINE void gemm_vnni_m(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
                              const Prep *p, int M, float *y) {
+    if (ELEMS[type] == 32 && M == 1) {
+        gemm32_rows(raw, stride, 0, n, k, type, p, M, 4, y, n);
+        return;
+    }
     float out[MAX_ROWS];
     for (idx_t r = 0; r < n; r++) {
         if (ELEMS[type] == 32)
@@ -365,14 +373,18 @@ static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), G
 DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
                      CPU_HAS("avx512vnni") && CPU_HAS("f16c") && CPU_HAS("fma"))
 
-/* every row of x prepared once, then passes of up to 8 rows over W */
-static void run_gemm(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
-                     const float *x, idx_t rows, float *y, int vnni, Prep *p) {
-    const int E = ELEMS[type];
+/* every row of x [rows, k] quantized in blocks of E into p */
+static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, Prep *p) {
     for (idx_t m = 0; m < rows; m++)
         (vnni ? prepare_row_vnni : prepare_row)(
             x + m * k, k, E, p->X + m * k, p->dx + m * (k / E), p->xs + m * (k / 32),
             p->s16 + m * (k / 16), p->s32 + m * (k / 32), p->finite + m);
+}
+
+/* y [rows, n] from prepared activations: passes of up to 8 rows over W */
+static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
+                        idx_t rows, float *y, int vnni, const Prep *p) {
+    const int E = ELEMS[type];
     for (idx_t m0 = 0; m0 < rows; m0 += MAX_ROWS) {
         const int M = rows - m0 < MAX_ROWS ? (int)(rows - m0) : MAX_ROWS;
         Prep q = {p->X + m0 * k, p->dx + m0 * (k / E), p->xs + m0 * (k / 32),
@@ -382,8 +394,19 @@ static void run_gemm(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int typ
         else
             gemm_portable(raw, stride, n, k, type, &q, M, y + m0 * n);
     }
-    for (idx_t m = 0; m < rows; m++) /* an inf or nan in x: NaN, as float32 would give */
+}
+
+/* an inf or nan in a row of x: that row of y [rows, n] NaN, as float32 would give */
+static void nan_rows(const Prep *p, idx_t rows, idx_t n, float *y) {
+    for (idx_t m = 0; m < rows; m++)
         for (idx_t r = 0; r < n && !p->finite[m]; r++) y[m * n + r] = NAN;
+}
+
+static void run_gemm(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
+                     const float *x, idx_t rows, float *y, int vnni, Prep *p) {
+    prepare_rows(x, rows, k, ELEMS[type], vnni, p);
+    gemm_passes(raw, stride, n, k, type, rows, y, vnni, p);
+    nan_rows(p, rows, n, y);
 }
 
 static int check_args(idx_t stride, idx_t n, idx_t k, int type, int vnni) {
@@ -394,6 +417,23 @@ static int check_args(idx_t stride, idx_t n, idx_t k, int type, int vnni) {
         return 0;
     }
     return !vnni || cpu_check(cpu_supported(), "gguf_blocks: this CPU lacks AVX-512 VNNI");
+}
+
+/* Prep's arrays for rows x [rows, k] in blocks of E, in one malloc'd block (NULL: no memory);
+   extra floats more after them for the caller */
+static char *prep_alloc(Prep *p, idx_t rows, idx_t k, int E, size_t extra) {
+    size_t xbytes = ((size_t)(rows * k) + 63) & ~(size_t)63;
+    size_t bytes = xbytes + (size_t)rows * ((k / E + k / 32) * sizeof(float) +
+                                            (k / 16 + k / 32) * sizeof(int32_t) + sizeof(int));
+    char *work = malloc(bytes + extra * sizeof(float) + 64);
+    if (!work) return NULL;
+    p->X = (int8_t *)work;
+    p->dx = (float *)(work + xbytes);
+    p->xs = p->dx + rows * (k / E);
+    p->s16 = (int32_t *)(p->xs + rows * (k / 32));
+    p->s32 = p->s16 + rows * (k / 16);
+    p->finite = (int *)(p->s32 + rows * (k / 32));
+    return work;
 }
 
 /* gemm(raw, row_stride, n, k, type, x, rows, y, vnni): x f32 [rows, k] -> y f32 [rows, n] */
@@ -409,23 +449,15 @@ static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "gguf_blocks: need rows >= 1 and non-null pointers");
         return NULL;
     }
-    const idx_t E = ELEMS[type];
-    size_t xbytes = ((size_t)(rows * k) + 63) & ~(size_t)63;
-    size_t bytes = xbytes + (size_t)rows * ((k / E + k / 32) * sizeof(float) +
-                                            (k / 16 + k / 32) * sizeof(int32_t) + sizeof(int));
-    char *work = malloc(bytes);
-    if (!work) return PyErr_NoMemory();
     Prep p;
-    p.X = (int8_t *)work;
-    p.dx = (float *)(work + xbytes);
-    p.xs = p.dx + rows * (k / E);
-    p.s16 = (int32_t *)(p.xs + rows * (k / 32));
-    p.s32 = p.s16 + rows * (k / 16);
-    p.finite = (int *)(p.s32 + rows * (k / 32));
+    char *work = prep_alloc(&p, rows, k, ELEMS[type], 0);
+    if (!work) return PyErr_NoMemory();
     WITHOUT_GIL(run_gemm(PTR(raw), stride, n, k, type, PTR(x), rows, PTR(y), vnni, &p));
     free(work);
     Py_RETURN_NONE;
 }
+
+#include "gguf_blocks_fused.h" /* gemm_fused: the pieces of one fused linear in one call */
 
 /* dequantize(raw, row_stride, first_row, count, k, type, out[, vnni]): out f32 [count, k];
    vnni (default True): the AVX-512 decoder where the CPU has it, else the portable one */
@@ -448,6 +480,9 @@ static PyMethodDef METHODS[] = {
     {"supported", py_supported, METH_NOARGS, "True if this CPU has AVX-512 VNNI."},
     {"gemm", py_gemm, METH_VARARGS,
      "gemm(raw, row_stride, n, k, type, x, rows, y, vnni): y = x @ W.T on raw GGUF blocks."},
+    {"gemm_fused", py_gemm_fused, METH_VARARGS,
+     "gemm_fused(pieces, count, k, x, rows, y, width, dest, vnni): several matrices' y = "
+     "x @ W.T side by side in one y [rows, width], rows placed by dest (int32) if non-zero."},
     {"dequantize", py_dequantize, METH_VARARGS,
      "dequantize(raw, row_stride, first_row, count, k, type, out[, vnni]): rows to float32."},
     {NULL, NULL, 0, NULL},
