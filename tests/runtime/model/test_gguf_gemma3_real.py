@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from radixlm.default_model import GEMMA3_PIP, gemma3_gguf_path
 from radixlm.runtime.api.engine import Engine
-from radixlm.runtime.model.gguf_conversion import ensure_converted
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
 from radixlm.testing.greedy import greedy_generate
 from radixlm.testing.prefill_oracle import TOL, assert_prefill_matches_hf, hf_greedy_tokens
@@ -39,12 +37,9 @@ SCHEMA = {"type": "object", "properties": {"name": {"type": "string"},
 
 
 @pytest.fixture(scope="module")
-def gemma3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def gemma3(real_gemma3) -> tuple[Path, Path]:  # noqa: ANN001
     """(the GGUF, its conversion), or a skip naming the package that installs the file."""
-    path = gemma3_gguf_path()
-    if path is None:
-        pytest.skip(f"needs the Gemma 3 270M Q4_K_M file: {GEMMA3_PIP}")
-    return path, ensure_converted(path, tmp_path_factory.mktemp("gemma3-cache"))
+    return real_gemma3.gguf, real_gemma3.folder
 
 
 @pytest.fixture(scope="module")
