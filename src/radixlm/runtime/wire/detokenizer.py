@@ -130,7 +130,12 @@ def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints,
     try:
         from transformers import AutoTokenizer
 
-        detok = IncrementalDetokenizer(AutoTokenizer.from_pretrained(tokenizer_path))
+        from ..load_memory import drop_build_tables, release_freed_heap
+
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+        drop_build_tables(tokenizer)
+        release_freed_heap()
+        detok = IncrementalDetokenizer(tokenizer)
     except Exception as exc:
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from None
