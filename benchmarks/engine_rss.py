@@ -35,6 +35,7 @@ from pathlib import Path
 from bench_common import machine, write_results
 
 CONTEXT = 2048  # both sides' KV context in tokens
+START_TIMEOUT_S = 3000.0  # the Engine's wait for its scheduler (600 s by default)
 MEMORY_LINE = "scheduler memory: "  # wire/scheduler_process.py's start-up log line
 SCHEMA = {"type": "object",
           "properties": {"name": {"type": "string", "maxLength": 24},
@@ -93,7 +94,9 @@ def child_radixlm(path: str, count: int, max_tokens: int, context: int) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     import radixlm
+    from radixlm.runtime.wire import launch
 
+    launch.STARTUP_TIMEOUT_S = START_TIMEOUT_S  # a loaded machine: the load may take minutes
     start = time.perf_counter()
     with radixlm.Engine(model_path=path, max_total_tokens=context, num_threads=1) as engine:
         ready_s = time.perf_counter() - start
@@ -198,7 +201,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--context", type=int, default=CONTEXT)
-    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -204,10 +204,13 @@ def launch_server(args: ServerArgs) -> int:
     import uvicorn
     from transformers import AutoTokenizer
 
+    from ..load_memory import drop_build_tables, release_freed_heap
     from ..wire.launch import launch_engine_processes
 
     args = args.with_local_checkpoint()  # a .gguf: its config/tokenizer folder (made once)
     tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
+    drop_build_tables(tokenizer)  # this process is the server's own (Engine's is the user's)
+    release_freed_heap()
     procs = launch_engine_processes(args)
     try:
         app = create_app(args, procs, tokenizer)
