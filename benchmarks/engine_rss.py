@@ -36,7 +36,8 @@ from bench_common import machine, write_results
 
 CONTEXT = 2048  # both sides' KV context in tokens
 START_TIMEOUT_S = 3000.0  # the Engine's wait for its scheduler (600 s by default)
-MEMORY_LINE = "scheduler memory: "  # wire/scheduler_process.py's start-up log line
+# the scheduler's start-up log lines kept with the figures (runner_setup, scheduler_process)
+LOG_KEYS = ("scheduler memory: ", " loaded ", "CPU linears: ")
 SCHEMA = {"type": "object",
           "properties": {"name": {"type": "string", "maxLength": 24},
                          "age": {"type": "integer", "minimum": 0, "maximum": 120},
@@ -184,10 +185,10 @@ def run_child(engine: str, args: argparse.Namespace, path: Path) -> dict:
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-5:] or [f"exit {done.returncode}"]}
     figures = json.loads(done.stdout.strip().splitlines()[-1])
-    # the scheduler's start-up line: its RSS after each load step
-    steps = [line.split(MEMORY_LINE, 1)[1] for line in done.stderr.splitlines()
-             if MEMORY_LINE in line]
-    return {**figures, **({"scheduler_load": steps[-1]} if steps else {})}
+    # the scheduler's start-up lines: weights, KV pool, linears, RSS after each load step
+    figures["scheduler_log"] = [line for line in done.stderr.splitlines()
+                                if any(key in line for key in LOG_KEYS)]
+    return figures
 
 
 CHILDREN = {"radixlm": child_radixlm, "llama_cpp": child_llama_cpp}
