@@ -32,8 +32,6 @@ import threading
 import time
 from pathlib import Path
 
-from bench_common import machine, write_results
-
 CONTEXT = 2048  # both sides' KV context in tokens
 START_TIMEOUT_S = 3000.0  # the Engine's wait for its scheduler (600 s by default)
 # the scheduler's start-up log lines kept with the figures (runner_setup, scheduler_process)
@@ -207,8 +205,10 @@ def main() -> None:
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        figures = CHILDREN[args.child](str(resolve(args.model)), args.requests,
-                                       args.max_tokens, args.context)
+        # the path as resolved by the parent: the llama.cpp child imports neither torch nor
+        # radixlm, so its RSS is llama.cpp's own
+        figures = CHILDREN[args.child](args.model, args.requests, args.max_tokens,
+                                       args.context)
         figures["process_peak_rss_mib"] = (
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         print(json.dumps(figures), flush=True)
@@ -221,6 +221,8 @@ def main() -> None:
         results[engine] = run_child(engine, args, path)
         print(json.dumps({engine: results[engine]}), flush=True)
     if args.out:
+        from bench_common import machine, write_results  # imports torch: the parent only
+
         write_results(args.out, {**results, "machine": machine()})
 
 
