@@ -10,7 +10,8 @@ Loading leaves two kinds of dead weight in a process:
   allocated, but glibc keeps the freed pages of its heap mapped (RSS) until ``malloc_trim``.
 
 :func:`drop_build_tables` and :func:`release_freed_heap` give both back; neither changes
-what the process computes. :class:`LoadSteps` says what the start-up memory is made of.
+what the process computes (:func:`load_tokenizer` does both for a tokenizer a server process
+loads for itself). :class:`LoadSteps` says what the start-up memory is made of.
 """
 
 from __future__ import annotations
@@ -38,6 +39,17 @@ def drop_build_tables(tokenizer: Any) -> int:
             dropped += len(table)
             delattr(tokenizer, name)
     return dropped
+
+
+def load_tokenizer(path: str) -> Any:
+    """``AutoTokenizer.from_pretrained(path)`` without its build tables, the parse's freed heap
+    given back: for the server's own processes (an Engine's ``tokenizer`` is the user's)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    drop_build_tables(tokenizer)
+    release_freed_heap()
+    return tokenizer
 
 
 def release_freed_heap() -> bool:

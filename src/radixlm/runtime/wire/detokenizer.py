@@ -128,14 +128,9 @@ def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints,
     ipc.die_with_parent()
     logging.basicConfig(level=env.log_level(), format="%(asctime)s detokenizer %(message)s")
     try:
-        from transformers import AutoTokenizer
+        from ..load_memory import load_tokenizer
 
-        from ..load_memory import drop_build_tables, release_freed_heap
-
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-        drop_build_tables(tokenizer)
-        release_freed_heap()
-        detok = IncrementalDetokenizer(tokenizer)
+        detok = IncrementalDetokenizer(load_tokenizer(tokenizer_path))
     except Exception as exc:
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from None

@@ -22,7 +22,7 @@ import zmq
 
 from ... import env
 from ..gc_policy import GcPauseStats, freeze_startup_heap
-from ..load_memory import LoadSteps, drop_build_tables, release_freed_heap
+from ..load_memory import LoadSteps, load_tokenizer, release_freed_heap
 from ..scheduling.request import RequestError
 from ..server_args import ServerArgs
 from . import ipc
@@ -44,16 +44,12 @@ AUDIT_EVERY_IDLE_POLLS = 25
 
 
 def _load(args: ServerArgs, steps: LoadSteps):  # noqa: ANN202 - (Scheduler, info dict)
-    from transformers import AutoTokenizer
-
     from ..scheduling.scheduler import Scheduler
     from .runner_setup import load_runner
 
     # The tokenizer first: parsing tokenizer.json peaks at several times what the tokenizer
     # keeps (Gemma 3: +460 MiB, keeping 65), and that peak is lower before the model is in.
-    tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
-    drop_build_tables(tokenizer)
-    release_freed_heap()
+    tokenizer = load_tokenizer(args.resolved_tokenizer_path)
     steps.mark("tokenizer")
     runner, pool, weights = load_runner(args, rank=0)  # rank 0 of the TP group, if any
     release_freed_heap()  # the GGUF reader's metadata
