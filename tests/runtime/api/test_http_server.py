@@ -184,11 +184,14 @@ def test_flood_beyond_the_queue_gets_503_with_retry_after(server):
                                       "sampling_params": {"max_new_tokens": 2}}).ok
 
 
-def test_openai_response_format_json_schema(client, model):
-    schema = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]},
+CITY_SCORE = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]},
                                                "score": {"type": "integer", "minimum": 0,
                                                          "maximum": 9}},
               "required": ["city", "score"], "additionalProperties": False}
+
+
+def test_openai_response_format_json_schema(client, model):
+    schema = CITY_SCORE
     resp = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "Give me JSON."}], max_tokens=60,
         temperature=1.0, seed=4,
@@ -201,6 +204,22 @@ def test_openai_response_format_json_schema(client, model):
             model=model, messages=[{"role": "user", "content": "x"}],
             response_format={"type": "json_schema",
                              "json_schema": {"name": "bad", "schema": {"type": "nope"}}})
+    assert "nope" in str(exc.value)
+
+
+def test_openai_completion_takes_response_format(client, model):
+    """/v1/completions takes chat's response_format (vLLM and SGLang do: a base model's way to
+    JSON); the openai client sends it in extra_body."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": CITY_SCORE}}
+    resp = client.completions.create(model=model, prompt="JSON: ", max_tokens=60,
+                                     temperature=1.0, seed=4, n=2,
+                                     extra_body={"response_format": fmt})
+    for choice in resp.choices:
+        value = json.loads(choice.text)
+        assert value["city"] in ("Paris", "Rome") and 0 <= value["score"] <= 9
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.completions.create(model=model, prompt="x", extra_body={"response_format": {
+            "type": "json_schema", "json_schema": {"name": "bad", "schema": {"type": "nope"}}}})
     assert "nope" in str(exc.value)
 
 

@@ -2,9 +2,9 @@
 ``from_pretrained(folder, gguf_file=...)`` on the same file: prefill logits within 1e-4 of the
 logit scale and 16 greedy tokens on eight few-shot record prompts; through the Engine, a radix
 cache hit gives the cold run's tokens and a json_schema request gives valid JSON (a base model:
-no chat template).
+no chat template); generation stops on the tokens transformers stops on (``<eos>`` only).
 
-Affordable on purpose: the file converts once per module, each model loads once, one thread;
+Affordable on purpose: the file converts once per session, each model loads once, one thread;
 the runners fix ``cpu_gemm="torch"`` (the load-time GEMM measurement over the 262,144-row LM
 head takes a minute on its own; what it would pick does not change the numbers checked).
 """
@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from radixlm.default_model import GEMMA3_PIP, gemma3_gguf_path
 from radixlm.runtime.api.engine import Engine
-from radixlm.runtime.model.gguf_conversion import ensure_converted
 from radixlm.runtime.model.model_runner import ModelRunner, RunnerConfig
+from radixlm.runtime.scheduling.finish_check import eos_ids_of
 from radixlm.testing.greedy import greedy_generate
 from radixlm.testing.prefill_oracle import TOL, assert_prefill_matches_hf, hf_greedy_tokens
 
@@ -39,12 +38,9 @@ SCHEMA = {"type": "object", "properties": {"name": {"type": "string"},
 
 
 @pytest.fixture(scope="module")
-def gemma3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def gemma3(real_gemma3) -> tuple[Path, Path]:  # noqa: ANN001
     """(the GGUF, its conversion), or a skip naming the package that installs the file."""
-    path = gemma3_gguf_path()
-    if path is None:
-        pytest.skip(f"needs the Gemma 3 270M Q4_K_M file: {GEMMA3_PIP}")
-    return path, ensure_converted(path, tmp_path_factory.mktemp("gemma3-cache"))
+    return real_gemma3.gguf, real_gemma3.folder
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +95,19 @@ def test_greedy_tokens_match_transformers(runner, prompts, hf_greedy):
     assert all(len(set(out)) > 3 for out in ours), "the model must say something"
 
 
+def test_stop_tokens_are_transformers(gemma3, runner, hf):
+    """Generation ends where transformers' own load of the file ends it. For a ``gguf_file``
+    transformers reads no generation_config.json: its generation config comes from the
+    file's config alone (``eos_token_id`` 1, ``<eos>``), so ``<end_of_turn>`` (106, the turn
+    marker of the instruction-tuned Gemma 3) does not end a generation of this base model."""
+    from transformers import AutoTokenizer
+
+    _, folder = gemma3
+    ours = eos_ids_of(runner.model_config.eos_token_ids, AutoTokenizer.from_pretrained(folder))
+    theirs = hf.generation_config.eos_token_id
+    assert sorted(ours) == sorted(theirs if isinstance(theirs, list) else [theirs]) == [EOS]
+
+
 def test_engine_cache_hit_and_json_schema(gemma3, prompts, hf_greedy):
     """Cold then warm (the shared few-shot prefix, then the whole prompt, cached): the
     oracle's tokens; a json_schema request without a chat template parses and validates."""
@@ -107,6 +116,7 @@ def test_engine_cache_hit_and_json_schema(gemma3, prompts, hf_greedy):
     with Engine(model_path=str(folder), page_size=16, max_total_tokens=4096,
                 cpu_gemm="torch") as engine:
         assert not getattr(engine.tokenizer, "chat_template", None)
+        assert engine.info["eos_token_ids"] == [EOS]  # the scheduler's stop set: as above
         cold = engine.generate(input_ids=prompts[:2], sampling_params=greedy)
         warm = engine.generate(input_ids=prompts[:2], sampling_params=greedy)
         schema = {**greedy, "max_new_tokens": 48, "json_schema": json.dumps(SCHEMA)}

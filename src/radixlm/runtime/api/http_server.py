@@ -202,12 +202,12 @@ def launch_server(args: ServerArgs) -> int:
     """Start the engine processes and serve HTTP until interrupted (exit code 0) or until
     the engine dies (:data:`ENGINE_DIED_EXIT_CODE`); returns the process exit code."""
     import uvicorn
-    from transformers import AutoTokenizer
 
+    from ..load_memory import load_tokenizer
     from ..wire.launch import launch_engine_processes
 
     args = args.with_local_checkpoint()  # a .gguf: its config/tokenizer folder (made once)
-    tokenizer = AutoTokenizer.from_pretrained(args.resolved_tokenizer_path)
+    tokenizer = load_tokenizer(args.resolved_tokenizer_path)  # this process is the server's
     procs = launch_engine_processes(args)
     try:
         app = create_app(args, procs, tokenizer)

@@ -92,6 +92,9 @@ class _Sampling(_Strict):
     no_stop_trim: bool = False
     cache_salt: str | None = None
     close_within_max_tokens: bool | None = None  # a constrained output closes in max_tokens
+    # chat's field; vLLM and SGLang accept it on completions too (a base model has no chat
+    # template: its JSON comes from /v1/completions, the openai client passes it in extra_body)
+    response_format: ResponseFormat | None = None
 
 
 class CompletionRequest(_Sampling):
@@ -115,7 +118,6 @@ class ChatRequest(_Sampling):
     max_completion_tokens: int | None = Field(default=None, ge=0)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=MAX_CHAT_TOP_LOGPROBS)
-    response_format: ResponseFormat | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
     logit_bias: dict[str, float] | None = None
@@ -261,7 +263,8 @@ def add_openai_routes(app: FastAPI, state: ServerState) -> None:
         key = "input_ids" if isinstance(prompt, list) and prompt and not isinstance(
             prompt[0], str) else "text"
         want_lp = req.logprobs is not None
-        body = {key: prompt, "sampling_params": _sampling(req, req.max_tokens),
+        params = {**_sampling(req, req.max_tokens), **_response_format(req.response_format)}
+        body = {key: prompt, "sampling_params": params,
                 "stream": req.stream, "return_logprob": want_lp,
                 "top_logprobs_num": req.logprobs or 0, "return_text_in_logprobs": True,
                 "cache_salt": req.cache_salt,

@@ -165,6 +165,11 @@ def render_prompt(state: Any, req: Any, tools: list[dict[str, Any]] | None,
             raise RequestValidationError(f"field 'messages.{i}.tool_calls': expected a list")
     kwargs = _template_kwargs(state, req)
     client_template = "chat_template" in kwargs
+    if template is None and not client_template:  # transformers' own error names no way out
+        raise RequestValidationError(
+            "messages: this model has no chat template (a base model): send a prompt to "
+            "/v1/completions (response_format works there too), or start the server with "
+            "--chat-template")
     if state.args.chat_template is not None and template is not None and not client_template:
         kwargs["chat_template"] = template
     if template_supports_tools(template):

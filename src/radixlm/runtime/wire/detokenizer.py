@@ -128,9 +128,9 @@ def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints,
     ipc.die_with_parent()
     logging.basicConfig(level=env.log_level(), format="%(asctime)s detokenizer %(message)s")
     try:
-        from transformers import AutoTokenizer
+        from ..load_memory import load_tokenizer
 
-        detok = IncrementalDetokenizer(AutoTokenizer.from_pretrained(tokenizer_path))
+        detok = IncrementalDetokenizer(load_tokenizer(tokenizer_path))
     except Exception as exc:
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from None
