@@ -1,5 +1,6 @@
 /* y = x @ W.T straight on a GGUF matrix's raw blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
-   Q6_K), 1..8 activation rows per pass over the weight; more rows run in passes of 8.
+   Q6_K), 1..8 activation rows per pass over the weight; more rows run in passes of 8, or
+   (the K-quants) in the tiled kernel of gguf_blocks_tiles.h, passes of 32 rows.
 
    Weights (kernels/reference/gguf_blocks.py gives the bit layouts): raw [n, row_stride]
    bytes, each row k / E blocks of E = 32 or 256 weights. Every type is, per element e of
@@ -26,8 +27,10 @@
 
    Loop order: one output row at a time, its blocks in file order (the weight streams once
    per pass), every activation row of the pass against each decoded block; one horizontal
-   sum per output and row. Prefill (more than 8 rows) runs passes of 8 over the weight: at
-   128 rows that measured faster than dequantizing W in tiles into torch's float32 GEMM.
+   sum per output and row. Prefill and batched decode (more than 8 rows) run passes of 8
+   over the weight (at 128 rows faster than dequantizing W in tiles into torch's float32
+   GEMM), the K-quants passes of 32 in gguf_blocks_tiles.h (half the integer work per row,
+   not bit-identical to these passes: its header says why).
 
    Two paths, the same integers: AVX-512 VNNI on 256-bit vectors (Zen 4 runs 512-bit ones
    as two halves anyway; a 32-weight sub-block is one vector, in the file's own element
@@ -361,26 +364,37 @@ static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), G
                                                GEMM_ROW(Q8_0), GEMM_ROW(Q4_K), GEMM_ROW(Q5_K),
                                                GEMM_ROW(Q6_K)};
 
+#include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 32 rows */
+
 /* -- Python entry points ------------------------------------------------------------- */
 DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
                      CPU_HAS("avx512vnni") && CPU_HAS("f16c") && CPU_HAS("fma"))
 
-/* every row of x prepared once, then passes of up to 8 rows over W */
+/* every row of x prepared once, then passes over W: of up to 8 rows (the streaming kernel),
+   or with `tiled` (VNNI) of up to 32 rows in the tiled kernel, a last pass of at most 8
+   rows in the streaming one (bit-identical results either way) */
 static void run_gemm(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
-                     const float *x, idx_t rows, float *y, int vnni, Prep *p) {
+                     const float *x, idx_t rows, float *y, int vnni, int tiled, Prep *p) {
     const int E = ELEMS[type];
     for (idx_t m = 0; m < rows; m++)
         (vnni ? prepare_row_vnni : prepare_row)(
             x + m * k, k, E, p->X + m * k, p->dx + m * (k / E), p->xs + m * (k / 32),
             p->s16 + m * (k / 16), p->s32 + m * (k / 32), p->finite + m);
-    for (idx_t m0 = 0; m0 < rows; m0 += MAX_ROWS) {
-        const int M = rows - m0 < MAX_ROWS ? (int)(rows - m0) : MAX_ROWS;
+    /* one kernel for all rows of a call: the tiles where more than 8 rows have them */
+    tiles_fn tiles = vnni && tiled && rows > MAX_ROWS ? TILES[type] : NULL;
+    if (tiles && permute_rows(p, rows, k, type)) tiles = NULL; /* no memory: the passes */
+    const int pass = tiles || !vnni ? TILE_ROWS : MAX_ROWS;
+    for (idx_t m0 = 0; m0 < rows;) {
+        const int M = rows - m0 < pass ? (int)(rows - m0) : pass;
         Prep q = {p->X + m0 * k, p->dx + m0 * (k / E), p->xs + m0 * (k / 32),
                   p->s16 + m0 * (k / 16), p->s32 + m0 * (k / 32), p->finite + m0};
-        if (vnni)
-            GEMM[type][M - 1](raw, stride, n, k, &q, y + m0 * n);
-        else
+        if (!vnni)
             gemm_portable(raw, stride, n, k, type, &q, M, y + m0 * n);
+        else if (tiles)
+            tiles(raw, stride, n, k, p, rows, m0, M, y + m0 * n); /* p: permute_rows' */
+        else
+            GEMM[type][M - 1](raw, stride, n, k, &q, y + m0 * n);
+        m0 += M;
     }
     for (idx_t m = 0; m < rows; m++) /* an inf or nan in x: NaN, as float32 would give */
         for (idx_t r = 0; r < n && !p->finite[m]; r++) y[m * n + r] = NAN;
@@ -396,13 +410,14 @@ static int check_args(idx_t stride, idx_t n, idx_t k, int type, int vnni) {
     return !vnni || cpu_check(cpu_supported(), "gguf_blocks: this CPU lacks AVX-512 VNNI");
 }
 
-/* gemm(raw, row_stride, n, k, type, x, rows, y, vnni): x f32 [rows, k] -> y f32 [rows, n] */
+/* gemm(raw, row_stride, n, k, type, x, rows, y, vnni[, tiled]): x f32 [rows, k] -> y f32
+   [rows, n]; tiled (default True): the tiled kernel for passes of more than 8 rows (VNNI) */
 static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
     unsigned long long raw, x, y;
     Py_ssize_t stride, n, k, rows;
-    int type, vnni;
-    if (!PyArg_ParseTuple(args, "KnnniKnKp", &raw, &stride, &n, &k, &type, &x, &rows, &y,
-                          &vnni))
+    int type, vnni, tiled = 1;
+    if (!PyArg_ParseTuple(args, "KnnniKnKp|p", &raw, &stride, &n, &k, &type, &x, &rows, &y,
+                          &vnni, &tiled))
         return NULL;
     if (!check_args(stride, n, k, type, vnni)) return NULL;
     if (rows < 1 || !raw || !x || !y) {
@@ -422,7 +437,7 @@ static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
     p.s16 = (int32_t *)(p.xs + rows * (k / 32));
     p.s32 = p.s16 + rows * (k / 16);
     p.finite = (int *)(p.s32 + rows * (k / 32));
-    WITHOUT_GIL(run_gemm(PTR(raw), stride, n, k, type, PTR(x), rows, PTR(y), vnni, &p));
+    WITHOUT_GIL(run_gemm(PTR(raw), stride, n, k, type, PTR(x), rows, PTR(y), vnni, tiled, &p));
     free(work);
     Py_RETURN_NONE;
 }
@@ -447,7 +462,8 @@ static PyObject *py_dequantize(PyObject *UNUSED self, PyObject *args) {
 static PyMethodDef METHODS[] = {
     {"supported", py_supported, METH_NOARGS, "True if this CPU has AVX-512 VNNI."},
     {"gemm", py_gemm, METH_VARARGS,
-     "gemm(raw, row_stride, n, k, type, x, rows, y, vnni): y = x @ W.T on raw GGUF blocks."},
+     "gemm(raw, row_stride, n, k, type, x, rows, y, vnni[, tiled]): y = x @ W.T on raw "
+     "GGUF blocks."},
     {"dequantize", py_dequantize, METH_VARARGS,
      "dequantize(raw, row_stride, first_row, count, k, type, out[, vnni]): rows to float32."},
     {NULL, NULL, 0, NULL},
