@@ -60,7 +60,7 @@ def _budgets(x: torch.Tensor, w: torch.Tensor, type_name: str):
 
 @pytest.mark.parametrize("path", NATIVE_PATHS)
 @pytest.mark.parametrize("type_name", TYPES)
-@pytest.mark.parametrize("t", [1, 3, 8, 13, 64])
+@pytest.mark.parametrize("t", [1, 3, 8, 13, 17, 33, 64])  # > 8: the K-quants' tiles
 def test_matches_the_reference_within_the_activation_budget(type_name, path, t):
     elems = GGUF_BLOCKS[type_name].elems
     gen = torch.Generator().manual_seed(100 * TYPES.index(type_name) + t)
@@ -90,6 +90,28 @@ def test_native_paths_agree(type_name):
                    ("vnni", "portable"))
     scale = x.abs() @ gguf_dequantize(raw, type_name, cols).abs().T
     assert bool(((fast - plain).abs() <= 2.0**-20 * scale).all())
+
+
+@pytest.mark.parametrize("type_name", TYPES)
+@pytest.mark.parametrize("t", [9, 40])  # one pass of tiles; a pass of 32 and one of 8
+def test_tiles_match_the_passes_of_8(type_name, t):
+    """Above 8 rows the K-quants' tiled kernel sums the same exact integers per super-block
+    as the passes of 8, in other float lanes; the 32-weight types run the passes either way."""
+    if not gguf_blocks_vnni():
+        pytest.skip("gguf_blocks: no AVX-512 VNNI path")
+    gen = torch.Generator().manual_seed(7 + t)
+    cols = GGUF_BLOCKS[type_name].elems * (17 if GGUF_BLOCKS[type_name].elems == 256 else 3)
+    raw = random_gguf_raw(type_name, 23, cols, gen)
+    x = torch.randn(t, cols, generator=gen)
+    tiled, passes = (gguf_block_linear(x, raw, type_name, cols, path="vnni", tiles=tiles)
+                     for tiles in (True, False))
+    if GGUF_BLOCKS[type_name].elems == 32:
+        assert torch.equal(tiled, passes)
+    scale = x.abs() @ gguf_dequantize(raw, type_name, cols).abs().T
+    assert bool(((tiled - passes).abs() <= 2.0**-20 * scale).all())
+    # each row as in a call of its own tiled rows: a row's result does not depend on the others
+    again = gguf_block_linear(x.flip(0), raw, type_name, cols, path="vnni").flip(0)
+    assert torch.equal(again, tiled)
 
 
 @pytest.mark.parametrize("type_name", TYPES)
