@@ -17,11 +17,11 @@ W.T`` is computed by the native module without decoding W to memory:
   else (module not built) the torch reference :func:`~..reference.gguf_blocks.gguf_linear_ref`;
   ``path=`` forces one (tests); ``"tiled"`` is the alternative prefill below;
 * **rows**: decode (1..8 rows) streams W once; prefill and batched decode (more rows) run
-  the same kernel in passes of 8 rows over W, or for the K-quants (VNNI, ``tiles=True``,
-  the default) the tiled kernel (``native/gguf_blocks_tiles.h``): passes of 32 rows, each
-  super-block decoded once per pass, half the integer work per row; the same int8
-  activations and exact integer sums, float32 sums in another order (within the same
-  bound, not bit-identical to the passes of 8). Measured against the alternative, W
+  on VNNI the tiled kernel (``native/gguf_blocks_tiles.h``; ``tiles=False``: the streaming
+  kernel in passes of 8 rows over W, as before it, and the portable path): passes of 32
+  rows, each block decoded once per pass, a lane per sub-block so about half the work per
+  row; the same int8 activations and exact integer sums per sub-block, float32 sums in
+  another order (within the same bound, not bit-identical to the passes of 8). Measured against the alternative, W
   dequantized tile by tile to float32 into torch's GEMM (``path="tiled"``): on Zen 4 (1
   thread) at 128 rows the passes take 0.5-0.9x the time of the float32 GEMM alone, before
   any dequantizing (``benchmarks/gguf_block_kernels.py`` times all three).
@@ -124,8 +124,8 @@ def _tiled(x: torch.Tensor, raw: torch.Tensor, type_name: str, cols: int) -> tor
 def gguf_block_linear(x: torch.Tensor, raw: torch.Tensor, type_name: str, cols: int,
                       path: str = "auto", tiles: bool = True) -> torch.Tensor:
     """``x @ W.T``: x ``[T, cols]`` (float32/16, bfloat16) -> float32 ``[T, rows]``, W the GGUF
-    blocks ``raw`` (module docstring; ``path`` one of :data:`PATHS`; ``tiles=False``: the
-    K-quants' more than 8 rows in passes of 8 too, as before the tiled kernel)."""
+    blocks ``raw`` (module docstring; ``path`` one of :data:`PATHS`; ``tiles=False``: more
+    than 8 rows in passes of 8 of the streaming kernel, as before the tiled one)."""
     check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES)
     check_dim("x", x, 1, cols)
     _check_layout(raw, type_name, cols)

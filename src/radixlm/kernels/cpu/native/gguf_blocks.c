@@ -1,6 +1,6 @@
 /* y = x @ W.T straight on a GGUF matrix's raw blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
-   Q6_K), 1..8 activation rows per pass over the weight; more rows run in passes of 8, or
-   (the K-quants) in the tiled kernel of gguf_blocks_tiles.h, passes of 32 rows.
+   Q6_K), 1..8 activation rows per pass over the weight; more rows run in the tiled kernel
+   of gguf_blocks_tiles.h (passes of 32 rows), or on request in passes of 8 of this one.
 
    Weights (kernels/reference/gguf_blocks.py gives the bit layouts): raw [n, row_stride]
    bytes, each row k / E blocks of E = 32 or 256 weights. Every type is, per element e of
@@ -27,10 +27,10 @@
 
    Loop order: one output row at a time, its blocks in file order (the weight streams once
    per pass), every activation row of the pass against each decoded block; one horizontal
-   sum per output and row. Prefill and batched decode (more than 8 rows) run passes of 8
-   over the weight (at 128 rows faster than dequantizing W in tiles into torch's float32
-   GEMM), the K-quants passes of 32 in gguf_blocks_tiles.h (half the integer work per row,
-   not bit-identical to these passes: its header says why).
+   sum per output and row. Prefill and batched decode (more than 8 rows) run the tiles of
+   gguf_blocks_tiles.h (about half the work per row, not bit-identical to these passes:
+   its header says why); passes of 8 over W (tiled=False, and the portable path's passes
+   of 32) measured faster at 128 rows than dequantizing W in tiles into torch's GEMM.
 
    Two paths, the same integers: AVX-512 VNNI on 256-bit vectors (Zen 4 runs 512-bit ones
    as two halves anyway; a 32-weight sub-block is one vector, in the file's own element
@@ -382,7 +382,8 @@ static void run_gemm(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int typ
             p->s16 + m * (k / 16), p->s32 + m * (k / 32), p->finite + m);
     /* one kernel for all rows of a call: the tiles where more than 8 rows have them */
     tiles_fn tiles = vnni && tiled && rows > MAX_ROWS ? TILES[type] : NULL;
-    if (tiles && permute_rows(p, rows, k, type)) tiles = NULL; /* no memory: the passes */
+    Prep t = {0};
+    if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: passes */
     const int pass = tiles || !vnni ? TILE_ROWS : MAX_ROWS;
     for (idx_t m0 = 0; m0 < rows;) {
         const int M = rows - m0 < pass ? (int)(rows - m0) : pass;
@@ -391,11 +392,12 @@ static void run_gemm(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int typ
         if (!vnni)
             gemm_portable(raw, stride, n, k, type, &q, M, y + m0 * n);
         else if (tiles)
-            tiles(raw, stride, n, k, p, rows, m0, M, y + m0 * n); /* p: permute_rows' */
+            tiles(raw, stride, n, k, &t, rows, m0, M, y + m0 * n);
         else
             GEMM[type][M - 1](raw, stride, n, k, &q, y + m0 * n);
         m0 += M;
     }
+    free_tiles(&t);
     for (idx_t m = 0; m < rows; m++) /* an inf or nan in x: NaN, as float32 would give */
         for (idx_t r = 0; r < n && !p->finite[m]; r++) y[m * n + r] = NAN;
 }
