@@ -17,14 +17,15 @@ W.T`` is computed by the native module without decoding W to memory:
   else (module not built) the torch reference :func:`~..reference.gguf_blocks.gguf_linear_ref`;
   ``path=`` forces one (tests); ``"tiled"`` is the alternative prefill below;
 * **rows**: decode (1..8 rows) streams W once; prefill and batched decode (more rows) run
-  on VNNI the tiled kernel (``native/gguf_blocks_tiles.h``; ``tiles=False``: the streaming
-  kernel in passes of 8 rows over W, as before it, and the portable path): passes of 32
-  rows, each block decoded once per pass, a lane per sub-block so about half the work per
-  row; the same int8 activations and exact integer sums per sub-block, float32 sums in
-  another order (within the same bound, not bit-identical to the passes of 8). Measured against the alternative, W
-  dequantized tile by tile to float32 into torch's GEMM (``path="tiled"``): on Zen 4 (1
-  thread) at 128 rows the passes take 0.5-0.9x the time of the float32 GEMM alone, before
-  any dequantizing (``benchmarks/gguf_block_kernels.py`` times all three).
+  on VNNI the tiled kernel (``native/gguf_blocks_tiles.h``; with ``tiles=False`` the
+  streaming kernel in passes of 8 rows over W, as before it; the portable loop takes passes
+  of 32): passes of 32 rows, each block decoded once per pass, a lane per sub-block so
+  about half the work per row; the same int8 activations and exact integer sums per sub-block, float32 sums in
+  another order (within the same bound, not bit-identical to the passes of 8). Measured
+  against the alternative, W dequantized tile by tile to float32 into torch's GEMM
+  (``path="tiled"``): on Zen 4 (1 thread) at 128 rows the passes of 8 take 0.5-0.9x the
+  time of the float32 GEMM alone, before any dequantizing
+  (``benchmarks/gguf_block_kernels.py`` times all three).
 
 Everything runs on the caller's thread with the GIL released.
 """
