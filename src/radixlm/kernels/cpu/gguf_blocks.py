@@ -20,8 +20,9 @@ W.T`` is computed by the native module without decoding W to memory:
   on VNNI the tiled kernel (``native/gguf_blocks_tiles.h``; with ``tiles=False`` the
   streaming kernel in passes of 8 rows over W, as before it; the portable loop takes passes
   of 32): passes of 32 rows, each block decoded once per pass, a lane per sub-block so
-  about half the work per row; the same int8 activations and exact integer sums per sub-block, float32 sums in
-  another order (within the same bound, not bit-identical to the passes of 8). Measured
+  about half the work per row; the same int8 activations and exact integer sums per
+  sub-block, float32 sums in another order (within the same bound, not bit-identical to
+  the passes of 8). Measured
   against the alternative, W dequantized tile by tile to float32 into torch's GEMM
   (``path="tiled"``): on Zen 4 (1 thread) at 128 rows the passes of 8 take 0.5-0.9x the
   time of the float32 GEMM alone, before any dequantizing
