@@ -165,10 +165,11 @@ def test_prefill_tiles_match_the_float_product(type_name):
 
 
 @pytest.mark.parametrize("path", NATIVE_PATHS)
-def test_non_finite_rows_give_nan_rows(path):
+@pytest.mark.parametrize("t", [3, 17])  # 17: the tiles
+def test_non_finite_rows_give_nan_rows(path, t):
     gen = torch.Generator().manual_seed(1)
     raw = random_gguf_raw("Q4_K", 17, 512, gen)
-    x = torch.randn(3, 512, generator=gen)
+    x = torch.randn(t, 512, generator=gen)
     x[1, 300] = float("inf")
     y = gguf_block_linear(x, raw, "Q4_K", 512, path=path)
     assert bool(y[1].isnan().all()) and bool(y[[0, 2]].isfinite().all())
