@@ -22,7 +22,7 @@
  * its rows (more than 8: the tiles), so a row's result does not depend on the others.
  *
  * Tile: TILE_COLS (2) output rows x M <= 32 activation rows: the two columns' transposed
- * codes stay in registers while the pass's rows run against them two at a time (each
+ * codes stay in registers while the pass's rows run against them four at a time (each
  * activation vector loaded once for both columns); the M x 2 float accumulators live in a
  * stack array. The activations are laid out group major (a pass's rows of one group are
  * adjacent: rows k bytes apart, 4 KiB strides, would share L1 sets). */
@@ -176,10 +176,10 @@ VNNI INLINE void decode32x8(const uint8_t *b, int cnt, int type, Group *o) {
         o->v[q] = _mm512_inserti64x4(_mm512_castsi256_si512(t[2 * q]), t[2 * q + 1], 1);
 }
 
-/* rows at .. at + R - 1 (R <= 2; the pass's m0 .. m0 + R - 1) against C decoded columns */
+/* rows at .. at + R - 1 (R <= 4; the pass's m0 .. m0 + R - 1) against C decoded columns */
 VNNI INLINE void rows_step(const Group *G, int C, int type, const Prep *t, idx_t at, int m0,
                            int R, Acc (*acc)[TILE_COLS]) {
-    __m512i D[2][TILE_COLS];
+    __m512i D[4][TILE_COLS];
     for (int r = 0; r < R; r++) {
         /* Q6_K's codes are q + 32: its dots start at -32 S16 (lane order as the codes') */
         const __m512i start = type != Q6_K ? _mm512_setzero_si512() : _mm512_sub_epi32(
@@ -232,9 +232,9 @@ VNNI INLINE void tile_cols(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, 
                 decode32x8(b, k / 32 - 8 * g < 8 ? (int)(k / 32 - 8 * g) : 8, type, &G[c]);
         }
         const idx_t at = g * rows + m0;
-        int m = 0; /* two rows at a time: 2 C independent dot chains in flight */
-        for (; m + 2 <= M; m += 2) rows_step(G, C, type, t, at + m, m, 2, acc);
-        if (m < M) rows_step(G, C, type, t, at + m, m, 1, acc);
+        int m = 0; /* four rows at a time: 4 C independent dot chains in flight */
+        for (; m + 4 <= M; m += 4) rows_step(G, C, type, t, at + m, m, 4, acc);
+        for (; m < M; m++) rows_step(G, C, type, t, at + m, m, 1, acc);
     }
     for (int m = 0; m < M; m++)
         for (int c = 0; c < C; c++)
