@@ -94,7 +94,7 @@ def bench_type(type_name: str, rows: int, cols: int, row_counts: list[int], reps
         from radixlm.kernels.cpu.q4_gemv import grouped_gemv_linear, q4_gemv_available
         if q4_gemv_available():
             fx24 = (fx24_weight(w, type_name), grouped_gemv_linear)
-    layer = GGUFBlockLinear(raw, type_name, cols, path="vnni")
+    layer = GGUFBlockLinear(raw, type_name, cols, path="vnni", tiles=True)
     for t in row_counts:
         x = torch.randn(t, cols, generator=gen)
         row = {"blocks": median_ms(lambda x=x: layer(x), reps),
