@@ -4,7 +4,11 @@ For each type and matrix shape (random blocks; the values do not matter to the s
 thread, median thread CPU time of ``--reps`` calls (ms; CPU time, so other processes on a
 shared machine do not count):
 
-* ``blocks``: :class:`GGUFBlockLinear` on the raw blocks (VNNI; passes of 8 rows over W);
+* ``blocks``: :class:`GGUFBlockLinear` on the raw blocks (VNNI; above 8 rows the tiled
+  kernel, passes of 32 rows);
+* ``passes8`` (above 8 rows): the same in passes of 8 rows over W for every type
+  (``tiles=False``, the kernel before the tiles), and ``passes8/blocks``, its time over
+  ``blocks``' (side by side in one run: the ratio is what to compare on a shared machine);
 * ``tiled``: the measured alternative for prefill, W dequantized tile by tile into torch's GEMM
   (``path="tiled"``; the default runs ``blocks`` in passes);
 * ``f32``: ``F.linear`` on W dequantized once to float32 (today's path; 4 bytes a weight);
@@ -90,12 +94,15 @@ def bench_type(type_name: str, rows: int, cols: int, row_counts: list[int], reps
         from radixlm.kernels.cpu.q4_gemv import grouped_gemv_linear, q4_gemv_available
         if q4_gemv_available():
             fx24 = (fx24_weight(w, type_name), grouped_gemv_linear)
-    layer = GGUFBlockLinear(raw, type_name, cols, path="vnni")
+    layer = GGUFBlockLinear(raw, type_name, cols, path="vnni", tiles=True)
     for t in row_counts:
         x = torch.randn(t, cols, generator=gen)
         row = {"blocks": median_ms(lambda x=x: layer(x), reps),
                "f32": median_ms(lambda x=x: F.linear(x, w), reps)}
         if t > 8:
+            row["passes8"] = median_ms(lambda x=x: gguf_block_linear(
+                x, raw, type_name, cols, "vnni", tiles=False), reps)
+            row["passes8/blocks"] = round(row["passes8"] / row["blocks"], 2)
             row["tiled"] = median_ms(
                 lambda x=x: gguf_block_linear(x, raw, type_name, cols, "tiled"), reps)
         if fx24 is not None:
@@ -107,7 +114,7 @@ def bench_type(type_name: str, rows: int, cols: int, row_counts: list[int], reps
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=21)
-    parser.add_argument("--rows", default="1,8,128", help="activation row counts")
+    parser.add_argument("--rows", default="1,8,32,128", help="activation row counts")
     parser.add_argument("--big", action="store_true", help="also 4096 x 14336")
     parser.add_argument("--types", default=",".join(gguf_block_types()))
     args = parser.parse_args()

@@ -60,15 +60,16 @@ def _budgets(x: torch.Tensor, w: torch.Tensor, type_name: str):
 
 @pytest.mark.parametrize("path", NATIVE_PATHS)
 @pytest.mark.parametrize("type_name", TYPES)
-@pytest.mark.parametrize("t", [1, 3, 8, 13, 64])
-def test_matches_the_reference_within_the_activation_budget(type_name, path, t):
+@pytest.mark.parametrize("t", [1, 3, 8, 13, 17, 33, 64])
+@pytest.mark.parametrize("tiles", [False, True])  # above 8 rows on VNNI: the tiled kernel
+def test_matches_the_reference_within_the_activation_budget(type_name, path, t, tiles):
     elems = GGUF_BLOCKS[type_name].elems
     gen = torch.Generator().manual_seed(100 * TYPES.index(type_name) + t)
     n, cols = 37 + 8 * (t % 3), elems * (3 if elems == 256 else 9)
     raw = random_gguf_raw(type_name, n, cols, gen)
     x = torch.randn(t, cols, generator=gen) * torch.rand(t, 1, generator=gen) * 4
     x[0, :elems] *= 1e-3  # one block far smaller than the rest of its row
-    y = gguf_block_linear(x, raw, type_name, cols, path=path)
+    y = gguf_block_linear(x, raw, type_name, cols, path=path, tiles=tiles)
     w = gguf_dequantize(raw, type_name, cols)
     xq, rounding, budget = _budgets(x, w, type_name)
     assert y.dtype == torch.float32 and y.shape == (t, n)
@@ -90,6 +91,29 @@ def test_native_paths_agree(type_name):
                    ("vnni", "portable"))
     scale = x.abs() @ gguf_dequantize(raw, type_name, cols).abs().T
     assert bool(((fast - plain).abs() <= 2.0**-20 * scale).all())
+
+
+@pytest.mark.parametrize("type_name", TYPES)
+@pytest.mark.parametrize("t", [9, 40])  # one pass of tiles; a pass of 32 and one of 8
+def test_tiles_match_the_passes_of_8(type_name, t):
+    """Above 8 rows the tiled kernel sums the same exact integers per sub-block (block) as
+    the passes of 8, in other float lanes: equal up to float32 rounding."""
+    if not gguf_blocks_vnni():
+        pytest.skip("gguf_blocks: no AVX-512 VNNI path")
+    gen = torch.Generator().manual_seed(7 + t)
+    # K-quants: 17 super-blocks (4 KiB rows of activations); 32-weight types: 2 groups of 8
+    # blocks and 3 more (a group's lanes left empty)
+    cols = GGUF_BLOCKS[type_name].elems * (17 if GGUF_BLOCKS[type_name].elems == 256 else 19)
+    raw = random_gguf_raw(type_name, 23, cols, gen)
+    x = torch.randn(t, cols, generator=gen)
+    tiled, passes = (gguf_block_linear(x, raw, type_name, cols, path="vnni", tiles=tiles)
+                     for tiles in (True, False))
+    scale = x.abs() @ gguf_dequantize(raw, type_name, cols).abs().T
+    assert bool(((tiled - passes).abs() <= 2.0**-20 * scale).all())
+    # each row as in a call of its own tiled rows: a row's result does not depend on the others
+    again = gguf_block_linear(x.flip(0), raw, type_name, cols, path="vnni", tiles=True)
+    again = again.flip(0)
+    assert torch.equal(again, tiled)
 
 
 @pytest.mark.parametrize("type_name", TYPES)
@@ -143,12 +167,13 @@ def test_prefill_tiles_match_the_float_product(type_name):
 
 
 @pytest.mark.parametrize("path", NATIVE_PATHS)
-def test_non_finite_rows_give_nan_rows(path):
+@pytest.mark.parametrize("t", [3, 17])  # 17: the tiles
+def test_non_finite_rows_give_nan_rows(path, t):
     gen = torch.Generator().manual_seed(1)
     raw = random_gguf_raw("Q4_K", 17, 512, gen)
-    x = torch.randn(3, 512, generator=gen)
+    x = torch.randn(t, 512, generator=gen)
     x[1, 300] = float("inf")
-    y = gguf_block_linear(x, raw, "Q4_K", 512, path=path)
+    y = gguf_block_linear(x, raw, "Q4_K", 512, path=path, tiles=True)
     assert bool(y[1].isnan().all()) and bool(y[[0, 2]].isfinite().all())
 
 

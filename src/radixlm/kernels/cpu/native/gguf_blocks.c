@@ -1,5 +1,6 @@
 /* y = x @ W.T straight on a GGUF matrix's raw blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
-   Q6_K), 1..8 activation rows per pass over the weight; more rows run in passes of 8.
+   Q6_K), 1..8 activation rows per pass over the weight; more rows run in the tiled kernel
+   of gguf_blocks_tiles.h (passes of 32 rows), or on request in passes of 8 of this one.
 
    Weights (kernels/reference/gguf_blocks.py gives the bit layouts): raw [n, row_stride]
    bytes, each row k / E blocks of E = 32 or 256 weights. Every type is, per element e of
@@ -28,8 +29,10 @@
    float operations per row, bit-identical, with 8 FMA chains instead of 2); otherwise,
    loop order: one output row at a time, its blocks in file order (the weight streams once
    per pass), every activation row of the pass against each decoded block; one horizontal
-   sum per output and row. Prefill (more than 8 rows) runs passes of 8 over the weight: at
-   128 rows that measured faster than dequantizing W in tiles into torch's float32 GEMM.
+   sum per output and row. Prefill and batched decode (more than 8 rows) run the tiles of
+   gguf_blocks_tiles.h (about half the work per row, not bit-identical to these passes:
+   its header says why); passes of 8 over W (tiled=False, and the portable path's passes
+   of 32) measured faster at 128 rows than dequantizing W in tiles into torch's GEMM.
 
    Two paths, the same integers: AVX-512 VNNI on 256-bit vectors (Zen 4 runs 512-bit ones
    as two halves anyway; a 32-weight sub-block is one vector, in the file's own element
@@ -369,6 +372,8 @@ static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), G
                                                GEMM_ROW(Q8_0), GEMM_ROW(Q4_K), GEMM_ROW(Q5_K),
                                                GEMM_ROW(Q6_K)};
 
+#include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 32 rows */
+
 /* -- Python entry points ------------------------------------------------------------- */
 DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
                      CPU_HAS("avx512vnni") && CPU_HAS("f16c") && CPU_HAS("fma"))
@@ -381,19 +386,29 @@ static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, P
             p->s16 + m * (k / 16), p->s32 + m * (k / 32), p->finite + m);
 }
 
-/* y [rows, n] from prepared activations: passes of up to 8 rows over W */
+/* y [rows, n] from prepared activations: passes of up to 8 rows over W (the streaming
+   kernel), or with `tiled` (VNNI) one tiled kernel for all rows of a call: passes of up to
+   32 rows, each block decoded once per pass */
 static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
-                        idx_t rows, float *y, int vnni, const Prep *p) {
+                        idx_t rows, float *y, int vnni, int tiled, const Prep *p) {
     const int E = ELEMS[type];
-    for (idx_t m0 = 0; m0 < rows; m0 += MAX_ROWS) {
-        const int M = rows - m0 < MAX_ROWS ? (int)(rows - m0) : MAX_ROWS;
+    tiles_fn tiles = vnni && tiled && rows > MAX_ROWS ? TILES[type] : NULL;
+    Prep t = {0};
+    if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: passes */
+    const int pass = tiles || !vnni ? TILE_ROWS : MAX_ROWS;
+    for (idx_t m0 = 0; m0 < rows;) {
+        const int M = rows - m0 < pass ? (int)(rows - m0) : pass;
         Prep q = {p->X + m0 * k, p->dx + m0 * (k / E), p->xs + m0 * (k / 32),
                   p->s16 + m0 * (k / 16), p->s32 + m0 * (k / 32), p->finite + m0};
-        if (vnni)
-            GEMM[type][M - 1](raw, stride, n, k, &q, y + m0 * n);
-        else
+        if (!vnni)
             gemm_portable(raw, stride, n, k, type, &q, M, y + m0 * n);
+        else if (tiles)
+            tiles(raw, stride, n, k, &t, rows, m0, M, y + m0 * n);
+        else
+            GEMM[type][M - 1](raw, stride, n, k, &q, y + m0 * n);
+        m0 += M;
     }
+    free_tiles(&t);
 }
 
 /* an inf or nan in a row of x: that row of y [rows, n] NaN, as float32 would give */
@@ -403,9 +418,9 @@ static void nan_rows(const Prep *p, idx_t rows, idx_t n, float *y) {
 }
 
 static void run_gemm(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
-                     const float *x, idx_t rows, float *y, int vnni, Prep *p) {
+                     const float *x, idx_t rows, float *y, int vnni, int tiled, Prep *p) {
     prepare_rows(x, rows, k, ELEMS[type], vnni, p);
-    gemm_passes(raw, stride, n, k, type, rows, y, vnni, p);
+    gemm_passes(raw, stride, n, k, type, rows, y, vnni, tiled, p);
     nan_rows(p, rows, n, y);
 }
 
@@ -436,13 +451,14 @@ static char *prep_alloc(Prep *p, idx_t rows, idx_t k, int E, size_t extra) {
     return work;
 }
 
-/* gemm(raw, row_stride, n, k, type, x, rows, y, vnni): x f32 [rows, k] -> y f32 [rows, n] */
+/* gemm(raw, row_stride, n, k, type, x, rows, y, vnni[, tiled]): x f32 [rows, k] -> y f32
+   [rows, n]; tiled (default True): the tiled kernel for passes of more than 8 rows (VNNI) */
 static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
     unsigned long long raw, x, y;
     Py_ssize_t stride, n, k, rows;
-    int type, vnni;
-    if (!PyArg_ParseTuple(args, "KnnniKnKp", &raw, &stride, &n, &k, &type, &x, &rows, &y,
-                          &vnni))
+    int type, vnni, tiled = 1;
+    if (!PyArg_ParseTuple(args, "KnnniKnKp|p", &raw, &stride, &n, &k, &type, &x, &rows, &y,
+                          &vnni, &tiled))
         return NULL;
     if (!check_args(stride, n, k, type, vnni)) return NULL;
     if (rows < 1 || !raw || !x || !y) {
@@ -452,7 +468,7 @@ static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
     Prep p;
     char *work = prep_alloc(&p, rows, k, ELEMS[type], 0);
     if (!work) return PyErr_NoMemory();
-    WITHOUT_GIL(run_gemm(PTR(raw), stride, n, k, type, PTR(x), rows, PTR(y), vnni, &p));
+    WITHOUT_GIL(run_gemm(PTR(raw), stride, n, k, type, PTR(x), rows, PTR(y), vnni, tiled, &p));
     free(work);
     Py_RETURN_NONE;
 }
@@ -479,7 +495,8 @@ static PyObject *py_dequantize(PyObject *UNUSED self, PyObject *args) {
 static PyMethodDef METHODS[] = {
     {"supported", py_supported, METH_NOARGS, "True if this CPU has AVX-512 VNNI."},
     {"gemm", py_gemm, METH_VARARGS,
-     "gemm(raw, row_stride, n, k, type, x, rows, y, vnni): y = x @ W.T on raw GGUF blocks."},
+     "gemm(raw, row_stride, n, k, type, x, rows, y, vnni[, tiled]): y = x @ W.T on raw "
+     "GGUF blocks."},
     {"gemm_fused", py_gemm_fused, METH_VARARGS,
      "gemm_fused(pieces, count, k, x, rows, y, width, dest, vnni): several matrices' y = "
      "x @ W.T side by side in one y [rows, width], rows placed by dest (int32) if non-zero."},

@@ -28,7 +28,9 @@ static void run_fused(const int64_t *pieces, int count, idx_t k, const float *x,
         const idx_t n = pc[PIECE_ROWS];
         const int type = (int)pc[PIECE_TYPE], direct = count == 1 && !dest;
         float *out = direct ? y : tmp;
-        gemm_passes(PTR(pc[PIECE_RAW]), pc[PIECE_STRIDE], n, k, type, rows, out, vnni,
+        /* tiled 0: the tiles are opt-in (gguf_blocks.py TILES_DEFAULT, off until their
+           perplexity shift on SmolLM2 is explained); fused pieces run the passes of 8 */
+        gemm_passes(PTR(pc[PIECE_RAW]), pc[PIECE_STRIDE], n, k, type, rows, out, vnni, 0,
                     prep + (ELEMS[type] == 256));
         for (idx_t m = 0; m < rows && !direct; m++)
             for (idx_t r = 0; r < n; r++)

@@ -7,7 +7,8 @@
 
 #include "radixlm_native.h"
 
-#define MAX_ROWS 8
+#define MAX_ROWS 8    /* activation rows per pass of the streaming kernel */
+#define TILE_ROWS 32  /* per pass of the tiled one (and of the portable GEMM) */
 #define TINY 7.888609052210118e-31f /* 2^-100: blocks below it quantize to 0 */
 enum { Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, NTYPES };
 static const int ELEMS[NTYPES] = {32, 32, 32, 32, 256, 256, 256};
@@ -149,7 +150,7 @@ static void gemm_portable(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, in
     const int E = ELEMS[type];
     const idx_t nb = k / E;
     for (idx_t r = 0; r < n; r++) {
-        float acc[MAX_ROWS] = {0};
+        float acc[TILE_ROWS] = {0};
         for (idx_t b = 0; b < nb; b++) {
             decode_block(type, raw + r * stride + b * BYTES[type], &blk);
             for (int m = 0; m < M; m++) {
