@@ -27,8 +27,6 @@ import numpy as np
 
 NON_ASCII = 1  # flag: the subtree has a byte >= 0x80
 WHOLE_CHARS = 2  # flag: from the node's byte on, every token through it is whole characters
-DENSE_SHARE = 4  # a subtree of at least this many tokens per bitmask word gets a dense row
-DENSE_MAX_BYTES = 8 << 20  # the dense rows' memory at most
 
 # Well-formed UTF-8 multi-byte characters (Unicode table 3-7): per lead-byte range, the
 # ranges of the bytes after it.
@@ -53,34 +51,42 @@ class SubtreeSummary:
     tokens: np.ndarray  # int32 [tokens]: every token id, by its node's preorder position
     # int32 [n + 1]: node i's subtree holds tokens[token_start[i]:token_start[skip[i]]]
     token_start: np.ndarray
-    # the subtrees with the most tokens also as a bitmask (a row of ``dense``, OR-ed in one
-    # pass, instead of a bit per token): int32 [n] row or -1, uint32 [rows, words]
-    dense_row: np.ndarray
-    dense: np.ndarray
 
     @property
     def nbytes(self) -> int:
-        """Memory held (per node ~21 bytes, per token 4)."""
+        """Memory held (per node 21 bytes, per token 4)."""
         return sum(a.nbytes for a in (self.ascii_bytes, self.flags, self.tokens,
-                                      self.token_start, self.dense_row, self.dense))
+                                      self.token_start))
 
 
 def whole_chars_from(cols: np.ndarray) -> np.ndarray:
     """bool [rows, width + 1]: column k is True where ``row[k:]`` is well-formed UTF-8
-    (``cols`` int16 [rows, width], -1 past a row's end; past the end counts as empty)."""
+    (``cols`` int16 [rows, width], -1 past a row's end; past the end counts as empty). Only
+    rows with a byte >= 0x80 are worked out (the rest are ASCII: True throughout)."""
+    rows, width = cols.shape
+    ok = np.ones((rows, width + 1), dtype=bool)
+    wide = np.flatnonzero((cols >= 0x80).any(axis=1))
+    if wide.size:
+        ok[wide] = _whole_chars_from(cols[wide])
+    return ok
+
+
+def _whole_chars_from(cols: np.ndarray) -> np.ndarray:
     rows, width = cols.shape
     ok = np.ones((rows, width + 1), dtype=bool)
     for k in range(width - 1, -1, -1):
-        b = cols[:, k].astype(np.int32)
+        b = cols[:, k]
         here = (b < 0) | ((b < 0x80) & ok[:, k + 1])
+        lead = np.flatnonzero(b >= 0xC2)  # the rest >= 0x80 are continuation bytes: False
         for seq in UTF8_SEQUENCES:
-            if k + len(seq) > width:
+            if k + len(seq) > width or not lead.size:
                 continue
-            match = (b >= seq[0][0]) & (b <= seq[0][1])
+            bl = b[lead]
+            match = (bl >= seq[0][0]) & (bl <= seq[0][1])
             for j, (lo, hi) in enumerate(seq[1:], start=1):
-                nxt = cols[:, k + j]
+                nxt = cols[lead, k + j]
                 match &= (nxt >= lo) & (nxt <= hi)
-            here |= match & ok[:, k + len(seq)]
+            here[lead] |= match & ok[lead, k + len(seq)]
         ok[:, k] = here
     return ok
 
@@ -104,9 +110,11 @@ def summarize(levels: tuple[list[np.ndarray], list[np.ndarray]], where: list[np.
         words[d][np.flatnonzero(ascii_), b >> 6] = np.left_shift(np.uint64(1),
                                                                  (b & 63).astype(np.uint64))
     for d in range(depth, 1, -1):  # children into parents, deepest level first
-        for w in range(2):
-            np.bitwise_or.at(words[d - 1][:, w], parent[d], words[d][:, w])
-        np.logical_or.at(wide[d - 1], parent[d], wide[d])
+        # a level's nodes are ordered by parent: each parent's children are one run
+        first = np.flatnonzero(np.r_[True, parent[d][1:] != parent[d][:-1]])
+        owner = parent[d][first]
+        words[d - 1][owner] |= np.bitwise_or.reduceat(words[d], first, axis=0)
+        wide[d - 1][owner] |= np.logical_or.reduceat(wide[d], first)
     ascii_bytes = np.zeros((num_nodes, 2), dtype=np.uint64)
     flags = np.zeros(num_nodes, dtype=np.uint8)
     for d in range(1, depth + 1):
@@ -117,26 +125,4 @@ def summarize(levels: tuple[list[np.ndarray], list[np.ndarray]], where: list[np.
         level_flags[whole] |= WHOLE_CHARS
         flags[where[d]] = level_flags
     token_start = np.searchsorted(node, np.arange(num_nodes + 1)).astype(np.int32)
-    dense_row, dense = dense_rows(token_start, skip, tid)
-    return SubtreeSummary(ascii_bytes, flags, tid.astype(np.int32), token_start, dense_row,
-                          dense)
-
-
-def dense_rows(token_start: np.ndarray, skip: np.ndarray, tid: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """Bitmask rows for the subtrees of at least :data:`DENSE_SHARE` of the bitmask's words in
-    tokens (setting them one by one costs more than OR-ing the row; at most
-    :data:`DENSE_MAX_BYTES` of rows, the largest subtrees first): (row per node or -1, rows).
-    A few dozen subtrees near the root at 262k tokens (~3 MB), the free-string walk's
-    largest skips."""
-    words = max((int(tid.max(initial=-1)) + 32) // 32, 1)
-    count = token_start[skip] - token_start[:-1]
-    chosen = np.flatnonzero(count >= max(DENSE_SHARE * words, 1))
-    chosen = chosen[np.argsort(-count[chosen], kind="stable")][: DENSE_MAX_BYTES // (4 * words)]
-    dense_row = np.full(count.size, -1, dtype=np.int32)
-    dense_row[chosen] = np.arange(chosen.size, dtype=np.int32)
-    bits = np.zeros((chosen.size, words * 32), dtype=bool)
-    for r, i in enumerate(chosen.tolist()):
-        bits[r, tid[token_start[i]:token_start[skip[i]]]] = True
-    dense = np.packbits(bits, axis=1, bitorder="little").view("<u4").reshape(chosen.size, words)
-    return dense_row, np.ascontiguousarray(dense, dtype=np.uint32)
+    return SubtreeSummary(ascii_bytes, flags, tid.astype(np.int32), token_start)

@@ -214,8 +214,7 @@ class TokenTrie:
                 flags = seen.at_least(table.shape[0])
                 i, n, missing, question = kernel.walk_preorder(
                     table, built(), i, stack, *self.preorder, summary.ascii_bytes,
-                    summary.flags, summary.tokens, summary.token_start, summary.dense_row,
-                    summary.dense,
+                    summary.flags, summary.tokens, summary.token_start,
                     *loops.at_least(table.shape[0]), words, flags, succ_states, succ_tokens, n)
                 if missing:
                     ensure_rows(np.array([missing], dtype=np.int32))

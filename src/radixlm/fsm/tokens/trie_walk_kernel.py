@@ -17,7 +17,7 @@ At an inner node whose whole subtree loops at the state before it (its bytes all
 state to itself: inside a free JSON string, everything but a quote, a backslash, a control
 byte or a cut character; :mod:`subtree_summary`, :mod:`state_loops`), the loop sets the
 subtree's tokens at once and jumps past it: at Gemma 3's 262k tokens a free string's mask
-visits ~31k of the 588k nodes (6.6 -> 1.1 ms CPU on a loaded core).
+visits ~31k of the 588k nodes (5.7 -> 1.0 ms CPU on a loaded core).
 
 It runs without the GIL (``nogil``), so the compiler's worker computing a mask does not hold
 the interpreter against the scheduler thread while it walks. Rows of the lazy DFA are built in
@@ -89,7 +89,6 @@ def warm() -> None:
                       np.zeros(2, dtype=NODE_INDEX), np.zeros(1, dtype=TOKEN_ID),
                       np.zeros((1, 2), dtype=np.uint64), np.zeros(1, dtype=np.uint8),
                       np.zeros(1, dtype=TOKEN_ID), np.zeros(2, dtype=NODE_INDEX),
-                      np.full(1, -1, dtype=np.int32), np.zeros((0, 1), dtype=np.uint32),
                       np.zeros(2, dtype=np.uint8), np.zeros((2, 2), dtype=np.uint64),
                       np.zeros(2, dtype=np.uint8), np.zeros(2, dtype=np.uint32),
                       np.zeros(2, dtype=np.uint8), np.zeros(1, dtype=np.int32),
@@ -103,9 +102,8 @@ def warm() -> None:
 
 
 def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_off,  # noqa: ANN001, ANN202, PLR0912, PLR0913, PLR0915
-                   extra_ids, ascii_bytes, flags, tokens, token_start, dense_row, dense,
-                   loop_known, loop_ascii, loop_utf8, words, seen, succ_states, succ_tokens,
-                   n_succ):
+                   extra_ids, ascii_bytes, flags, tokens, token_start, loop_known, loop_ascii,
+                   loop_utf8, words, seen, succ_states, succ_tokens, n_succ):
     """Walk the preorder nodes from index ``start``; ``stack[d]`` is the DFA state after the
     first ``d`` bytes of the current node's prefix (``stack[0]`` the state walked from, its
     row built).
@@ -123,8 +121,9 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
     before it (``ascii_bytes[i]`` within the state's looping ASCII bytes ``loop_ascii``,
     filled here where ``loop_known`` is 0, and either no byte >= 0x80 or whole characters
     where ``loop_utf8`` says every character loops), every token of the subtree
-    (``tokens[token_start[i]:token_start[skip[i]]]``, or the bitmask row
-    ``dense[dense_row[i]]`` where that is not -1) is allowed and leads back to that state.
+    (``tokens[token_start[i]:token_start[skip[i]]]``) is allowed and leads back to that state.
+    (Bitmask rows for the largest subtrees, OR-ed in instead, measured slower at 262k: 57
+    rows of 32 KB, cold in the cache, cost more than the bits of their ~155k tokens.)
 
     Returns (index to resume at, ``n_succ``, the state whose row is missing there, the state
     whose ``loop_utf8`` is unknown there): the caller builds that row, or answers that
@@ -162,14 +161,9 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
                     loops = loop_utf8[p] == 1
                 if loops:
                     first, end = token_start[i], token_start[skip[i]]
-                    r = dense_row[i]
-                    if r >= 0:
-                        for w in range(dense.shape[1]):
-                            words[w] |= dense[r, w]
-                    else:
-                        for k in range(first, end):
-                            tk = tokens[k]
-                            words[tk >> 5] |= np.uint32(1) << np.uint32(tk & 31)
+                    for k in range(first, end):
+                        tk = tokens[k]
+                        words[tk >> 5] |= np.uint32(1) << np.uint32(tk & 31)
                     if seen[p] == 0:
                         seen[p] = 1
                         succ_states[n_succ] = p
