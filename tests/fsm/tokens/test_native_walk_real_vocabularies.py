@@ -13,6 +13,8 @@ import pytest
 from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarSpec
 from radixlm.fsm.automaton.lazy_dfa import DEAD
 from radixlm.fsm.tokens import trie_walk_kernel
+from radixlm.fsm.tokens.state_loops import StateLoops
+from radixlm.fsm.tokens.token_trie import SeenFlags
 from radixlm.testing.real_vocabularies import RealVocabulary
 
 pytestmark = pytest.mark.skipif(not trie_walk_kernel.AVAILABLE, reason="numba is not "
@@ -27,6 +29,12 @@ SCHEMA = {"type": "object", "properties": {
     "required": ["name", "note", "n", "kind"], "additionalProperties": False}
 TEXT = '{"name": "Zoë x", "note": "日本 😀 \\"q\\"", "n": -12.5e3, "kind": "gamma delta"}'
 COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
+# strings whose states loop on some bytes only (the walk's subtree skips: subtree_summary)
+PATTERNED = {"type": "object", "properties": {
+    "tag": {"type": "string", "pattern": "^[a-zé ]+$"}, "id": {"type": "string",
+                                                           "pattern": "^[A-Z0-9_]*$"}},
+    "required": ["tag", "id"], "additionalProperties": False}
+PATTERNED_TEXT = '{"tag": "café au lait", "id": "AB_12"}'
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -40,10 +48,10 @@ def _same(a, b) -> bool:  # noqa: ANN001
     return np.array_equal(a.words, b.words) and np.array_equal(a.states, b.states)
 
 
-def _states(grammar, real: RealVocabulary) -> list[int]:  # noqa: ANN001
-    """The states decoding TEXT passes through (the tokenizer's own split)."""
+def _states(grammar, real: RealVocabulary, text: str = TEXT) -> list[int]:  # noqa: ANN001
+    """The states decoding ``text`` passes through (the tokenizer's own split)."""
     matcher, states = grammar.new_matcher(), [grammar.initial_state]
-    for token in real.encode(TEXT):
+    for token in real.encode(text):
         assert matcher.accept_token(token), real.vocab.token_bytes[token]
         states.append(matcher.state)
     return states
@@ -79,3 +87,16 @@ def test_masks_agree_with_either_walk(real: RealVocabulary) -> None:
         assert np.array_equal(native.mask(a.state).numpy(), plain.mask(b.state).numpy())
         if token is not None:
             assert a.accept_token(token) and b.accept_token(token)
+
+
+def test_walks_agree_in_patterned_strings(real: RealVocabulary) -> None:
+    """States looping on a few bytes (and on one non-ASCII character): the skipping walk
+    equals the numpy walk, on a fresh grammar and again with the answers it kept."""
+    grammar = GrammarCompiler(real.vocab, COLD).compile(GrammarSpec.json_schema(PATTERNED))
+    dfa, trie = grammar.dfa, real.vocab.trie
+    words, loops = real.vocab.num_words, StateLoops()
+    for state in _states(grammar, real, PATTERNED_TEXT) * 2:
+        native = trie.walk(lambda: dfa.trans, state, dfa.ensure_rows, words, lambda: dfa.built,
+                           SeenFlags(), loops)
+        plain = trie.walk(lambda: dfa.trans, state, dfa.ensure_rows, words, None)
+        assert _same(native, plain)

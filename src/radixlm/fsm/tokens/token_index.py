@@ -19,6 +19,7 @@ import torch
 from ..automaton import work_clock
 from ..automaton.lazy_dfa import DEAD, LazyDFA
 from ..errors import GrammarBudgetError
+from .state_loops import StateLoops
 from .token_trie import SeenFlags, TokenTrie, TrieWalk, walk_from_pairs
 from .vocabulary import TokenVocabulary
 
@@ -81,6 +82,7 @@ class TokenIndex:
         self._distinct = 0  # masks actually computed (shared ones counted once)
         self._successors: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._seen = SeenFlags()  # the compiled trie walk's scratch flags, one per state
+        self._loops = StateLoops()  # what loops at each state (the walk's subtree skips)
         # masks are composed of a shared part (tokens up to vocab.short_reach, keyed by the
         # term clamped there) and a per-state walk of the longer tokens (_compose_mask)
         self.short_reach = short_reach and vocab.short_reach < vocab.max_token_len
@@ -172,7 +174,7 @@ class TokenIndex:
 
         built = (lambda: dfa.built) if self.native_walk else None
         return trie.walk(lambda: dfa.trans, state, ensure_rows, self.vocab.num_words, built,
-                         self._seen)
+                         self._seen, self._loops)
 
     def steps_limit(self) -> int:
         """The builder's :attr:`work_steps` at which a mask started now fails."""

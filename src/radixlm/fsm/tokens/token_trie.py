@@ -8,7 +8,8 @@ the numpy walk: it keeps, per level, the DFA state reached at every node (0 = de
 the whole level with one gather when most parents are alive and only the live parents' ranges
 otherwise. And in depth-first preorder (a node's subtree is the range after it), for the
 compiled loop (:mod:`trie_walk_kernel`), which reads the nodes front to back and jumps over
-dead subtrees.
+dead subtrees and accepts subtrees that loop at a state without walking them (their
+summaries: :mod:`subtree_summary`).
 
 A walk's result is a :class:`TrieWalk`: the allowed tokens as bitmask words and the distinct
 states they reach, one token reaching each.
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import trie_walk_kernel as kernel
+from .state_loops import StateLoops
+from .subtree_summary import SubtreeSummary, summarize, whole_chars_from
 
 
 @dataclass(frozen=True)
@@ -112,12 +115,22 @@ class TokenTrie:
             self.end_node.append(np.searchsorted(makers[d], pos[here]).astype(np.int64))
             self.end_token.append(tids[here])
         self._num_tokens = sum(e.size for e in self.end_token)
-        self.preorder = self._preorder()
+        # per level, the nodes some token through which is not whole UTF-8 characters from
+        # the node's byte on (for the subtree summaries)
+        whole = whole_chars_from(cols)
+        broken = [np.zeros(0, dtype=np.int64)]
+        for d in range(1, self.depth + 1):
+            rows = np.flatnonzero((lens >= d) & ~whole[:, d - 1])
+            broken.append(np.searchsorted(makers[d], rows, side="right") - 1)
+        del whole, cols
+        self.preorder, self.summary = self._preorder(broken)
 
-    def _preorder(self) -> tuple[np.ndarray, ...]:
+    def _preorder(self, broken: list[np.ndarray]) -> tuple[tuple[np.ndarray, ...],
+                                                           SubtreeSummary]:
         """The non-root nodes in depth-first preorder, for :func:`trie_walk_kernel.
         walk_preorder`: (byte, depth, index past the subtree, the token ending there or -1,
-        CSR offsets and ids of more tokens with the same bytes). A node's position is its
+        CSR offsets and ids of more tokens with the same bytes), and the nodes' subtree
+        summaries (:mod:`subtree_summary`; ``broken``: see there). A node's position is its
         parent's plus one plus the subtree sizes of its earlier siblings (children are
         ordered by byte within their parent, so this is the sorted order of the prefixes);
         subtree sizes are summed up level by level."""
@@ -148,7 +161,8 @@ class TokenTrie:
         token[node[head]] = tid[head]
         extra_off = np.zeros(n + 1, dtype=kernel.NODE_INDEX)
         extra_off[1:] = np.cumsum(np.bincount(node[~head], minlength=n))
-        return byte, depth, skip, token, extra_off, tid[~head].astype(kernel.TOKEN_ID)
+        preorder = byte, depth, skip, token, extra_off, tid[~head].astype(kernel.TOKEN_ID)
+        return preorder, summarize((self.parent, self.byte), where, broken, node, tid, skip)
 
     @property
     def num_tokens(self) -> int:
@@ -163,7 +177,7 @@ class TokenTrie:
     def walk(self, trans: Callable[[], np.ndarray], state: int,
              ensure_rows: Callable[[np.ndarray], None], num_words: int,
              built: Callable[[], np.ndarray] | None = None,
-             seen: SeenFlags | None = None) -> TrieWalk:
+             seen: SeenFlags | None = None, loops: StateLoops | None = None) -> TrieWalk:
         """The tokens whose bytes lead from ``state`` to a live state (bitmask words of
         ``num_words`` int32), and the distinct states they reach.
 
@@ -172,16 +186,19 @@ class TokenTrie:
         walk asks only for states without one). State 0 is dead and its row is all zeros.
         With ``built()`` (the DFA's bool per state: row built) and the compiled loop loaded
         (:func:`trie_walk_kernel.ready`), that loop walks, flagging states in ``seen`` (the
-        DFA owner's; a fresh one if None).
+        DFA owner's; a fresh one if None) and accepting whole subtrees that loop at a state
+        (:mod:`subtree_summary`) from the answers in ``loops`` (the DFA owner's, kept across
+        walks; a fresh one if None).
         """
         if built is not None and kernel.ready():
             return self._walk_native(trans, state, ensure_rows, built, num_words,
-                                     seen if seen is not None else SeenFlags())
+                                     seen if seen is not None else SeenFlags(),
+                                     loops if loops is not None else StateLoops())
         return walk_from_pairs(*self.walk_pairs(trans, state, ensure_rows), num_words)
 
     def _walk_native(self, trans: Callable[[], np.ndarray], state: int,
                      ensure_rows: Callable[[np.ndarray], None], built: Callable[[], np.ndarray],
-                     num_words: int, seen: SeenFlags) -> TrieWalk:
+                     num_words: int, seen: SeenFlags, loops: StateLoops) -> TrieWalk:
         if not built()[state]:
             ensure_rows(np.array([state], dtype=np.int32))
         words = np.zeros(num_words + 1, dtype=np.uint32)  # the last: the spare word
@@ -190,15 +207,21 @@ class TokenTrie:
         stack = np.zeros(self.depth + 1, dtype=np.int32)
         stack[0] = state
         i, n, flags = 0, 0, seen.flags
+        summary = self.summary
         try:
             while True:
                 table = trans()
                 flags = seen.at_least(table.shape[0])
-                i, n, missing = kernel.walk_preorder(table, built(), i, stack, *self.preorder,
-                                                     words, flags, succ_states, succ_tokens, n)
-                if not missing:
+                i, n, missing, question = kernel.walk_preorder(
+                    table, built(), i, stack, *self.preorder, summary.ascii_bytes,
+                    summary.flags, summary.tokens, summary.token_start,
+                    *loops.at_least(table.shape[0]), words, flags, succ_states, succ_tokens, n)
+                if missing:
+                    ensure_rows(np.array([missing], dtype=np.int32))
+                elif question:
+                    loops.answer_utf8(question, trans, ensure_rows)
+                else:
                     break
-                ensure_rows(np.array([missing], dtype=np.int32))
         finally:
             flags[succ_states[:n]] = 0  # clear for the next walk (also after a budget error)
         order = np.argsort(succ_states[:n], kind="stable")
