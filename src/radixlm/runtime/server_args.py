@@ -140,10 +140,12 @@ class ServerArgs:
     speculative_ngram_max_match_window_size: int = field(default=4, metadata={
         "help": "NGRAM: longest suffix (tokens) that prompt lookup matches (the longest match "
                 "wins)"})
-    speculative_max_batch_size: int = field(default=8, metadata={
+    # 4: on a quiet Zen 4 core SmolLM2's RAG at batch 8 lost with speculation (0.84x, 3.66
+    # tokens a verify: 8 requests' drafts take the GGUF kernel's 8-row passes from one to
+    # several), batch 1 gained 1.3-2.5x; batch 4 (its drafts fill the one pass) is unmeasured
+    speculative_max_batch_size: int = field(default=4, metadata={
         "help": "speculate only in steps with at most this many requests taking a token "
-                "(above it the forward is compute-bound and drafts cost more than they save; "
-                "8 measured: SmolLM2 RAG at batch 8 gained 1.49x on a CPU)"})
+                "(above it the verify rows cost more than the drafts save)"})
     # HTTP server
     host: str = "127.0.0.1"
     port: int = 30000
