@@ -94,7 +94,8 @@ def test_native_paths_agree(type_name):
 
 
 @pytest.mark.parametrize("type_name", TYPES)
-@pytest.mark.parametrize("t", [9, 40])  # one pass of tiles; a pass of 32 and one of 8
+# one pass of tiles; a pass of 32 and one of 8; 100: passes from rows 32, 64 and 96 (4 rows)
+@pytest.mark.parametrize("t", [9, 40, 100])
 def test_tiles_match_the_passes_of_8(type_name, t):
     """Above 8 rows the tiled kernel sums the same exact integers per sub-block (block) as
     the passes of 8, in other float lanes: equal up to float32 rounding."""

@@ -22,21 +22,22 @@ MIXES = [(("Q4_1", "Q4_1", "Q4_1"), 96), (("Q8_0",), 160), (("Q4_0", "Q5_0"), 64
          (("Q4_K", "Q4_K", "Q6_K"), 512), (("Q5_K", "Q8_0"), 256), (("Q6_K", "Q5_0"), 256)]
 
 
-def _pieces(types, cols, path, gen):
-    return [GGUFBlockLinear(random_gguf_raw(t, rows, cols, gen), t, cols, path=path)
+def _pieces(types, cols, path, gen, tiles=False):
+    return [GGUFBlockLinear(random_gguf_raw(t, rows, cols, gen), t, cols, path=path, tiles=tiles)
             for t, rows in zip(types, (13, 7, 5))]
 
 
 @pytest.mark.parametrize("path", NATIVE_PATHS)
 @pytest.mark.parametrize("types,cols", MIXES)
 @pytest.mark.parametrize("permuted", [False, True])
-def test_one_call_is_bit_equal_to_the_pieces(types, cols, path, permuted):
+@pytest.mark.parametrize("tiles", [False, True])  # the pieces' choice, kept by the one call
+def test_one_call_is_bit_equal_to_the_pieces(types, cols, path, permuted, tiles):
     gen = torch.Generator().manual_seed(len(types) * cols + permuted)
-    pieces = _pieces(types, cols, path, gen)
+    pieces = _pieces(types, cols, path, gen, tiles)
     width = sum(p.rows for p in pieces)
     order = torch.randperm(width, generator=gen) if permuted else None
     fused = GGUFFusedBlocks(pieces, order)
-    for t in (1, 2, 3, 9, 17):
+    for t in (1, 2, 3, 9, 17, 40):  # 40: a pass of 32 rows and one of 8
         x = torch.randn(t, cols, generator=gen)
         cat = torch.cat([p.forward(x) for p in pieces], dim=1)
         expected = cat if order is None else cat[:, order]

@@ -37,6 +37,7 @@ class GGUFFusedBlocks:
         self._table = torch.tensor([list(p._native[:3]) + [_TYPE_IDS[p.type_name]]
                                     for p in pieces], dtype=torch.int64)
         self._vnni = bool(pieces[0]._native[5])
+        self.tiles = bool(pieces[0].tiles)  # more than 8 rows in the tiled kernel (VNNI)
         self._dest = None
         if row_order is not None:  # column i takes row row_order[i]: row j goes to dest[j]
             order = row_order.to(torch.int64)
@@ -50,10 +51,11 @@ class GGUFFusedBlocks:
 
     @staticmethod
     def supports(pieces: list[GGUFBlockLinear]) -> bool:
-        """True if ``pieces`` can run as one call: native, one path, one input width."""
+        """True if ``pieces`` can run as one call: native, one path, one input width, one
+        ``tiles`` choice."""
         return (_lib is not None and 0 < len(pieces) <= 8
                 and all(p._native is not None for p in pieces)
-                and len({(p.cols, p._native[5]) for p in pieces}) == 1)
+                and len({(p.cols, p._native[5], p.tiles) for p in pieces}) == 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x float32 contiguous ``[T, cols]`` (T >= 1) -> float32 ``[T, width]``."""
@@ -64,7 +66,7 @@ class GGUFFusedBlocks:
         table, count, cols = self._args
         y = torch.empty(x.shape[0], self.width, dtype=torch.float32)
         _lib.gemm_fused(table, count, cols, x.data_ptr(), x.shape[0], y.data_ptr(), self.width,
-                        self._dest_ptr, self._vnni)
+                        self._dest_ptr, self._vnni, self.tiles)
         return y
 
     __call__ = forward
