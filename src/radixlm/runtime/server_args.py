@@ -140,12 +140,12 @@ class ServerArgs:
     speculative_ngram_max_match_window_size: int = field(default=4, metadata={
         "help": "NGRAM: longest suffix (tokens) that prompt lookup matches (the longest match "
                 "wins)"})
-    # 4: on a quiet Zen 4 core SmolLM2's RAG at batch 8 lost with speculation (0.84x, 3.66
-    # tokens a verify: 8 requests' drafts take the GGUF kernel's 8-row passes from one to
-    # several), batch 1 gained 1.3-2.5x; batch 4 (its drafts fill the one pass) is unmeasured
-    speculative_max_batch_size: int = field(default=4, metadata={
+    # SmolLM2's RAG with 8 questions lost on a quiet Zen 4 core at caps of 8, 4 and 1 alike
+    # (0.84x, 0.78x, 0.83x, the same 3.5 tokens a verify): the loss is not drafting in steps of
+    # several requests, so the cap stays where the first measurement put it
+    speculative_max_batch_size: int = field(default=8, metadata={
         "help": "speculate only in steps with at most this many requests taking a token "
-                "(above it the verify rows cost more than the drafts save)"})
+                "(above it the forward is compute-bound and drafts cost more than they save)"})
     # HTTP server
     host: str = "127.0.0.1"
     port: int = 30000
