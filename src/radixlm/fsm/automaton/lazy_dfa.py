@@ -89,9 +89,9 @@ class LazyDFA:
         # touched now, the rest faults in a page (4 rows) at a time as rows are written.
         # (concatenate with zeros_like wrote both halves: ~130 ms at 32k -> 64k states.)
         old = self.trans.shape[0]
-        self.trans = _grown(self.trans, 2 * old)
-        self.built = _grown(self.built, 2 * old)
-        self.accepting = _grown(self.accepting, 2 * old)
+        self.trans = grown_rows(self.trans, 2 * old)
+        self.built = grown_rows(self.built, 2 * old)
+        self.accepting = grown_rows(self.accepting, 2 * old)
 
     def _byte_indices(self, mask: int) -> np.ndarray:
         idx = self._index_cache.get(mask)
@@ -182,7 +182,7 @@ class LazyDFA:
         return bool(self.accepting[state])
 
 
-def _grown(array: np.ndarray, rows: int) -> np.ndarray:
+def grown_rows(array: np.ndarray, rows: int) -> np.ndarray:
     """``array`` with zero rows appended up to ``rows`` (a new buffer; the old one stays valid
     for readers that still hold it)."""
     out = np.zeros((rows, *array.shape[1:]), dtype=array.dtype)

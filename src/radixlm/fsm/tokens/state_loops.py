@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..automaton.lazy_dfa import DEAD
+from ..automaton.lazy_dfa import DEAD, grown_rows
 from .subtree_summary import UTF8_SEQUENCES
 
 UNKNOWN, YES, NO = 0, 1, 2  # StateLoops.utf8 values
@@ -37,9 +37,9 @@ class StateLoops:
         """(known, ascii, utf8), grown to at least ``capacity`` states, answers kept."""
         if self.known.size < capacity:
             size = max(capacity, 2 * self.known.size)
-            self.known = _grown(self.known, size)
-            self.ascii = _grown(self.ascii, size)
-            self.utf8 = _grown(self.utf8, size)
+            self.known = grown_rows(self.known, size)
+            self.ascii = grown_rows(self.ascii, size)
+            self.utf8 = grown_rows(self.utf8, size)
         return self.known, self.ascii, self.utf8
 
     def answer_utf8(self, state: int, trans: Callable[[], np.ndarray],
@@ -67,7 +67,3 @@ def utf8_loops(state: int, trans: Callable[[], np.ndarray],
     return True
 
 
-def _grown(array: np.ndarray, rows: int) -> np.ndarray:
-    out = np.zeros((rows, *array.shape[1:]), dtype=array.dtype)
-    out[: array.shape[0]] = array
-    return out
