@@ -56,6 +56,11 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--timeout", type=float, default=30.0, help="compile timeout, s")
+    p.add_argument("--constrained-params", type=json.loads, default={},
+                   help='more sampling params for the constrained side (JSON), e.g. '
+                        '\'{"close_within_max_tokens": false}\'')
+    p.add_argument("--engine-args", type=json.loads, default={},
+                   help="more Engine arguments (JSON), e.g. '{\"grammar_mask_wait_ms\": 0}'")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args()
     if not args.corpus.is_dir():
@@ -74,14 +79,15 @@ def main() -> None:
         picked += json_e2e_engine.pick(one, tokenizer)
     print(f"{len(picked)} schemas from {len(subsets)} subsets on {model.describe()}", flush=True)
     engine = Engine(str(model.path), num_threads=args.threads,
-                    grammar_compile_timeout=args.timeout)
+                    grammar_compile_timeout=args.timeout, **args.engine_args)
     free, bound, rows = [], [], []
     try:
         for name, schema in picked:
             prompt = f"Answer with one JSON value for this schema: {json.dumps(schema)[:300]}\n"
             base = {"temperature": 0.0, "max_new_tokens": args.max_new_tokens}
             g_free, _ = stream_gaps(engine, prompt, {**base, "ignore_eos": True})
-            g_bound, text = stream_gaps(engine, prompt, {**base, "json_schema": json.dumps(schema)})
+            g_bound, text = stream_gaps(engine, prompt, {**base, "json_schema": json.dumps(schema),
+                                                         **args.constrained_params})
             free += g_free
             bound += g_bound
             rows.append({"schema": name, "chunks": len(g_bound) + 1,
