@@ -42,16 +42,20 @@ class BudgetCase:
     tokens: int
 
 
-def closed_walk(grammar, budget: int, rng: random.Random) -> tuple[list[int], bool]:  # noqa: ANN001
-    """Random tokens (uniform among those allowed) under masks cut to ``budget``; the ids
-    and whether the output is complete (the grammar may end there)."""
+def closed_walk(grammar, budget: int, rng: random.Random,  # noqa: ANN001
+                close: bool = True) -> tuple[list[int], bool]:
+    """Random tokens (uniform among those allowed) under masks cut to ``budget`` (with
+    ``close``; without it, as the engine does for a grammar whose bound is unknown, the masks
+    are the grammar's alone and the output may be cut); the ids and whether the output is
+    complete (the grammar may end there)."""
     matcher, out = grammar.new_matcher(), []
     vocab = grammar.vocab
     row = np.zeros(vocab.num_words, dtype=np.int32)
     eos = set(vocab.eos_token_ids)
     while len(out) < budget and not matcher.must_end():
         matcher.fill_bitmask(row)
-        matcher.close_within(row, budget - len(out))
+        if close:
+            matcher.close_within(row, budget - len(out))
         bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size]
         allowed = np.flatnonzero(bits)
         if not allowed.size:
@@ -95,7 +99,9 @@ def budget_cases(path: Path, compiler: GrammarCompiler, encode: Callable[[str], 
         tokens = 0
         if not refused:
             try:
-                ids, closed = closed_walk(grammar, budget, random.Random(seed))
+                # need None: the engine does not close (budget_closing.close_within_budget)
+                ids, closed = closed_walk(grammar, budget, random.Random(seed),
+                                          close=need is not None)
             except GrammarError:  # a budget of the automaton while decoding: refused by name
                 continue
             tokens = len(ids)
