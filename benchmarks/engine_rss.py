@@ -1,14 +1,22 @@
-"""Peak memory of a served GGUF: radixlm's scheduler process beside llama.cpp, same file.
+"""Peak memory of a served GGUF: every process of radixlm's Engine beside llama.cpp, same file.
 
-Each side runs in a fresh process of its own, one thread, on the file's own bits:
+Each side runs in a fresh process of its own, one thread, on the file's own bits, with the same
+KV context (``--context`` tokens in all) and the same number of sequences (``--requests``):
 
 * radixlm: ``radixlm.Engine(model_path=FILE, max_total_tokens=CONTEXT)`` serves ``--requests``
-  concurrent requests (every other one constrained by a JSON schema); the figure is the peak
-  RSS (``VmHWM``) of the scheduler process, the one holding the model, with its anonymous and
-  file-backed (mapped GGUF pages) parts at the end of the run from ``smaps_rollup``;
-* llama.cpp: ``llama_cpp.Llama(model_path=FILE, n_ctx=CONTEXT, n_threads=1)`` completes the
-  same prompts one after another (the schema ones through a grammar from the same schema); the
-  figure is that process' ``ru_maxrss``.
+  concurrent requests (every other one constrained by a JSON schema). Every process of the
+  Engine is measured: the user's own (the one holding ``radixlm.Engine``), the scheduler (the
+  model) and the detokenizer (and any other child). Each figure is the process' peak RSS
+  (``VmHWM`` from ``/proc/PID/status``, read just before shutdown; the kernel's own high-water
+  mark, so no sampling misses a peak); ``engine_peak_rss_sum_mib`` is their sum, an upper bound
+  of what the processes held at once (their peaks need not coincide, and each counts shared
+  library pages it maps). A 0.2 s sampler of ``smaps_rollup`` during the serving adds the
+  largest simultaneous sums of RSS and of PSS (shared pages split between the processes);
+* llama.cpp: ``llama_cpp.Llama(model_path=FILE, n_ctx=CONTEXT, n_threads=1)`` with
+  ``n_seq_max=REQUESTS`` (llama.cpp splits the ``CONTEXT`` KV cells between the sequences, so
+  its cache holds the same tokens as radixlm's pool) completes the same prompts one after
+  another (the schema ones through a grammar from the same schema); the figure is that
+  process' ``ru_maxrss`` (= its ``VmHWM``).
 
 The scheduler's start-up log line (``scheduler memory: ...``, RSS after each load step) comes
 with radixlm's figures: what the peak is made of.
@@ -65,31 +73,35 @@ def proc_kib(pid: int, fields: tuple[str, ...], source: str = "status") -> dict[
 
 
 class RssTimeline:
-    """Samples a process' RSS every ``interval_s`` (the largest sample and when it came)."""
+    """Samples the summed RSS and PSS (``smaps_rollup``) of some processes every ``interval_s``;
+    :meth:`stop` gives the largest simultaneous sums in KiB."""
 
-    def __init__(self, pid: int, interval_s: float = 0.2) -> None:
-        self.pid, self.interval_s, self.samples = pid, interval_s, []
+    def __init__(self, pids: list[int], interval_s: float = 0.2) -> None:
+        self.pids, self.interval_s = pids, interval_s
+        self.max_rss_kib = self.max_pss_kib = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._start = time.perf_counter()
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                kib = proc_kib(self.pid, ("VmRSS", "RssAnon", "RssFile"))
+                kib = [proc_kib(pid, ("Rss", "Pss"), "smaps_rollup") for pid in self.pids]
             except OSError:
                 return
-            self.samples.append((time.perf_counter() - self._start, kib))
+            self.max_rss_kib = max(self.max_rss_kib, sum(k["Rss"] for k in kib))
+            self.max_pss_kib = max(self.max_pss_kib, sum(k["Pss"] for k in kib))
 
-    def stop(self) -> list[tuple[float, dict[str, int]]]:
+    def stop(self) -> tuple[int, int]:
         self._stop.set()
         self._thread.join()
-        return self.samples
+        return self.max_rss_kib, self.max_pss_kib
 
 
 def child_radixlm(path: str, count: int, max_tokens: int, context: int) -> dict:
-    """Serve ``count`` concurrent requests in an Engine; the scheduler's memory figures."""
+    """Serve ``count`` concurrent requests in an Engine; every Engine process' memory figures
+    (this process is the user's, holding the Engine)."""
+    import os
     from concurrent.futures import ThreadPoolExecutor
 
     import radixlm
@@ -99,9 +111,10 @@ def child_radixlm(path: str, count: int, max_tokens: int, context: int) -> dict:
     start = time.perf_counter()
     with radixlm.Engine(model_path=path, max_total_tokens=context, num_threads=1) as engine:
         ready_s = time.perf_counter() - start
-        pid = engine._procs.procs["scheduler"].pid  # noqa: SLF001 (the process measured)
-        idle = proc_kib(pid, ("VmHWM", "VmRSS"))
-        timeline = RssTimeline(pid)
+        pids = {"user": os.getpid(), **{name: proc.pid for name, proc in  # noqa: SLF001
+                                        engine._procs.procs.items()}}
+        idle = {name: proc_kib(pid, ("VmHWM",))["VmHWM"] for name, pid in pids.items()}
+        timeline = RssTimeline(list(pids.values()))
 
         def one(i_prompt: tuple[int, str]) -> dict:
             i, prompt = i_prompt
@@ -114,18 +127,21 @@ def child_radixlm(path: str, count: int, max_tokens: int, context: int) -> dict:
         with ThreadPoolExecutor(count) as pool:
             outputs = list(pool.map(one, enumerate(prompts(count))))
         serve_s = time.perf_counter() - t0
-        samples = timeline.stop()
-        status = proc_kib(pid, ("VmHWM", "VmRSS"))
-        rollup = proc_kib(pid, ("Rss", "Anonymous", "Shared_Clean", "Private_Clean"),
-                          "smaps_rollup")
+        max_rss, max_pss = timeline.stop()
+        peaks = {name: proc_kib(pid, ("VmHWM",))["VmHWM"] for name, pid in pids.items()}
+        rollup = proc_kib(pids["scheduler"], ("Rss", "Anonymous"), "smaps_rollup")
+        info = engine.info
     valid = sum(_valid_json(o["text"]) for o in outputs[::2])
     return {"ready_s": ready_s, "serve_s": serve_s,
-            "scheduler_peak_rss_mib": status["VmHWM"] / 1024,
-            "scheduler_rss_end_mib": status["VmRSS"] / 1024,
+            **{f"{name}_peak_rss_mib": kib / 1024 for name, kib in peaks.items()},
+            "engine_peak_rss_sum_mib": sum(peaks.values()) / 1024,
+            "peak_before_requests_mib": {name: kib / 1024 for name, kib in idle.items()},
+            "max_simultaneous_rss_sum_mib": max_rss / 1024,
+            "max_simultaneous_pss_sum_mib": max_pss / 1024,
             "scheduler_anon_end_mib": rollup.get("Anonymous", 0) / 1024,
             "scheduler_file_end_mib": (rollup.get("Rss", 0) - rollup.get("Anonymous", 0)) / 1024,
-            "scheduler_peak_before_requests_mib": idle["VmHWM"] / 1024,
-            "max_sampled_rss_mib": max((s[1]["VmRSS"] for s in samples), default=0) / 1024,
+            "kv_pool_mib": info.get("kv_pool_bytes", 0) / 2**20,
+            "kv_pool_tokens": info.get("max_total_tokens"),
             "schema_outputs_valid": f"{valid}/{len(outputs[::2])}",
             "sample_output": outputs[0]["text"]}
 
@@ -142,8 +158,19 @@ def _valid_json(text: str) -> bool:
 
 def child_llama_cpp(path: str, count: int, max_tokens: int, context: int) -> dict:
     """The same prompts in llama.cpp, one after another; this process' figures."""
+    import llama_cpp
     from llama_cpp import Llama, LlamaGrammar
 
+    defaults = llama_cpp.llama_context_default_params
+
+    def with_sequences() -> llama_cpp.llama_context_params:
+        # Llama() takes no n_seq_max: its context holds ``count`` sequences as radixlm's pool
+        # does (the CONTEXT cells split between them; the completions below use the first)
+        params = defaults()
+        params.n_seq_max = count
+        return params
+
+    llama_cpp.llama_cpp.llama_context_default_params = with_sequences
     start = time.perf_counter()
     llm = Llama(model_path=path, n_ctx=context, n_threads=1, n_threads_batch=1, verbose=False)
     ready_s = time.perf_counter() - start

@@ -272,8 +272,6 @@ class ServerArgs:
 
 
 def _validate_scale_out(args: ServerArgs) -> None:
-    from .model.parallel.process_group import split_host_port
-
     if not 0 <= args.node_rank < args.nnodes:
         raise ValueError(f"node_rank must be in [0, nnodes={args.nnodes}), got {args.node_rank}")
     if args.tp_size % args.nnodes:
@@ -283,6 +281,9 @@ def _validate_scale_out(args: ServerArgs) -> None:
         raise ValueError("--nnodes > 1 needs --dist-init-addr host:port (node 0's address, "
                          "the same on every node)")
     if args.dist_init_addr is not None:
+        # only here: process_group imports torch, which a user's process need not load
+        from .model.parallel.process_group import split_host_port
+
         split_host_port(args.dist_init_addr)
     if args.dp_size > 1 and args.nnodes > 1:
         raise ValueError("dp_size > 1 with nnodes > 1 is not supported: run one server per "

@@ -8,9 +8,17 @@ beside float32 weights: half the memory). New K/V rows are rounded into it when 
 :func:`widened_kv` gives attention the rows one call reads in the model's type (exact: every
 bfloat16 is a float32), as a small cache of their own, so every attention kernel runs as on a
 float32 pool whose values happen to be bfloat16.
+
+On the CPU the buffers are views of one anonymous memory map rather than ``torch.zeros``: its
+pages read as zero, as ``torch.zeros`` would give, but take memory (RSS) only once a token's
+K/V is written there, and the allocator hands out the lowest free pages first, so the
+process holds what the tokens stored so far need rather than the whole pool from the start.
 """
 
 from __future__ import annotations
+
+import math
+import mmap
 
 import torch
 
@@ -35,8 +43,9 @@ class KVPool:
         shape = (num_pages, page_size, num_kv_heads, head_dim)
         self.num_pages = num_pages
         self.page_size = page_size
-        self.k_buffers = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.v_buffers = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        buffers = zeroed_buffers(shape, 2 * num_layers, dtype, torch.device(device))
+        self.k_buffers = buffers[:num_layers]
+        self.v_buffers = buffers[num_layers:]
 
     @property
     def num_slots(self) -> int:
@@ -46,6 +55,21 @@ class KVPool:
         """Memory held by all layers' K and V."""
         per = self.k_buffers[0].numel() * self.k_buffers[0].element_size()
         return 2 * per * len(self.k_buffers)
+
+
+def zeroed_buffers(shape: tuple[int, ...], count: int, dtype: torch.dtype,
+                   device: torch.device) -> list[torch.Tensor]:
+    """``count`` zero tensors of ``shape``; on the CPU views of one anonymous memory map, each
+    starting on a page boundary, resident only where written (the module docstring)."""
+    if device.type != "cpu":
+        return [torch.zeros(shape, dtype=dtype, device=device) for _ in range(count)]
+    numel = math.prod(shape)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    stride = -(-numel * itemsize // mmap.PAGESIZE) * mmap.PAGESIZE  # bytes, whole pages
+    memory = mmap.mmap(-1, max(stride * count, mmap.PAGESIZE))  # zero pages until written
+    # each view keeps ``memory`` alive (the buffer protocol's export)
+    return [torch.frombuffer(memory, dtype=dtype, count=numel, offset=i * stride).view(shape)
+            for i in range(count)]
 
 
 def widened_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indices: torch.Tensor,

@@ -30,9 +30,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .gguf_checkpoint import GGUFCheckpoint
-from .model_config import UnsupportedModelError
+from .unsupported_model import UnsupportedModelError
+
+if TYPE_CHECKING:  # the reader imports the fsm and the kernels (torch): only to convert
+    from .gguf_checkpoint import GGUFCheckpoint
 
 logger = logging.getLogger(__name__)
 CONVERTER_VERSION = 2  # 2: no float32 weights in the folder
@@ -96,15 +99,22 @@ def ensure_converted(gguf_path: Path, cache_root: Path, need_tokenizer: bool = T
     out = converted_folder(gguf_path, cache_root)
     if (out / "config.json").is_file():
         if need_tokenizer and not (out / "tokenizer_config.json").is_file():
-            GGUFCheckpoint(gguf_path).require_tokenizer()
+            _checkpoint(gguf_path).require_tokenizer()
         logger.info("using the converted GGUF cached at %s", out)
         return out
-    ckpt = GGUFCheckpoint(gguf_path)
+    ckpt = _checkpoint(gguf_path)
     if need_tokenizer:
         ckpt.require_tokenizer()
     write_atomically(out, "config.json", lambda tmp: _convert(ckpt, tmp))
     _remove_float32_conversions(gguf_path, cache_root, out)
     return out
+
+
+def _checkpoint(gguf_path: Path) -> GGUFCheckpoint:
+    """The file's reader, imported here: a cached folder needs none (the user's process)."""
+    from .gguf_checkpoint import GGUFCheckpoint
+
+    return GGUFCheckpoint(gguf_path)
 
 
 def write_atomically(out: Path, marker: str, write: Callable[[Path], None]) -> None:
