@@ -31,15 +31,27 @@
 
 #define TILE_COLS 2
 
+/* keeps v in a register: GCC would fold its load into each use, a load per column, and on
+   Zen 4 the loads (one 512-bit load a cycle), not the dot products, bound these loops */
+#define IN_REGISTER(v) __asm__("" : "+v"(v))
+
 /* Q6_K's lane order on 16 lanes: lane p holds sub-block 4 (p % 4) + p / 4 (what the 4x4
    transposes of transpose16 leave); the others: lane j holds sub-block (block) j */
 INLINE int lane_sub(int type, int p) { return type == Q6_K ? 4 * (p % 4) + p / 4 : p; }
 
+/* A 32-weight type's group g of k inputs holds 4 blocks or fewer (its last, ragged one):
+   it runs as a half group, 2 vectors of 16 lanes (lane 4 i + j: dword 4 q + i of block j) */
+INLINE int half_group(int type, idx_t k, idx_t g) {
+    return ELEMS[type] == 32 && k / 32 - 8 * g <= 4;
+}
+
 /* The activations for the tiles (0, or -1 without memory; free_tiles frees them), in
    groups of 256 inputs (the 32-weight types' last one may hold fewer blocks: zeros after),
    group major, index g * rows + m: X [256] each (dword t of lane p's sub-block at dword p of
-   vector t: 8 vectors of 8 lanes, Q6_K 4 of 16), s16 [16] (Q6_K, lane order), xs [8] (dx S
-   per 32, float: the mins' and offsets'), dx [8] (per block; the K-quants' in [0]). */
+   vector t: 8 vectors of 8 lanes, Q6_K 4 of 16; a half group 2 of 16), s16 [16] (the
+   integer lanes' start: Q6_K -32 S16 in lane order, Q4_0/Q5_0/Q8_0 -off S per block j in
+   lane j), xs [8] (dx S per 32, float: the mins' and Q4_1's offsets'), dx [8] (per block;
+   the K-quants' in [0]). */
 static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) {
     const int lanes = type == Q6_K ? 16 : 8, dwords = 64 / lanes, E = ELEMS[type];
     const idx_t ng = (k + 255) / 256, cells = rows * ng;
@@ -52,16 +64,21 @@ static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) 
         for (idx_t g = 0; g < ng; g++) {
             const idx_t at = g * rows + m, n32 = k / 32 - 8 * g; /* blocks of 32 here */
             const int8_t *X = p->X + m * k + 256 * g;
-            for (int l = 0; l < lanes; l++) {
+            int8_t *to = t->X + 256 * at;
+            for (int l = 0; l < 16 && half_group(type, k, g); l++)
+                for (int q = 0; q < 2 && l % 4 < n32; q++)
+                    memcpy(to + 4 * (16 * q + l), X + 32 * (l % 4) + 4 * (4 * q + l / 4), 4);
+            for (int l = 0; l < lanes && !half_group(type, k, g); l++) {
                 const int sub = lane_sub(type, l);
                 for (int q = 0; q < dwords && (lanes == 16 || l < n32); q++)
-                    memcpy(t->X + 256 * at + 4 * (q * lanes + l), X + 4 * (sub * dwords + q), 4);
-                if (type == Q6_K) t->s16[16 * at + l] = p->s16[m * (k / 16) + 16 * g + sub];
+                    memcpy(to + 4 * (q * lanes + l), X + 4 * (sub * dwords + q), 4);
+                if (type == Q6_K) t->s16[16 * at + l] = -32 * p->s16[m * (k / 16) + 16 * g + sub];
             }
             for (int j = 0; j < 8 && j < n32; j++) {
                 const idx_t b32 = m * (k / 32) + 8 * g + j, b = m * (k / E) + g * (256 / E);
                 t->dx[8 * at + j] = p->dx[E == 32 ? b32 : b];
                 t->xs[8 * at + j] = E == 32 ? p->xs[b32] : p->dx[b] * (float)p->s32[b32];
+                if (E == 32) t->s16[16 * at + j] = -OFFSET[type] * p->s32[b32];
             }
         }
     }
@@ -172,31 +189,46 @@ VNNI INLINE void decode32x8(const uint8_t *b, int cnt, int type, Group *o) {
     for (int j = 0; j < 8; j++) u[j] = j < cnt ? codes32(type, b + j * bytes)
                                                : _mm256_setzero_si256();
     transpose8(u, t);
-    for (int q = 0; q < 4; q++)
+    for (int q = 0; q < 2 && cnt <= 4; q++) /* a half group: t[d]'s lanes 0-3, 4 d a vector */
+        o->v[q] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_permute2x128_si256(t[4 * q], t[4 * q + 1], 0x20)),
+            _mm256_permute2x128_si256(t[4 * q + 2], t[4 * q + 3], 0x20), 1);
+    for (int q = 0; q < 4 && cnt > 4; q++)
         o->v[q] = _mm512_inserti64x4(_mm512_castsi256_si512(t[2 * q]), t[2 * q + 1], 1);
 }
 
-/* rows at .. at + R - 1 (R <= 4; the pass's m0 .. m0 + R - 1) against C decoded columns */
-VNNI INLINE void rows_step(const Group *G, int C, int type, const Prep *t, idx_t at, int m0,
-                           int R, Acc (*acc)[TILE_COLS]) {
+/* rows at .. at + R - 1 (R <= 4; the pass's m0 .. m0 + R - 1) against C decoded columns;
+   half: a 32-weight type's half group */
+VNNI INLINE void rows_step(const Group *G, int C, int type, int half, const Prep *t, idx_t at,
+                           int m0, int R, Acc (*acc)[TILE_COLS]) {
+    /* Q4_0/Q5_0/Q8_0's codes are u = q + off: their sums start at -off S (added to the
+       dots' lanes); Q6_K's are q + 32: its dots start at -32 S16 */
+    const int offs = ELEMS[type] == 32 && OFFSET[type];
     __m512i D[4][TILE_COLS];
     for (int r = 0; r < R; r++) {
-        /* Q6_K's codes are q + 32: its dots start at -32 S16 (lane order as the codes') */
-        const __m512i start = type != Q6_K ? _mm512_setzero_si512() : _mm512_sub_epi32(
-            _mm512_setzero_si512(),
-            _mm512_slli_epi32(_mm512_loadu_si512(t->s16 + 16 * (at + r)), 5));
-        for (int c = 0; c < C; c++) D[r][c] = start;
+        __m512i s = _mm512_setzero_si512();
+        if (type == Q6_K) {
+            s = _mm512_loadu_si512(t->s16 + 16 * (at + r));
+            IN_REGISTER(s);
+        }
+        for (int c = 0; c < C; c++) D[r][c] = s;
     }
-    for (int q = 0; q < 4; q++) /* one load of X for the tile's columns */
+    for (int q = 0; q < (half ? 2 : 4); q++) /* one load of X for the tile's columns */
         for (int r = 0; r < R; r++) {
-            const __m512i x = _mm512_loadu_si512(t->X + 256 * (at + r) + 64 * q);
+            __m512i x = _mm512_loadu_si512(t->X + 256 * (at + r) + 64 * q);
+            IN_REGISTER(x);
             for (int c = 0; c < C; c++) D[r][c] = _mm512_dpbusd_epi32(D[r][c], G[c].v[q], x);
         }
     for (int r = 0; r < R; r++) {
         Acc *a = acc[m0 + r];
         const float *dxp = t->dx + 8 * (at + r);
-        const __m256 dx = ELEMS[type] == 32 ? _mm256_loadu_ps(dxp) : _mm256_set1_ps(*dxp);
-        const __m256 xs = _mm256_loadu_ps(t->xs + 8 * (at + r));
+        __m256 dx = ELEMS[type] == 32 ? _mm256_loadu_ps(dxp) : _mm256_set1_ps(*dxp);
+        __m256 xs = _mm256_loadu_ps(t->xs + 8 * (at + r));
+        __m256i start = _mm256_setzero_si256();
+        if (offs) start = _mm256_loadu_si256((const __m256i *)(t->s16 + 16 * (at + r)));
+        IN_REGISTER(dx);
+        IN_REGISTER(xs);
+        IN_REGISTER(start);
         for (int c = 0; c < C; c++) {
             const __m256 ddx = _mm256_mul_ps(G[c].d, dx);
             if (type == Q6_K) {
@@ -207,11 +239,41 @@ VNNI INLINE void rows_step(const Group *G, int C, int type, const Prep *t, idx_t
             }
             __m256i I = _mm256_add_epi32( /* lanes j and 8 + j: sub-block (block) j */
                 _mm512_castsi512_si256(D[r][c]), _mm512_extracti64x4_epi64(D[r][c], 1));
+            if (half) /* lanes j, 4 + j, 8 + j, 12 + j: block j */
+                I = _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(I),
+                                                         _mm256_extracti128_si256(I, 1)));
+            if (offs) I = _mm256_add_epi32(I, start);
             if (ELEMS[type] == 256) I = _mm256_mullo_epi32(I, _mm512_castsi512_si256(G[c].sc));
             a[c].a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), ddx, a[c].a);
-            a[c].b = _mm256_fnmadd_ps(G[c].w, xs, a[c].b);
+            if (ELEMS[type] == 256) /* the mins: their own chain */
+                a[c].b = _mm256_fnmadd_ps(G[c].w, xs, a[c].b);
+            else if (type == Q4_1) /* the offsets: one chain with the dots */
+                a[c].a = _mm256_fnmadd_ps(G[c].w, xs, a[c].a);
         }
     }
+}
+
+/* the pass's M rows of one group (at: its first) against C decoded columns, four rows at a
+   time: 4 C independent dot chains in flight */
+VNNI INLINE void group_rows(const Group *G, int C, int type, int half, const Prep *t, idx_t at,
+                            int M, Acc (*acc)[TILE_COLS]) {
+    int m = 0;
+    for (; m + 4 <= M; m += 4) rows_step(G, C, type, half, t, at + m, m, 4, acc);
+    for (; m < M; m++) rows_step(G, C, type, half, t, at + m, m, 1, acc);
+}
+
+/* 8 float vectors' horizontal sums -> out[0..7], each by the same tree (so a sum does not
+   depend on its slot): lanes (0 + 2) + (1 + 3), then + ((4 + 6) + (5 + 7)) */
+VNNI INLINE void hsum8(const __m256 *v, float *out) {
+    __m256 s[4], u[2];
+    for (int i = 0; i < 4; i++)
+        s[i] = _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                             _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 2; i++)
+        u[i] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * i], s[2 * i + 1], 0x44),
+                             _mm256_shuffle_ps(s[2 * i], s[2 * i + 1], 0xEE));
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20),
+                                        _mm256_permute2f128_ps(u[0], u[1], 0x31)));
 }
 
 /* C (<= TILE_COLS) output rows from r0 for the pass's M (<= TILE_ROWS) activation rows
@@ -222,7 +284,8 @@ VNNI INLINE void tile_cols(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, 
     for (int m = 0; m < M; m++)
         for (int c = 0; c < C; c++) acc[m][c].a = acc[m][c].b = _mm256_setzero_ps();
     const int E = ELEMS[type], per = 256 / E; /* blocks a group */
-    for (idx_t g = 0; g < (k + 255) / 256; g++) {
+    const idx_t ng = (k + 255) / 256;
+    for (idx_t g = 0; g < ng; g++) {
         Group G[TILE_COLS];
         for (int c = 0; c < C; c++) {
             const uint8_t *b = raw + (r0 + c) * stride + g * per * BYTES[type];
@@ -231,14 +294,21 @@ VNNI INLINE void tile_cols(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, 
             else
                 decode32x8(b, k / 32 - 8 * g < 8 ? (int)(k / 32 - 8 * g) : 8, type, &G[c]);
         }
-        const idx_t at = g * rows + m0;
-        int m = 0; /* four rows at a time: 4 C independent dot chains in flight */
-        for (; m + 4 <= M; m += 4) rows_step(G, C, type, t, at + m, m, 4, acc);
-        for (; m < M; m++) rows_step(G, C, type, t, at + m, m, 1, acc);
+        if (half_group(type, k, g))
+            group_rows(G, C, type, 1, t, g * rows + m0, M, acc);
+        else
+            group_rows(G, C, type, 0, t, g * rows + m0, M, acc);
     }
-    for (int m = 0; m < M; m++)
-        for (int c = 0; c < C; c++)
-            y[m * n + r0 + c] = hsum(_mm256_add_ps(acc[m][c].a, acc[m][c].b));
+    /* the sums, 8 at a time (zeros after the last): slot m C + c */
+    __m256 v[TILE_ROWS * TILE_COLS + 7];
+    float s[TILE_ROWS * TILE_COLS + 7];
+    for (int i = 0; i < M * C; i++) {
+        const Acc *a = &acc[i / C][i % C];
+        v[i] = E == 32 ? a->a : _mm256_add_ps(a->a, a->b);
+    }
+    for (int i = M * C; i % 8; i++) v[i] = _mm256_setzero_ps();
+    for (int i = 0; i < M * C; i += 8) hsum8(v + i, s + i);
+    for (int i = 0; i < M * C; i++) y[(i / C) * n + r0 + i % C] = s[i];
 }
 
 /* all n output rows for a pass's M activation rows, in tiles of TILE_COLS (a last one of 1) */
