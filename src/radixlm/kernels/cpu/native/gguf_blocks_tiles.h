@@ -39,45 +39,67 @@
    transposes of transpose16 leave); the others: lane j holds sub-block (block) j */
 INLINE int lane_sub(int type, int p) { return type == Q6_K ? 4 * (p % 4) + p / 4 : p; }
 
-/* A 32-weight type's group g of k inputs holds 4 blocks or fewer (its last, ragged one):
-   it runs as a half group, 2 vectors of 16 lanes (lane 4 i + j: dword 4 q + i of block j) */
-INLINE int half_group(int type, idx_t k, idx_t g) {
-    return ELEMS[type] == 32 && k / 32 - 8 * g <= 4;
+/* Inputs a group: the K-quants' super-block (256), the 32-weight types' 16 blocks (512) */
+INLINE int group_in(int type) { return ELEMS[type] == 32 ? 512 : 256; }
+
+/* A 32-weight type's group g of k inputs holds n <= 16 blocks (the last may hold fewer),
+   laid out on L lanes a dword: dword i of block j at dword L i + j of the group (L / 2
+   vectors of 16 lanes): L = 16 for n > 8 (lane j: block j), 8 for n > 4 (lanes j, 8 + j),
+   else 4 (lanes j, 4 + j, 8 + j, 12 + j) */
+INLINE int lanes32(idx_t k, idx_t g) {
+    const idx_t n = k / 32 - 16 * g;
+    return n > 8 ? 16 : n > 4 ? 8 : 4;
+}
+
+/* A group of a 32-weight type's column, decoded for the tiles: v its codes in lanes32's
+   order (L / 2 vectors), d the blocks' A per lane j (block j), w Q4_1's B per lane */
+typedef struct {
+    __m512i v[8];
+    __m512 d, w;
+} Group32;
+
+/* a row's and group's cell of the tiles' activations: the K-quants group major (a pass's
+   rows of a group adjacent, for their loop over the rows within a group), the 32-weight
+   types row major (a row's groups adjacent, for their loop over the groups within a row) */
+INLINE idx_t cell(int type, idx_t m, idx_t g, idx_t rows, idx_t ng) {
+    return ELEMS[type] == 32 ? m * ng + g : g * rows + m;
 }
 
 /* The activations for the tiles (0, or -1 without memory; free_tiles frees them), in
-   groups of 256 inputs (the 32-weight types' last one may hold fewer blocks: zeros after),
-   group major, index g * rows + m: X [256] each (dword t of lane p's sub-block at dword p of
-   vector t: 8 vectors of 8 lanes, Q6_K 4 of 16; a half group 2 of 16), s16 [16] (the
-   integer lanes' start: Q6_K -32 S16 in lane order, Q4_0/Q5_0/Q8_0 -off S per block j in
-   lane j), xs [8] (dx S per 32, float: the mins' and Q4_1's offsets'), dx [8] (per block;
-   the K-quants' in [0]). */
+   groups of group_in inputs, group major, index g * rows + m: X [group_in] each (K-quants:
+   dword t of lane p's sub-block at dword p of vector t, 8 vectors of 8 lanes, Q6_K 4 of
+   16; the 32-weight types: lanes32's order, zeros after a last group's blocks), s16 [16]
+   (the integer lanes' start: Q6_K -32 S16 in lane order, Q4_0/Q5_0/Q8_0 -off S per block
+   j in lane j), xs [16] (dx S per 32, float: the mins' and Q4_1's offsets'), dx [16] (per
+   block; the K-quants' in [0]). */
 static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) {
     const int lanes = type == Q6_K ? 16 : 8, dwords = 64 / lanes, E = ELEMS[type];
-    const idx_t ng = (k + 255) / 256, cells = rows * ng;
-    t->X = calloc((size_t)cells, 256);
+    const int in = group_in(type), per = in / 32; /* blocks of 32 a group */
+    const idx_t ng = (k + in - 1) / in, cells = rows * ng;
+    t->X = calloc((size_t)cells, (size_t)in);
     t->s16 = calloc((size_t)cells, 16 * sizeof(int32_t));
-    t->xs = calloc((size_t)cells, 8 * sizeof(float));
-    t->dx = calloc((size_t)cells, 8 * sizeof(float));
-    if (!t->X || !t->s16 || !t->xs || !t->dx) return -1;
+    t->xs = calloc((size_t)cells, 16 * sizeof(float));
+    t->dx = calloc((size_t)cells, 16 * sizeof(float));
+    t->work = E == 32 ? aligned_alloc(64, (size_t)ng * TILE_COLS * sizeof(Group32)) : NULL;
+    if (!t->X || !t->s16 || !t->xs || !t->dx || (E == 32 && !t->work)) return -1;
     for (idx_t m = 0; m < rows; m++) {
         for (idx_t g = 0; g < ng; g++) {
-            const idx_t at = g * rows + m, n32 = k / 32 - 8 * g; /* blocks of 32 here */
-            const int8_t *X = p->X + m * k + 256 * g;
-            int8_t *to = t->X + 256 * at;
-            for (int l = 0; l < 16 && half_group(type, k, g); l++)
-                for (int q = 0; q < 2 && l % 4 < n32; q++)
-                    memcpy(to + 4 * (16 * q + l), X + 32 * (l % 4) + 4 * (4 * q + l / 4), 4);
-            for (int l = 0; l < lanes && !half_group(type, k, g); l++) {
+            const idx_t at = cell(type, m, g, rows, ng), n32 = k / 32 - per * g;
+            const int8_t *X = p->X + m * k + in * g;
+            int8_t *to = t->X + in * at;
+            for (int j = 0; j < per && j < n32 && E == 32; j++)
+                for (int i = 0; i < 8; i++)
+                    memcpy(to + 4 * (lanes32(k, g) * i + j), X + 32 * j + 4 * i, 4);
+            for (int l = 0; l < lanes && E == 256; l++) {
                 const int sub = lane_sub(type, l);
-                for (int q = 0; q < dwords && (lanes == 16 || l < n32); q++)
+                for (int q = 0; q < dwords; q++)
                     memcpy(to + 4 * (q * lanes + l), X + 4 * (sub * dwords + q), 4);
                 if (type == Q6_K) t->s16[16 * at + l] = -32 * p->s16[m * (k / 16) + 16 * g + sub];
             }
-            for (int j = 0; j < 8 && j < n32; j++) {
-                const idx_t b32 = m * (k / 32) + 8 * g + j, b = m * (k / E) + g * (256 / E);
-                t->dx[8 * at + j] = p->dx[E == 32 ? b32 : b];
-                t->xs[8 * at + j] = E == 32 ? p->xs[b32] : p->dx[b] * (float)p->s32[b32];
+            for (int j = 0; j < per && j < n32; j++) {
+                const idx_t b32 = m * (k / 32) + per * g + j, b = m * (k / E) + g * (in / E);
+                t->dx[16 * at + j] = p->dx[E == 32 ? b32 : b];
+                t->xs[16 * at + j] = E == 32 ? p->xs[b32] : p->dx[b] * (float)p->s32[b32];
                 if (E == 32) t->s16[16 * at + j] = -OFFSET[type] * p->s32[b32];
             }
         }
@@ -86,7 +108,7 @@ static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) 
 }
 
 static void free_tiles(Prep *t) {
-    free(t->X), free(t->s16), free(t->xs), free(t->dx);
+    free(t->X), free(t->s16), free(t->xs), free(t->dx), free(t->work);
 }
 
 /* the 8x8 dword transpose of u (sub-block j = u[j]) into v (lane j = sub-block j) */
@@ -130,10 +152,15 @@ VNNI INLINE __m256 high8(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
-/* A tile's float accumulators per row and column: a the scales' sums (lane j: sub-block
-   j), b the mins' and offsets'; Q6_K: its 16 lanes' sums, the low 8 and the high 8 */
-typedef struct {
-    __m256 a, b;
+/* A tile's float accumulators per row and column, their lanes summed at the end: K-quants
+   a the scales' sums (lane j: sub-block j), b the mins'; Q6_K: its 16 lanes' sums, the low
+   8 and the high 8; the 32-weight types: z, lane j block j of each group (the low 8 lanes
+   a group of 8 blocks or fewer) */
+typedef union {
+    struct {
+        __m256 a, b;
+    };
+    __m512 z;
 } Acc;
 
 /* A group of 256 weights of one column, decoded for the tiles: v its codes transposed (two
@@ -172,94 +199,47 @@ VNNI INLINE void decode256(const uint8_t *b, int type, Group *o) {
         o->v[q] = _mm512_inserti64x4(_mm512_castsi256_si512(t[2 * q]), t[2 * q + 1], 1);
 }
 
-/* The 32-weight types: cnt (<= 8) blocks from b, group32's A and A off + B per lane */
-VNNI INLINE void decode32x8(const uint8_t *b, int cnt, int type, Group *o) {
-    const int bytes = BYTES[type];
+/* cnt <= 8 32-bit (Q4_1: d and m side by side) or 16-bit heads at b, b + bytes, ... as 16
+   float16 pairs / values: the low 8 lanes' A (and B) */
+VNNI INLINE void heads8(const uint8_t *b, int bytes, int cnt, int type, __m128i *a, __m128i *m) {
+    if (type != Q4_1) {
+        *a = half8(b, bytes, cnt);
+        return;
+    }
+    const __m256i dm = head8(b, bytes, cnt);
+    *a = _mm256_cvtepi32_epi16(dm);
+    *m = _mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16));
+}
+
+/* The 32-weight types: cnt (<= 16) blocks from b */
+VNNI INLINE void decode32(const uint8_t *b, int cnt, int type, Group32 *o) {
+    const int bytes = BYTES[type], lo = cnt < 8 ? cnt : 8;
     prefetch_ahead(b, cnt * bytes);
-    if (type == Q4_1) { /* d and m side by side: one 32-bit load per block */
-        const __m256i dm = head8(b, bytes, cnt);
-        o->d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm));
-        o->w = _mm256_sub_ps(_mm256_setzero_ps(),
-                             _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
-    } else {
-        o->d = _mm256_cvtph_ps(half8(b, bytes, cnt));
-        o->w = _mm256_mul_ps(o->d, _mm256_set1_ps((float)OFFSET[type]));
+    __m128i a[2], m[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
+    heads8(b, bytes, lo, type, a, m);
+    a[1] = m[1] = _mm_setzero_si128();
+    if (cnt > 8) heads8(b + 8 * bytes, bytes, cnt - 8, type, a + 1, m + 1);
+    o->d = _mm512_cvtph_ps(_mm256_set_m128i(a[1], a[0]));
+    o->w = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_set_m128i(m[1], m[0])));
+    __m256i u[8], t[8], t2[8];
+    for (int j = 0; j < 8; j++) u[j] = j < lo ? codes32(type, b + j * bytes)
+                                              : _mm256_setzero_si256();
+    transpose8(u, t); /* t[i] lane j: dword i of block j */
+    if (cnt > 8) { /* L = 16 */
+        for (int j = 0; j < 8; j++) u[j] = 8 + j < cnt ? codes32(type, b + (8 + j) * bytes)
+                                                       : _mm256_setzero_si256();
+        transpose8(u, t2);
+        for (int i = 0; i < 8; i++)
+            o->v[i] = _mm512_inserti64x4(_mm512_castsi256_si512(t[i]), t2[i], 1);
+    } else if (cnt > 4) { /* L = 8 */
+        for (int q = 0; q < 4; q++)
+            o->v[q] = _mm512_inserti64x4(_mm512_castsi256_si512(t[2 * q]), t[2 * q + 1], 1);
+    } else { /* L = 4: t[i]'s lanes 0-3, 4 dwords a vector */
+        for (int q = 0; q < 2; q++)
+            o->v[q] = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_permute2x128_si256(t[4 * q], t[4 * q + 1], 0x20)),
+                _mm256_permute2x128_si256(t[4 * q + 2], t[4 * q + 3], 0x20), 1);
     }
-    __m256i u[8], t[8];
-    for (int j = 0; j < 8; j++) u[j] = j < cnt ? codes32(type, b + j * bytes)
-                                               : _mm256_setzero_si256();
-    transpose8(u, t);
-    for (int q = 0; q < 2 && cnt <= 4; q++) /* a half group: t[d]'s lanes 0-3, 4 d a vector */
-        o->v[q] = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_permute2x128_si256(t[4 * q], t[4 * q + 1], 0x20)),
-            _mm256_permute2x128_si256(t[4 * q + 2], t[4 * q + 3], 0x20), 1);
-    for (int q = 0; q < 4 && cnt > 4; q++)
-        o->v[q] = _mm512_inserti64x4(_mm512_castsi256_si512(t[2 * q]), t[2 * q + 1], 1);
-}
-
-/* rows at .. at + R - 1 (R <= 4; the pass's m0 .. m0 + R - 1) against C decoded columns;
-   half: a 32-weight type's half group */
-VNNI INLINE void rows_step(const Group *G, int C, int type, int half, const Prep *t, idx_t at,
-                           int m0, int R, Acc (*acc)[TILE_COLS]) {
-    /* Q4_0/Q5_0/Q8_0's codes are u = q + off: their sums start at -off S (added to the
-       dots' lanes); Q6_K's are q + 32: its dots start at -32 S16 */
-    const int offs = ELEMS[type] == 32 && OFFSET[type];
-    __m512i D[4][TILE_COLS];
-    for (int r = 0; r < R; r++) {
-        __m512i s = _mm512_setzero_si512();
-        if (type == Q6_K) {
-            s = _mm512_loadu_si512(t->s16 + 16 * (at + r));
-            IN_REGISTER(s);
-        }
-        for (int c = 0; c < C; c++) D[r][c] = s;
-    }
-    for (int q = 0; q < (half ? 2 : 4); q++) /* one load of X for the tile's columns */
-        for (int r = 0; r < R; r++) {
-            __m512i x = _mm512_loadu_si512(t->X + 256 * (at + r) + 64 * q);
-            IN_REGISTER(x);
-            for (int c = 0; c < C; c++) D[r][c] = _mm512_dpbusd_epi32(D[r][c], G[c].v[q], x);
-        }
-    for (int r = 0; r < R; r++) {
-        Acc *a = acc[m0 + r];
-        const float *dxp = t->dx + 8 * (at + r);
-        __m256 dx = ELEMS[type] == 32 ? _mm256_loadu_ps(dxp) : _mm256_set1_ps(*dxp);
-        __m256 xs = _mm256_loadu_ps(t->xs + 8 * (at + r));
-        __m256i start = _mm256_setzero_si256();
-        if (offs) start = _mm256_loadu_si256((const __m256i *)(t->s16 + 16 * (at + r)));
-        IN_REGISTER(dx);
-        IN_REGISTER(xs);
-        IN_REGISTER(start);
-        for (int c = 0; c < C; c++) {
-            const __m256 ddx = _mm256_mul_ps(G[c].d, dx);
-            if (type == Q6_K) {
-                const __m512 f = _mm512_cvtepi32_ps(_mm512_mullo_epi32(D[r][c], G[c].sc));
-                a[c].a = _mm256_fmadd_ps(_mm512_castps512_ps256(f), ddx, a[c].a);
-                a[c].b = _mm256_fmadd_ps(high8(f), ddx, a[c].b);
-                continue;
-            }
-            __m256i I = _mm256_add_epi32( /* lanes j and 8 + j: sub-block (block) j */
-                _mm512_castsi512_si256(D[r][c]), _mm512_extracti64x4_epi64(D[r][c], 1));
-            if (half) /* lanes j, 4 + j, 8 + j, 12 + j: block j */
-                I = _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(I),
-                                                         _mm256_extracti128_si256(I, 1)));
-            if (offs) I = _mm256_add_epi32(I, start);
-            if (ELEMS[type] == 256) I = _mm256_mullo_epi32(I, _mm512_castsi512_si256(G[c].sc));
-            a[c].a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), ddx, a[c].a);
-            if (ELEMS[type] == 256) /* the mins: their own chain */
-                a[c].b = _mm256_fnmadd_ps(G[c].w, xs, a[c].b);
-            else if (type == Q4_1) /* the offsets: one chain with the dots */
-                a[c].a = _mm256_fnmadd_ps(G[c].w, xs, a[c].a);
-        }
-    }
-}
-
-/* the pass's M rows of one group (at: its first) against C decoded columns, four rows at a
-   time: 4 C independent dot chains in flight */
-VNNI INLINE void group_rows(const Group *G, int C, int type, int half, const Prep *t, idx_t at,
-                            int M, Acc (*acc)[TILE_COLS]) {
-    int m = 0;
-    for (; m + 4 <= M; m += 4) rows_step(G, C, type, half, t, at + m, m, 4, acc);
-    for (; m < M; m++) rows_step(G, C, type, half, t, at + m, m, 1, acc);
 }
 
 /* 8 float vectors' horizontal sums -> out[0..7], each by the same tree (so a sum does not
@@ -276,35 +256,166 @@ VNNI INLINE void hsum8(const __m256 *v, float *out) {
                                         _mm256_permute2f128_ps(u[0], u[1], 0x31)));
 }
 
+/* The 32-weight types: rows at, at + ng, .. (R <= 4 cells, the rows' group g) of a group
+   on L lanes against C decoded columns G[c], into acc. Q4_0/Q5_0/Q8_0's codes are u = q +
+   off: their exact sums are the dots minus off S (the start). A group on fewer than 16
+   lanes (the last) leaves its blocks in the low 8 (4) lanes, zeros above. */
+VNNI INLINE void step32(const Group32 *G, int C, int type, int L, const Prep *t, idx_t at,
+                        idx_t ng, int R, __m512 (*acc)[TILE_COLS]) {
+    __m512i D[4][TILE_COLS];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) D[r][c] = _mm512_setzero_si512();
+    for (int q = 0; q < L / 2; q++) { /* one load of X for the columns, of codes for the rows */
+        __m512i v[TILE_COLS];
+        for (int c = 0; c < C; c++) v[c] = G[c].v[q];
+        for (int r = 0; r < R; r++) {
+            __m512i x = _mm512_loadu_si512(t->X + 512 * (at + r * ng) + 64 * q);
+            IN_REGISTER(x);
+            for (int c = 0; c < C; c++) D[r][c] = _mm512_dpbusd_epi32(D[r][c], v[c], x);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const idx_t i = at + r * ng;
+        __m512 dx = _mm512_loadu_ps(t->dx + 16 * i);
+        __m512 xs = type == Q4_1 ? _mm512_loadu_ps(t->xs + 16 * i) : dx;
+        __m512i start = _mm512_loadu_si512(t->s16 + 16 * i);
+        IN_REGISTER(dx);
+        IN_REGISTER(xs);
+        IN_REGISTER(start);
+        for (int c = 0; c < C; c++) {
+            __m512i I = D[r][c];
+            if (L < 16) { /* L = 8: lanes j and 8 + j hold block j */
+                __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(I),
+                                             _mm512_extracti64x4_epi64(I, 1));
+                if (L == 4) /* lanes j, 4 + j, 8 + j, 12 + j */
+                    h = _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(h),
+                                                             _mm256_extracti128_si256(h, 1)));
+                I = _mm512_zextsi256_si512(h);
+            }
+            if (OFFSET[type]) I = _mm512_add_epi32(I, start);
+            acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(G[c].d, dx),
+                                        acc[r][c]);
+            if (type == Q4_1) acc[r][c] = _mm512_fnmadd_ps(G[c].w, xs, acc[r][c]);
+        }
+    }
+}
+
+/* The 32-weight types: R (<= 4) rows from row m of the tiles' activations t against C
+   decoded columns (G: TILE_COLS a group) over all k inputs -> y [R][ldy], columns 0..C-1.
+   The float sums stay in registers; each (row, column) pair's operations are the same
+   whatever R and C (its sum's slot in hsum8 included: one tree for all slots). */
+VNNI INLINE void tile_rows32(const Group32 *G, int C, int type, const Prep *t, idx_t k, idx_t m,
+                             int R, float *y, idx_t ldy) {
+    const idx_t ng = (k + 511) / 512, full = k / 512;
+    __m512 acc[4][TILE_COLS];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    for (idx_t g = 0; g < full; g++)
+        step32(G + g * TILE_COLS, C, type, 16, t, m * ng + g, ng, R, acc);
+    if (full < ng) { /* the last group's blocks: a constant L, so the loops unroll */
+        const Group32 *last = G + full * TILE_COLS;
+        switch (lanes32(k, full)) {
+        case 16: step32(last, C, type, 16, t, m * ng + full, ng, R, acc); break;
+        case 8: step32(last, C, type, 8, t, m * ng + full, ng, R, acc); break;
+        default: step32(last, C, type, 4, t, m * ng + full, ng, R, acc);
+        }
+    }
+    __m256 v[8];
+    float s[8];
+    for (int i = 0; i < 8; i++) /* slot r C + c; zeros after */
+        v[i] = i >= R * C ? _mm256_setzero_ps() : _mm256_add_ps(
+            _mm512_castps512_ps256(acc[i / C][i % C]), high8(acc[i / C][i % C]));
+    hsum8(v, s);
+    for (int i = 0; i < R * C; i++) y[(i / C) * ldy + i % C] = s[i];
+}
+
+/* The 32-weight types: C (<= TILE_COLS) output rows from r0 for the pass's M (<= TILE_ROWS)
+   activation rows m0 .. m0 + M - 1 of t -> y: every group of the C columns decoded once
+   (into t->work), then the rows four at a time against them */
+VNNI INLINE void tile_cols32(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, int C,
+                             idx_t k, int type, const Prep *t, idx_t m0, int M, float *y) {
+    Group32 *G = t->work;
+    for (idx_t g = 0; g < (k + 511) / 512; g++) {
+        const int cnt = k / 32 - 16 * g < 16 ? (int)(k / 32 - 16 * g) : 16;
+        for (int c = 0; c < C; c++)
+            decode32(raw + (r0 + c) * stride + 16 * g * BYTES[type], cnt, type,
+                     &G[g * TILE_COLS + c]);
+    }
+    int m = 0;
+    for (; m + 4 <= M; m += 4) tile_rows32(G, C, type, t, k, m0 + m, 4, y + m * n + r0, n);
+    for (; m < M; m++) tile_rows32(G, C, type, t, k, m0 + m, 1, y + m * n + r0, n);
+}
+
+/* The K-quants: rows at .. at + R - 1 (R <= 4; the pass's m0 .. m0 + R - 1) against C
+   decoded columns */
+VNNI INLINE void rows_step(const Group *G, int C, int type, const Prep *t, idx_t at, int m0,
+                           int R, Acc (*acc)[TILE_COLS]) {
+    __m512i D[4][TILE_COLS];
+    for (int r = 0; r < R; r++) {
+        __m512i s = _mm512_setzero_si512();
+        if (type == Q6_K) { /* Q6_K's codes are q + 32: its dots start at -32 S16 */
+            s = _mm512_loadu_si512(t->s16 + 16 * (at + r));
+            IN_REGISTER(s);
+        }
+        for (int c = 0; c < C; c++) D[r][c] = s;
+    }
+    for (int q = 0; q < 4; q++) /* one load of X for the tile's columns */
+        for (int r = 0; r < R; r++) {
+            __m512i x = _mm512_loadu_si512(t->X + 256 * (at + r) + 64 * q);
+            IN_REGISTER(x);
+            for (int c = 0; c < C; c++) D[r][c] = _mm512_dpbusd_epi32(D[r][c], G[c].v[q], x);
+        }
+    for (int r = 0; r < R; r++) {
+        Acc *a = acc[m0 + r];
+        __m256 dx = _mm256_set1_ps(t->dx[16 * (at + r)]);
+        __m256 xs = _mm256_loadu_ps(t->xs + 16 * (at + r));
+        IN_REGISTER(dx);
+        IN_REGISTER(xs);
+        for (int c = 0; c < C; c++) {
+            const __m256 ddx = _mm256_mul_ps(G[c].d, dx);
+            if (type == Q6_K) {
+                const __m512 f = _mm512_cvtepi32_ps(_mm512_mullo_epi32(D[r][c], G[c].sc));
+                a[c].a = _mm256_fmadd_ps(_mm512_castps512_ps256(f), ddx, a[c].a);
+                a[c].b = _mm256_fmadd_ps(high8(f), ddx, a[c].b);
+                continue;
+            }
+            __m256i I = _mm256_add_epi32( /* lanes j and 8 + j: sub-block j */
+                _mm512_castsi512_si256(D[r][c]), _mm512_extracti64x4_epi64(D[r][c], 1));
+            I = _mm256_mullo_epi32(I, _mm512_castsi512_si256(G[c].sc));
+            a[c].a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), ddx, a[c].a);
+            a[c].b = _mm256_fnmadd_ps(G[c].w, xs, a[c].b); /* the mins */
+        }
+    }
+}
+
+/* the pass's M rows of a K-quant's group (at: its first) against C decoded columns, four
+   rows at a time: 4 C independent dot chains in flight */
+VNNI INLINE void group_rows(const Group *G, int C, int type, const Prep *t, idx_t at, int M,
+                            Acc (*acc)[TILE_COLS]) {
+    int m = 0;
+    for (; m + 4 <= M; m += 4) rows_step(G, C, type, t, at + m, m, 4, acc);
+    for (; m < M; m++) rows_step(G, C, type, t, at + m, m, 1, acc);
+}
+
 /* C (<= TILE_COLS) output rows from r0 for the pass's M (<= TILE_ROWS) activation rows
    m0 .. m0 + M - 1 of t (prepare_tiles' rows) -> y */
 VNNI INLINE void tile_cols(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, int C, idx_t k,
                            int type, const Prep *t, idx_t rows, idx_t m0, int M, float *y) {
     Acc acc[TILE_ROWS][TILE_COLS];
     for (int m = 0; m < M; m++)
-        for (int c = 0; c < C; c++) acc[m][c].a = acc[m][c].b = _mm256_setzero_ps();
-    const int E = ELEMS[type], per = 256 / E; /* blocks a group */
-    const idx_t ng = (k + 255) / 256;
-    for (idx_t g = 0; g < ng; g++) {
+        for (int c = 0; c < C; c++) acc[m][c].z = _mm512_setzero_ps();
+    for (idx_t g = 0; g < k / 256; g++) {
         Group G[TILE_COLS];
-        for (int c = 0; c < C; c++) {
-            const uint8_t *b = raw + (r0 + c) * stride + g * per * BYTES[type];
-            if (E == 256)
-                decode256(b, type, &G[c]);
-            else
-                decode32x8(b, k / 32 - 8 * g < 8 ? (int)(k / 32 - 8 * g) : 8, type, &G[c]);
-        }
-        if (half_group(type, k, g))
-            group_rows(G, C, type, 1, t, g * rows + m0, M, acc);
-        else
-            group_rows(G, C, type, 0, t, g * rows + m0, M, acc);
+        for (int c = 0; c < C; c++)
+            decode256(raw + (r0 + c) * stride + g * BYTES[type], type, &G[c]);
+        group_rows(G, C, type, t, g * rows + m0, M, acc);
     }
     /* the sums, 8 at a time (zeros after the last): slot m C + c */
     __m256 v[TILE_ROWS * TILE_COLS + 7];
     float s[TILE_ROWS * TILE_COLS + 7];
     for (int i = 0; i < M * C; i++) {
         const Acc *a = &acc[i / C][i % C];
-        v[i] = E == 32 ? a->a : _mm256_add_ps(a->a, a->b);
+        v[i] = _mm256_add_ps(a->a, a->b);
     }
     for (int i = M * C; i % 8; i++) v[i] = _mm256_setzero_ps();
     for (int i = 0; i < M * C; i += 8) hsum8(v + i, s + i);
@@ -316,8 +427,15 @@ VNNI INLINE void gemm_tiles_vnni(const uint8_t *raw, idx_t stride, idx_t n, idx_
                                  const Prep *t, idx_t rows, idx_t m0, int M, float *y) {
     idx_t r = 0;
     for (; r + TILE_COLS <= n; r += TILE_COLS)
-        tile_cols(raw, stride, n, r, TILE_COLS, k, type, t, rows, m0, M, y);
-    for (; r < n; r++) tile_cols(raw, stride, n, r, 1, k, type, t, rows, m0, M, y);
+        if (ELEMS[type] == 32)
+            tile_cols32(raw, stride, n, r, TILE_COLS, k, type, t, m0, M, y);
+        else
+            tile_cols(raw, stride, n, r, TILE_COLS, k, type, t, rows, m0, M, y);
+    for (; r < n; r++)
+        if (ELEMS[type] == 32)
+            tile_cols32(raw, stride, n, r, 1, k, type, t, m0, M, y);
+        else
+            tile_cols(raw, stride, n, r, 1, k, type, t, rows, m0, M, y);
 }
 
 typedef void (*tiles_fn)(const uint8_t *, idx_t, idx_t, idx_t, const Prep *, idx_t, idx_t, int,
