@@ -65,6 +65,13 @@ INLINE idx_t cell(int type, idx_t m, idx_t g, idx_t rows, idx_t ng) {
     return ELEMS[type] == 32 ? m * ng + g : g * rows + m;
 }
 
+/* a 32-weight type's row of X in the tiles: its groups back to back, the last one's L
+   dwords a block only (at k = 640, 640 bytes instead of 1024: a pass's rows stay in L1) */
+INLINE idx_t xrow32(idx_t k) {
+    const idx_t full = k / 512;
+    return 512 * full + (k % 512 ? 32 * lanes32(k, full) : 0);
+}
+
 /* The activations for the tiles (0, or -1 without memory; free_tiles frees them), in
    groups of group_in inputs, group major, index g * rows + m: X [group_in] each (K-quants:
    dword t of lane p's sub-block at dword p of vector t, 8 vectors of 8 lanes, Q6_K 4 of
@@ -76,7 +83,7 @@ static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) 
     const int lanes = type == Q6_K ? 16 : 8, dwords = 64 / lanes, E = ELEMS[type];
     const int in = group_in(type), per = in / 32; /* blocks of 32 a group */
     const idx_t ng = (k + in - 1) / in, cells = rows * ng;
-    t->X = calloc((size_t)cells, (size_t)in);
+    t->X = calloc(E == 32 ? (size_t)(rows * xrow32(k)) : (size_t)cells * 256, 1);
     t->s16 = calloc((size_t)cells, 16 * sizeof(int32_t));
     t->xs = calloc((size_t)cells, 16 * sizeof(float));
     t->dx = calloc((size_t)cells, 16 * sizeof(float));
@@ -86,7 +93,7 @@ static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) 
         for (idx_t g = 0; g < ng; g++) {
             const idx_t at = cell(type, m, g, rows, ng), n32 = k / 32 - per * g;
             const int8_t *X = p->X + m * k + in * g;
-            int8_t *to = t->X + in * at;
+            int8_t *to = t->X + (E == 32 ? m * xrow32(k) + 512 * g : 256 * at);
             for (int j = 0; j < per && j < n32 && E == 32; j++)
                 for (int i = 0; i < 8; i++)
                     memcpy(to + 4 * (lanes32(k, g) * i + j), X + 32 * j + 4 * i, 4);
@@ -256,12 +263,14 @@ VNNI INLINE void hsum8(const __m256 *v, float *out) {
                                         _mm256_permute2f128_ps(u[0], u[1], 0x31)));
 }
 
-/* The 32-weight types: rows at, at + ng, .. (R <= 4 cells, the rows' group g) of a group
-   on L lanes against C decoded columns G[c], into acc. Q4_0/Q5_0/Q8_0's codes are u = q +
+/* The 32-weight types: rows at, at + ng, .. (R <= 4 cells, the rows' group g; X its first
+   row's activations, xrow bytes a row) of a group on L lanes against C decoded columns
+   G[c], into acc. Q4_0/Q5_0/Q8_0's codes are u = q +
    off: their exact sums are the dots minus off S (the start). A group on fewer than 16
    lanes (the last) leaves its blocks in the low 8 (4) lanes, zeros above. */
 VNNI INLINE void step32(const Group32 *G, int C, int type, int L, const Prep *t, idx_t at,
-                        idx_t ng, int R, __m512 (*acc)[TILE_COLS]) {
+                        idx_t ng, const int8_t *X, idx_t xrow, int R,
+                        __m512 (*acc)[TILE_COLS]) {
     __m512i D[4][TILE_COLS];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) D[r][c] = _mm512_setzero_si512();
@@ -269,7 +278,7 @@ VNNI INLINE void step32(const Group32 *G, int C, int type, int L, const Prep *t,
         __m512i v[TILE_COLS];
         for (int c = 0; c < C; c++) v[c] = G[c].v[q];
         for (int r = 0; r < R; r++) {
-            __m512i x = _mm512_loadu_si512(t->X + 512 * (at + r * ng) + 64 * q);
+            __m512i x = _mm512_loadu_si512(X + r * xrow + 64 * q);
             IN_REGISTER(x);
             for (int c = 0; c < C; c++) D[r][c] = _mm512_dpbusd_epi32(D[r][c], v[c], x);
         }
@@ -290,7 +299,15 @@ VNNI INLINE void step32(const Group32 *G, int C, int type, int L, const Prep *t,
                 if (L == 4) /* lanes j, 4 + j, 8 + j, 12 + j */
                     h = _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(h),
                                                              _mm256_extracti128_si256(h, 1)));
-                I = _mm512_zextsi256_si512(h);
+                if (OFFSET[type]) h = _mm256_add_epi32(h, _mm512_castsi512_si256(start));
+                /* a row's first step (tile_rows32): its sums start here, on 8 lanes */
+                __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(
+                    _mm512_castps512_ps256(G[c].d), _mm512_castps512_ps256(dx)));
+                if (type == Q4_1)
+                    f = _mm256_fnmadd_ps(_mm512_castps512_ps256(G[c].w),
+                                         _mm512_castps512_ps256(xs), f);
+                acc[r][c] = _mm512_zextps256_ps512(f);
+                continue;
             }
             if (OFFSET[type]) I = _mm512_add_epi32(I, start);
             acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(G[c].d, dx),
@@ -306,20 +323,25 @@ VNNI INLINE void step32(const Group32 *G, int C, int type, int L, const Prep *t,
    whatever R and C (its sum's slot in hsum8 included: one tree for all slots). */
 VNNI INLINE void tile_rows32(const Group32 *G, int C, int type, const Prep *t, idx_t k, idx_t m,
                              int R, float *y, idx_t ldy) {
-    const idx_t ng = (k + 511) / 512, full = k / 512;
+    const idx_t ng = (k + 511) / 512, full = k / 512, xrow = xrow32(k);
+    const int8_t *X = t->X + m * xrow;
     __m512 acc[4][TILE_COLS];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
-    for (idx_t g = 0; g < full; g++)
-        step32(G + g * TILE_COLS, C, type, 16, t, m * ng + g, ng, R, acc);
-    if (full < ng) { /* the last group's blocks: a constant L, so the loops unroll */
+    if (full < ng) { /* the last group's blocks first (a constant L: the loops unroll; on
+                        fewer than 16 lanes it sets acc): its sums' reductions overlap the
+                        full groups' dot products */
         const Group32 *last = G + full * TILE_COLS;
         switch (lanes32(k, full)) {
-        case 16: step32(last, C, type, 16, t, m * ng + full, ng, R, acc); break;
-        case 8: step32(last, C, type, 8, t, m * ng + full, ng, R, acc); break;
-        default: step32(last, C, type, 4, t, m * ng + full, ng, R, acc);
+        case 16: step32(last, C, type, 16, t, m * ng + full, ng, X + 512 * full, xrow, R, acc);
+            break;
+        case 8: step32(last, C, type, 8, t, m * ng + full, ng, X + 512 * full, xrow, R, acc);
+            break;
+        default: step32(last, C, type, 4, t, m * ng + full, ng, X + 512 * full, xrow, R, acc);
         }
     }
+    for (idx_t g = 0; g < full; g++)
+        step32(G + g * TILE_COLS, C, type, 16, t, m * ng + g, ng, X + 512 * g, xrow, R, acc);
     __m256 v[8];
     float s[8];
     for (int i = 0; i < 8; i++) /* slot r C + c; zeros after */
