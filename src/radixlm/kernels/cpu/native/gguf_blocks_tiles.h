@@ -109,20 +109,20 @@ INLINE idx_t cell(int type, idx_t m, idx_t g, idx_t rows, idx_t ng) {
 }
 
 /* The activations for the tiles (0, or -1 without memory; free_tiles frees them), in
-   groups of group_in inputs, group major, index g * rows + m: X [group_in] each (K-quants:
-   dword t of lane p's sub-block at dword p of vector t, 8 vectors of 8 lanes, Q6_K 4 of
-   16; the 32-weight types: lanes32's order, zeros after a last group's blocks), s16 [16]
-   (the integer lanes' start: Q6_K -32 S16 in lane order, Q4_0/Q5_0/Q8_0 -off S per block
-   j in lane j), xs [16] (dx S per 32, float: the mins' and Q4_1's offsets'), dx [16] (per
-   block; the K-quants' in [0]). */
+   groups of group_in inputs, cell() order: X (K-quants: [256] a cell, dword t of lane p's
+   sub-block at dword p of vector t, 8 vectors of 8 lanes, Q6_K 4 of 16; the 32-weight
+   types: xrow32 bytes a row, lanes32's order), s16 [16] a cell (the integer lanes' start:
+   Q6_K -32 S16 in lane order, Q4_0/Q5_0/Q8_0 -off S per block j in lane j), xs and dx
+   [blocks of 32 a group: 16, K-quants 8] (dx S per 32, float: the mins' and Q4_1's
+   offsets'; dx per block, the K-quants' in [0]); zeros after a last group's blocks. */
 static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) {
     const int lanes = type == Q6_K ? 16 : 8, dwords = 64 / lanes, E = ELEMS[type];
     const int in = group_in(type), per = in / 32; /* blocks of 32 a group */
     const idx_t ng = (k + in - 1) / in, cells = rows * ng;
     t->X = calloc(E == 32 ? (size_t)(rows * xrow32(k)) : (size_t)cells * 256, 1);
     t->s16 = calloc((size_t)cells, 16 * sizeof(int32_t));
-    t->xs = calloc((size_t)cells, 16 * sizeof(float));
-    t->dx = calloc((size_t)cells, 16 * sizeof(float));
+    t->xs = calloc((size_t)cells, (size_t)per * sizeof(float));
+    t->dx = calloc((size_t)cells, (size_t)per * sizeof(float));
     t->work = E == 32 ? aligned_alloc(64, (size_t)ng * COLS32 * sizeof(Group32)) : NULL;
     if (!t->X || !t->s16 || !t->xs || !t->dx || (E == 32 && !t->work)) return -1;
     for (idx_t m = 0; m < rows; m++) {
@@ -141,8 +141,8 @@ static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) 
             }
             for (int j = 0; j < per && j < n32; j++) {
                 const idx_t b32 = m * (k / 32) + per * g + j, b = m * (k / E) + g * (in / E);
-                t->dx[16 * at + j] = p->dx[E == 32 ? b32 : b];
-                t->xs[16 * at + j] = E == 32 ? p->xs[b32] : p->dx[b] * (float)p->s32[b32];
+                t->dx[per * at + j] = p->dx[E == 32 ? b32 : b];
+                t->xs[per * at + j] = E == 32 ? p->xs[b32] : p->dx[b] * (float)p->s32[b32];
                 if (E == 32) t->s16[16 * at + j] = -OFFSET[type] * p->s32[b32];
             }
         }
@@ -222,8 +222,8 @@ VNNI INLINE void rows_step(const Group *G, int C, int type, const Prep *t, idx_t
         }
     for (int r = 0; r < R; r++) {
         Acc *a = acc[m0 + r];
-        __m256 dx = _mm256_set1_ps(t->dx[16 * (at + r)]);
-        __m256 xs = _mm256_loadu_ps(t->xs + 16 * (at + r));
+        __m256 dx = _mm256_set1_ps(t->dx[8 * (at + r)]);
+        __m256 xs = _mm256_loadu_ps(t->xs + 8 * (at + r));
         IN_REGISTER(dx);
         IN_REGISTER(xs);
         for (int c = 0; c < C; c++) {
