@@ -16,10 +16,14 @@ shared machine do not count):
   types it takes (Q4_0, Q4_1, Q8_0): the cost of float32-faithful activations;
 * ``dequant``: decoding all of W to float32 once (ms, into an allocated buffer).
 
-Shapes: SmolLM2's MLP (576 x 1536) and an 8B model's (4096 x 14336, ``--big``)::
+``blocks_GOPs``: ``blocks``' rate, 2 rows cols T operations per call. Shapes (rows x cols):
+SmolLM2's MLP (576 x 1536), an 8B model's (4096 x 14336, ``--big``) and Gemma 3 270M's
+(``--gemma``: 2048 x 640 gate/up, 1024 x 640 q, 256 x 640 k/v, 640 x 2048 down, 640 x 1024
+o; a type runs where its block size divides cols)::
 
     python benchmarks/gguf_block_kernels.py                 # 576 x 1536 only
     python benchmarks/gguf_block_kernels.py --big --reps 7  # also 4096 x 14336
+    python benchmarks/gguf_block_kernels.py --gemma --rows 128 --types Q5_0,Q8_0,Q4_K
 """
 
 from __future__ import annotations
@@ -41,9 +45,11 @@ from radixlm.kernels.cpu.gguf_blocks import (
     gguf_block_types,
     gguf_blocks_vnni,
 )
-from radixlm.kernels.reference.gguf_blocks import random_gguf_raw
+from radixlm.kernels.reference.gguf_blocks import GGUF_BLOCKS, random_gguf_raw
 
 FX24_TYPES = ("Q4_0", "Q4_1", "Q8_0")
+# Gemma 3 270M's matrices (rows x cols): ffn gate/up, attn q, attn k/v, ffn down, attn output
+GEMMA_SHAPES = [(2048, 640), (1024, 640), (256, 640), (640, 2048), (640, 1024)]
 
 
 def processor() -> str:
@@ -99,6 +105,7 @@ def bench_type(type_name: str, rows: int, cols: int, row_counts: list[int], reps
         x = torch.randn(t, cols, generator=gen)
         row = {"blocks": median_ms(lambda x=x: layer(x), reps),
                "f32": median_ms(lambda x=x: F.linear(x, w), reps)}
+        row["blocks_GOPs"] = round(2 * rows * cols * t / row["blocks"] / 1e6, 1)
         if t > 8:
             row["passes8"] = median_ms(lambda x=x: gguf_block_linear(
                 x, raw, type_name, cols, "vnni", tiles=False), reps)
@@ -116,16 +123,20 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=21)
     parser.add_argument("--rows", default="1,8,32,128", help="activation row counts")
     parser.add_argument("--big", action="store_true", help="also 4096 x 14336")
+    parser.add_argument("--gemma", action="store_true", help="also Gemma 3 270M's shapes")
     parser.add_argument("--types", default=",".join(gguf_block_types()))
     args = parser.parse_args()
     if not gguf_blocks_vnni():
         raise SystemExit("gguf_blocks' VNNI path is unavailable here (build it / needs AVX-512)")
     torch.set_num_threads(1)
-    shapes = [(576, 1536)] + ([(4096, 14336)] if args.big else [])
+    shapes = [(576, 1536)] + ([(4096, 14336)] if args.big else []) + (GEMMA_SHAPES if args.gemma
+                                                                      else [])
     row_counts = [int(r) for r in args.rows.split(",")]
     print(json.dumps({"processor": processor(), "torch_threads": torch.get_num_threads()}))
     for rows, cols in shapes:
         for type_name in args.types.split(","):
+            if cols % GGUF_BLOCKS[type_name].elems:
+                continue  # 640 inputs: not a whole number of K-quant super-blocks
             print(json.dumps(bench_type(type_name, rows, cols, row_counts, args.reps)),
                   flush=True)
 

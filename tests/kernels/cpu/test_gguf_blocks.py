@@ -117,6 +117,35 @@ def test_tiles_match_the_passes_of_8(type_name, t):
     assert torch.equal(again, tiled)
 
 
+# blocks a row: the 32-weight types' groups of 16 blocks (full, and a last one on 16, 8 or 4
+# lanes: 17 = 16 + 1, 20 = 16 + 4, 21 = 16 + 5, 25 = 16 + 9, 1, 5, 9, 33); K-quants 1-5
+@pytest.mark.parametrize("type_name,blocks", [
+    (name, blocks) for name in TYPES
+    for blocks in ([1, 4, 5, 9, 16, 17, 20, 21, 25, 33] if GGUF_BLOCKS[name].elems == 32
+                   else [1, 2, 3, 5])])
+def test_tiles_at_odd_sizes(type_name, blocks):
+    """The tiles at every ragged last group: within the activation budget of the reference,
+    equal to the passes of 8 up to float32 rounding, each row independent of the others."""
+    if not gguf_blocks_vnni():
+        pytest.skip("gguf_blocks: no AVX-512 VNNI path")
+    elems = GGUF_BLOCKS[type_name].elems
+    gen = torch.Generator().manual_seed(blocks)
+    cols, t = elems * blocks, 13 + blocks
+    raw = random_gguf_raw(type_name, 7 + blocks % 4, cols, gen)
+    x = torch.randn(t, cols, generator=gen) * torch.rand(t, 1, generator=gen) * 4
+    tiled, passes = (gguf_block_linear(x, raw, type_name, cols, path="vnni", tiles=tiles)
+                     for tiles in (True, False))
+    plain = gguf_block_linear(x, raw, type_name, cols, path="portable")
+    w = gguf_dequantize(raw, type_name, cols)
+    _, _, budget = _budgets(x, w, type_name)
+    assert bool(((tiled.double() - x.double() @ w.double().T).abs() <= budget).all())
+    scale = x.abs() @ w.abs().T  # the same integers as the passes and the portable path
+    assert bool(((tiled - passes).abs() <= 2.0**-20 * scale).all())
+    assert bool(((tiled - plain).abs() <= 2.0**-20 * scale).all())
+    again = gguf_block_linear(x.flip(0), raw, type_name, cols, path="vnni", tiles=True)
+    assert torch.equal(again.flip(0), tiled)
+
+
 @pytest.mark.parametrize("type_name", TYPES)
 def test_native_dequantize_is_bit_equal(type_name):
     gen = torch.Generator().manual_seed(9)

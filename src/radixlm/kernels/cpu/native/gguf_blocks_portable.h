@@ -23,6 +23,7 @@ typedef struct {
     int32_t *s16;   /* [rows][k / 16]: sums of X per 16 */
     int32_t *s32;   /* [rows][k / 32]: sums of X per 32 */
     int *finite;    /* [rows]: 0 where the row holds inf or nan */
+    void *work;     /* the tiles' decoded weight groups (gguf_blocks_tiles.h) */
 } Prep;
 
 /* One row x [k] in blocks of E; plain C (the VNNI and portable paths share its integers). */

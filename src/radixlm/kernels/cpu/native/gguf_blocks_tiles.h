@@ -7,70 +7,39 @@
  * sub-blocks (K-quants: 8 of 32 weights in a super-block; the 32-weight types: 8 blocks),
  * so each sub-block's scale is applied on its own (row256: 8 vpdpbusd + 8 vpdpwssd per
  * super-block and row; row32: a vpdpbusd, a conversion and an FMA per block and row). Here
- * a lane holds one sub-block (block): the decoded codes of a group of 256 weights are
- * transposed once per pass (lane j of vector t = dword t of sub-block j; Q6_K: 16
+ * a lane holds one sub-block (block). K-quants, here: the decoded codes of a super-block
+ * are transposed once per pass (lane j of vector t = dword t of sub-block j; Q6_K: 16
  * sub-blocks of 16 on 16 lanes, in lane_sub()'s order), the activations once per call by
  * prepare_tiles() in the same order. 4 vpdpbusd on 512 bits leave each sub-block's exact
- * dot in its lanes; then one vpmulld by the scales (K-quants), one conversion and one FMA
- * by the lanes' d dx (A dx) per group of 256 weights and row, and one FMA for the mins /
- * offsets (dmin mn_j, A off + B, times dx S_j in float: prepare_tiles' xs).
+ * dot in its lanes; then one vpmulld by the scales, one conversion and one FMA by d dx per
+ * super-block and row, and one FMA for the mins (dmin mn_j times dx S_j in float:
+ * prepare_tiles' xs). The 32-weight types: groups of 16 blocks, gguf_blocks_tiles32.h.
  *
  * Numerics: the same int8 activations and the same exact integer dot per sub-block (block)
- * as the streaming kernel, grouped in other lanes (|I| < 2^24: converted exactly), so the
- * float32 sums differ in rounding order only: not bit-identical to the passes of 8, within
- * the same bound (tests/kernels/cpu/test_gguf_blocks.py). A call runs one kernel for all
- * its rows (more than 8: the tiles), so a row's result does not depend on the others.
+ * as the streaming kernel (Q4_0/Q5_0/Q8_0: of the signed codes q = u - off, as the portable
+ * path; the streaming kernel takes off S in float), grouped in other lanes (|I| < 2^24:
+ * converted exactly), so the float32 sums differ in rounding order only: not bit-identical
+ * to the passes of 8, within the same bound (tests/kernels/cpu/test_gguf_blocks.py). A call
+ * runs one kernel for all its rows (more than 8: the tiles), and a row's float operations
+ * do not depend on where it falls in a pass, so its result does not depend on the others.
  *
- * Tile: TILE_COLS (2) output rows x M <= 32 activation rows: the two columns' transposed
- * codes stay in registers while the pass's rows run against them four at a time (each
- * activation vector loaded once for both columns); the M x 2 float accumulators live in a
- * stack array. The activations are laid out group major (a pass's rows of one group are
- * adjacent: rows k bytes apart, 4 KiB strides, would share L1 sets). */
+ * Tile (K-quants): TILE_COLS (2) output rows x M <= 32 activation rows: the two columns'
+ * transposed codes stay in registers while the pass's rows run against them four at a time
+ * (each activation vector loaded once for both columns); the M x 2 float accumulators live
+ * in a stack array. Their activations are laid out group major (a pass's rows of one group
+ * are adjacent: rows k bytes apart, 4 KiB strides, would share L1 sets). */
 #ifndef RADIXLM_GGUF_BLOCKS_TILES_H
 #define RADIXLM_GGUF_BLOCKS_TILES_H
 
 #define TILE_COLS 2
 
+/* keeps v in a register: GCC would fold its load into each use, a load per column, and on
+   Zen 4 the loads (one 512-bit load a cycle), not the dot products, bound these loops */
+#define IN_REGISTER(v) __asm__("" : "+v"(v))
+
 /* Q6_K's lane order on 16 lanes: lane p holds sub-block 4 (p % 4) + p / 4 (what the 4x4
    transposes of transpose16 leave); the others: lane j holds sub-block (block) j */
 INLINE int lane_sub(int type, int p) { return type == Q6_K ? 4 * (p % 4) + p / 4 : p; }
-
-/* The activations for the tiles (0, or -1 without memory; free_tiles frees them), in
-   groups of 256 inputs (the 32-weight types' last one may hold fewer blocks: zeros after),
-   group major, index g * rows + m: X [256] each (dword t of lane p's sub-block at dword p of
-   vector t: 8 vectors of 8 lanes, Q6_K 4 of 16), s16 [16] (Q6_K, lane order), xs [8] (dx S
-   per 32, float: the mins' and offsets'), dx [8] (per block; the K-quants' in [0]). */
-static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) {
-    const int lanes = type == Q6_K ? 16 : 8, dwords = 64 / lanes, E = ELEMS[type];
-    const idx_t ng = (k + 255) / 256, cells = rows * ng;
-    t->X = calloc((size_t)cells, 256);
-    t->s16 = calloc((size_t)cells, 16 * sizeof(int32_t));
-    t->xs = calloc((size_t)cells, 8 * sizeof(float));
-    t->dx = calloc((size_t)cells, 8 * sizeof(float));
-    if (!t->X || !t->s16 || !t->xs || !t->dx) return -1;
-    for (idx_t m = 0; m < rows; m++) {
-        for (idx_t g = 0; g < ng; g++) {
-            const idx_t at = g * rows + m, n32 = k / 32 - 8 * g; /* blocks of 32 here */
-            const int8_t *X = p->X + m * k + 256 * g;
-            for (int l = 0; l < lanes; l++) {
-                const int sub = lane_sub(type, l);
-                for (int q = 0; q < dwords && (lanes == 16 || l < n32); q++)
-                    memcpy(t->X + 256 * at + 4 * (q * lanes + l), X + 4 * (sub * dwords + q), 4);
-                if (type == Q6_K) t->s16[16 * at + l] = p->s16[m * (k / 16) + 16 * g + sub];
-            }
-            for (int j = 0; j < 8 && j < n32; j++) {
-                const idx_t b32 = m * (k / 32) + 8 * g + j, b = m * (k / E) + g * (256 / E);
-                t->dx[8 * at + j] = p->dx[E == 32 ? b32 : b];
-                t->xs[8 * at + j] = E == 32 ? p->xs[b32] : p->dx[b] * (float)p->s32[b32];
-            }
-        }
-    }
-    return 0;
-}
-
-static void free_tiles(Prep *t) {
-    free(t->X), free(t->s16), free(t->xs), free(t->dx);
-}
 
 /* the 8x8 dword transpose of u (sub-block j = u[j]) into v (lane j = sub-block j) */
 VNNI INLINE void transpose8(const __m256i *u, __m256i *v) {
@@ -113,10 +82,87 @@ VNNI INLINE __m256 high8(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
-/* A tile's float accumulators per row and column: a the scales' sums (lane j: sub-block
-   j), b the mins' and offsets'; Q6_K: its 16 lanes' sums, the low 8 and the high 8 */
-typedef struct {
-    __m256 a, b;
+/* 8 float vectors' horizontal sums -> out[0..7], each by the same tree (so a sum does not
+   depend on its slot): lanes (0 + 2) + (1 + 3), then + ((4 + 6) + (5 + 7)) */
+VNNI INLINE void hsum8(const __m256 *v, float *out) {
+    __m256 s[4], u[2];
+    for (int i = 0; i < 4; i++)
+        s[i] = _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                             _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 2; i++)
+        u[i] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * i], s[2 * i + 1], 0x44),
+                             _mm256_shuffle_ps(s[2 * i], s[2 * i + 1], 0xEE));
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20),
+                                        _mm256_permute2f128_ps(u[0], u[1], 0x31)));
+}
+
+#include "gguf_blocks_tiles32.h" /* Q4_0, Q4_1, Q5_0, Q8_0 */
+
+/* Inputs a group: the K-quants' super-block (256), the 32-weight types' 16 blocks (512) */
+INLINE int group_in(int type) { return ELEMS[type] == 32 ? 512 : 256; }
+
+/* a row's and group's cell of the tiles' activations: the K-quants group major (a pass's
+   rows of a group adjacent, for their loop over the rows within a group), the 32-weight
+   types row major (a row's groups adjacent, for their loop over the groups within a row) */
+INLINE idx_t cell(int type, idx_t m, idx_t g, idx_t rows, idx_t ng) {
+    return ELEMS[type] == 32 ? m * ng + g : g * rows + m;
+}
+
+/* The activations for the tiles (0, or -1 without memory; free_tiles frees them), in
+   groups of group_in inputs, cell() order: X (K-quants: [256] a cell, dword t of lane p's
+   sub-block at dword p of vector t, 8 vectors of 8 lanes, Q6_K 4 of 16; the 32-weight
+   types: xrow32 bytes a row, lanes32's order), s16 [16] a cell (the integer lanes' start:
+   Q6_K -32 S16 in lane order, Q4_0/Q5_0/Q8_0 -off S per block j in lane j), xs and dx
+   [blocks of 32 a group: 16, K-quants 8] (dx S per 32, float: the mins' and Q4_1's
+   offsets'; dx per block, the K-quants' in [0]); zeros after a last group's blocks. */
+static int prepare_tiles(const Prep *p, idx_t rows, idx_t k, int type, Prep *t) {
+    const int lanes = type == Q6_K ? 16 : 8, dwords = 64 / lanes, E = ELEMS[type];
+    const int in = group_in(type), per = in / 32; /* blocks of 32 a group */
+    const idx_t ng = (k + in - 1) / in, cells = rows * ng;
+    t->X = calloc(E == 32 ? (size_t)(rows * xrow32(k)) : (size_t)cells * 256, 1);
+    t->s16 = calloc((size_t)cells, 16 * sizeof(int32_t));
+    t->xs = calloc((size_t)cells, (size_t)per * sizeof(float));
+    t->dx = calloc((size_t)cells, (size_t)per * sizeof(float));
+    t->work = E == 32 ? aligned_alloc(64, (size_t)ng * COLS32 * sizeof(Group32)) : NULL;
+    if (!t->X || !t->s16 || !t->xs || !t->dx || (E == 32 && !t->work)) return -1;
+    for (idx_t m = 0; m < rows; m++) {
+        for (idx_t g = 0; g < ng; g++) {
+            const idx_t at = cell(type, m, g, rows, ng), n32 = k / 32 - per * g;
+            const int8_t *X = p->X + m * k + in * g;
+            int8_t *to = t->X + (E == 32 ? m * xrow32(k) + 512 * g : 256 * at);
+            for (int j = 0; j < per && j < n32 && E == 32; j++)
+                for (int i = 0; i < 8; i++)
+                    memcpy(to + 4 * (lanes32(k, g) * i + j), X + 32 * j + 4 * i, 4);
+            for (int l = 0; l < lanes && E == 256; l++) {
+                const int sub = lane_sub(type, l);
+                for (int q = 0; q < dwords; q++)
+                    memcpy(to + 4 * (q * lanes + l), X + 4 * (sub * dwords + q), 4);
+                if (type == Q6_K) t->s16[16 * at + l] = -32 * p->s16[m * (k / 16) + 16 * g + sub];
+            }
+            for (int j = 0; j < per && j < n32; j++) {
+                const idx_t b32 = m * (k / 32) + per * g + j, b = m * (k / E) + g * (in / E);
+                t->dx[per * at + j] = p->dx[E == 32 ? b32 : b];
+                t->xs[per * at + j] = E == 32 ? p->xs[b32] : p->dx[b] * (float)p->s32[b32];
+                if (E == 32) t->s16[16 * at + j] = -OFFSET[type] * p->s32[b32];
+            }
+        }
+    }
+    return 0;
+}
+
+static void free_tiles(Prep *t) {
+    free(t->X), free(t->s16), free(t->xs), free(t->dx), free(t->work);
+}
+
+/* A tile's float accumulators per row and column, their lanes summed at the end: K-quants
+   a the scales' sums (lane j: sub-block j), b the mins'; Q6_K: its 16 lanes' sums, the low
+   8 and the high 8; the 32-weight types: z, lane j block j of each group (the low 8 lanes
+   a group of 8 blocks or fewer) */
+typedef union {
+    struct {
+        __m256 a, b;
+    };
+    __m512 z;
 } Acc;
 
 /* A group of 256 weights of one column, decoded for the tiles: v its codes transposed (two
@@ -155,48 +201,31 @@ VNNI INLINE void decode256(const uint8_t *b, int type, Group *o) {
         o->v[q] = _mm512_inserti64x4(_mm512_castsi256_si512(t[2 * q]), t[2 * q + 1], 1);
 }
 
-/* The 32-weight types: cnt (<= 8) blocks from b, group32's A and A off + B per lane */
-VNNI INLINE void decode32x8(const uint8_t *b, int cnt, int type, Group *o) {
-    const int bytes = BYTES[type];
-    prefetch_ahead(b, cnt * bytes);
-    if (type == Q4_1) { /* d and m side by side: one 32-bit load per block */
-        const __m256i dm = head8(b, bytes, cnt);
-        o->d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm));
-        o->w = _mm256_sub_ps(_mm256_setzero_ps(),
-                             _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
-    } else {
-        o->d = _mm256_cvtph_ps(half8(b, bytes, cnt));
-        o->w = _mm256_mul_ps(o->d, _mm256_set1_ps((float)OFFSET[type]));
-    }
-    __m256i u[8], t[8];
-    for (int j = 0; j < 8; j++) u[j] = j < cnt ? codes32(type, b + j * bytes)
-                                               : _mm256_setzero_si256();
-    transpose8(u, t);
-    for (int q = 0; q < 4; q++)
-        o->v[q] = _mm512_inserti64x4(_mm512_castsi256_si512(t[2 * q]), t[2 * q + 1], 1);
-}
-
-/* rows at .. at + R - 1 (R <= 4; the pass's m0 .. m0 + R - 1) against C decoded columns */
+/* The K-quants: rows at .. at + R - 1 (R <= 4; the pass's m0 .. m0 + R - 1) against C
+   decoded columns */
 VNNI INLINE void rows_step(const Group *G, int C, int type, const Prep *t, idx_t at, int m0,
                            int R, Acc (*acc)[TILE_COLS]) {
     __m512i D[4][TILE_COLS];
     for (int r = 0; r < R; r++) {
-        /* Q6_K's codes are q + 32: its dots start at -32 S16 (lane order as the codes') */
-        const __m512i start = type != Q6_K ? _mm512_setzero_si512() : _mm512_sub_epi32(
-            _mm512_setzero_si512(),
-            _mm512_slli_epi32(_mm512_loadu_si512(t->s16 + 16 * (at + r)), 5));
-        for (int c = 0; c < C; c++) D[r][c] = start;
+        __m512i s = _mm512_setzero_si512();
+        if (type == Q6_K) { /* Q6_K's codes are q + 32: its dots start at -32 S16 */
+            s = _mm512_loadu_si512(t->s16 + 16 * (at + r));
+            IN_REGISTER(s);
+        }
+        for (int c = 0; c < C; c++) D[r][c] = s;
     }
     for (int q = 0; q < 4; q++) /* one load of X for the tile's columns */
         for (int r = 0; r < R; r++) {
-            const __m512i x = _mm512_loadu_si512(t->X + 256 * (at + r) + 64 * q);
+            __m512i x = _mm512_loadu_si512(t->X + 256 * (at + r) + 64 * q);
+            IN_REGISTER(x);
             for (int c = 0; c < C; c++) D[r][c] = _mm512_dpbusd_epi32(D[r][c], G[c].v[q], x);
         }
     for (int r = 0; r < R; r++) {
         Acc *a = acc[m0 + r];
-        const float *dxp = t->dx + 8 * (at + r);
-        const __m256 dx = ELEMS[type] == 32 ? _mm256_loadu_ps(dxp) : _mm256_set1_ps(*dxp);
-        const __m256 xs = _mm256_loadu_ps(t->xs + 8 * (at + r));
+        __m256 dx = _mm256_set1_ps(t->dx[8 * (at + r)]);
+        __m256 xs = _mm256_loadu_ps(t->xs + 8 * (at + r));
+        IN_REGISTER(dx);
+        IN_REGISTER(xs);
         for (int c = 0; c < C; c++) {
             const __m256 ddx = _mm256_mul_ps(G[c].d, dx);
             if (type == Q6_K) {
@@ -205,13 +234,22 @@ VNNI INLINE void rows_step(const Group *G, int C, int type, const Prep *t, idx_t
                 a[c].b = _mm256_fmadd_ps(high8(f), ddx, a[c].b);
                 continue;
             }
-            __m256i I = _mm256_add_epi32( /* lanes j and 8 + j: sub-block (block) j */
+            __m256i I = _mm256_add_epi32( /* lanes j and 8 + j: sub-block j */
                 _mm512_castsi512_si256(D[r][c]), _mm512_extracti64x4_epi64(D[r][c], 1));
-            if (ELEMS[type] == 256) I = _mm256_mullo_epi32(I, _mm512_castsi512_si256(G[c].sc));
+            I = _mm256_mullo_epi32(I, _mm512_castsi512_si256(G[c].sc));
             a[c].a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), ddx, a[c].a);
-            a[c].b = _mm256_fnmadd_ps(G[c].w, xs, a[c].b);
+            a[c].b = _mm256_fnmadd_ps(G[c].w, xs, a[c].b); /* the mins */
         }
     }
+}
+
+/* the pass's M rows of a K-quant's group (at: its first) against C decoded columns, four
+   rows at a time: 4 C independent dot chains in flight */
+VNNI INLINE void group_rows(const Group *G, int C, int type, const Prep *t, idx_t at, int M,
+                            Acc (*acc)[TILE_COLS]) {
+    int m = 0;
+    for (; m + 4 <= M; m += 4) rows_step(G, C, type, t, at + m, m, 4, acc);
+    for (; m < M; m++) rows_step(G, C, type, t, at + m, m, 1, acc);
 }
 
 /* C (<= TILE_COLS) output rows from r0 for the pass's M (<= TILE_ROWS) activation rows
@@ -220,31 +258,36 @@ VNNI INLINE void tile_cols(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, 
                            int type, const Prep *t, idx_t rows, idx_t m0, int M, float *y) {
     Acc acc[TILE_ROWS][TILE_COLS];
     for (int m = 0; m < M; m++)
-        for (int c = 0; c < C; c++) acc[m][c].a = acc[m][c].b = _mm256_setzero_ps();
-    const int E = ELEMS[type], per = 256 / E; /* blocks a group */
-    for (idx_t g = 0; g < (k + 255) / 256; g++) {
+        for (int c = 0; c < C; c++) acc[m][c].z = _mm512_setzero_ps();
+    for (idx_t g = 0; g < k / 256; g++) {
         Group G[TILE_COLS];
-        for (int c = 0; c < C; c++) {
-            const uint8_t *b = raw + (r0 + c) * stride + g * per * BYTES[type];
-            if (E == 256)
-                decode256(b, type, &G[c]);
-            else
-                decode32x8(b, k / 32 - 8 * g < 8 ? (int)(k / 32 - 8 * g) : 8, type, &G[c]);
-        }
-        const idx_t at = g * rows + m0;
-        int m = 0; /* four rows at a time: 4 C independent dot chains in flight */
-        for (; m + 4 <= M; m += 4) rows_step(G, C, type, t, at + m, m, 4, acc);
-        for (; m < M; m++) rows_step(G, C, type, t, at + m, m, 1, acc);
-    }
-    for (int m = 0; m < M; m++)
         for (int c = 0; c < C; c++)
-            y[m * n + r0 + c] = hsum(_mm256_add_ps(acc[m][c].a, acc[m][c].b));
+            decode256(raw + (r0 + c) * stride + g * BYTES[type], type, &G[c]);
+        group_rows(G, C, type, t, g * rows + m0, M, acc);
+    }
+    /* the sums, 8 at a time (zeros after the last): slot m C + c */
+    __m256 v[TILE_ROWS * TILE_COLS + 7];
+    float s[TILE_ROWS * TILE_COLS + 7];
+    for (int i = 0; i < M * C; i++) {
+        const Acc *a = &acc[i / C][i % C];
+        v[i] = _mm256_add_ps(a->a, a->b);
+    }
+    for (int i = M * C; i % 8; i++) v[i] = _mm256_setzero_ps();
+    for (int i = 0; i < M * C; i += 8) hsum8(v + i, s + i);
+    for (int i = 0; i < M * C; i++) y[(i / C) * n + r0 + i % C] = s[i];
 }
 
-/* all n output rows for a pass's M activation rows, in tiles of TILE_COLS (a last one of 1) */
+/* all n output rows for a pass's M activation rows, in tiles of TILE_COLS (COLS32), the
+   last ones one at a time */
 VNNI INLINE void gemm_tiles_vnni(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
                                  const Prep *t, idx_t rows, idx_t m0, int M, float *y) {
     idx_t r = 0;
+    if (ELEMS[type] == 32) {
+        for (; r + COLS32 <= n; r += COLS32)
+            tile_cols32(raw, stride, n, r, COLS32, k, type, t, m0, M, y);
+        for (; r < n; r++) tile_cols32(raw, stride, n, r, 1, k, type, t, m0, M, y);
+        return;
+    }
     for (; r + TILE_COLS <= n; r += TILE_COLS)
         tile_cols(raw, stride, n, r, TILE_COLS, k, type, t, rows, m0, M, y);
     for (; r < n; r++) tile_cols(raw, stride, n, r, 1, k, type, t, rows, m0, M, y);

@@ -1,0 +1,201 @@
+/* The 32-weight types' part of the tiled kernel (gguf_blocks_tiles.h, its only includer,
+ * after its transposes and hsum8): Q4_0, Q4_1, Q5_0, Q8_0 above 8 activation rows.
+ *
+ * Lanes: a group of 16 blocks (512 weights) of one output row is decoded once per pass and
+ * transposed so that lane j of 512-bit vector i holds dword i of block j (8 vectors); the
+ * activations are laid out the same way once per call (prepare_tiles). 8 vpdpbusd leave
+ * each block's exact dot in its lane; then per group and row one integer add (the start:
+ * -off S per block for Q4_0/Q5_0/Q8_0, whose codes are u = q + off, so the lane holds the
+ * exact sum of q X, the portable path's integer), one conversion, one multiply (A dx) and
+ * one FMA on 16 lanes (Q4_1: one more FMA for its B dx S). A last group of n < 16 blocks
+ * lies on fewer lanes (lanes32: 8 or 4 dwords a block, 4 or 2 vectors, lanes summed down
+ * to one a block) and runs first, setting the row's sums.
+ *
+ * Tile: COLS32 (2) output rows: every group of them decoded once per pass into t->work
+ * (1.25 bytes a weight), then the pass's rows ROWS32 (4) at a time run over all groups
+ * with their 8 float sums in registers (no loads and stores of sums per group), reduced
+ * together by hsum8 at the end. Measured on Zen 4 (core shared, side by side): 4 output
+ * rows x 2 activation rows ran 0.9-1.0x. The activations are row major (a row's groups
+ * back to back, the last one unpadded: xrow32), so a pass's rows at 640 inputs fit L1. */
+#ifndef RADIXLM_GGUF_BLOCKS_TILES32_H
+#define RADIXLM_GGUF_BLOCKS_TILES32_H
+
+/* the tile: COLS32 output rows, ROWS32 activation rows a step (8 float sums) */
+#ifndef COLS32
+#define COLS32 2
+#endif
+#define ROWS32 (8 / COLS32)
+
+/* A 32-weight type's group g of k inputs holds n <= 16 blocks (the last may hold fewer),
+   laid out on L lanes a dword: dword i of block j at dword L i + j of the group (L / 2
+   vectors of 16 lanes): L = 16 for n > 8 (lane j: block j), 8 for n > 4 (lanes j, 8 + j),
+   else 4 (lanes j, 4 + j, 8 + j, 12 + j) */
+INLINE int lanes32(idx_t k, idx_t g) {
+    const idx_t n = k / 32 - 16 * g;
+    return n > 8 ? 16 : n > 4 ? 8 : 4;
+}
+
+/* A group of a 32-weight type's column, decoded for the tiles: v its codes in lanes32's
+   order (L / 2 vectors), d the blocks' A per lane j (block j), w Q4_1's B per lane */
+typedef struct {
+    __m512i v[8];
+    __m512 d, w;
+} Group32;
+
+/* a 32-weight type's row of X in the tiles: its groups back to back, the last one's L
+   dwords a block only (at k = 640, 640 bytes instead of 1024: a pass's rows stay in L1) */
+INLINE idx_t xrow32(idx_t k) {
+    const idx_t full = k / 512;
+    return 512 * full + (k % 512 ? 32 * lanes32(k, full) : 0);
+}
+
+/* the float16 A (Q4_1: and m, side by side) of cnt <= 8 blocks at b, b + bytes, ... as 8
+   values each, zeros after */
+VNNI INLINE void heads8(const uint8_t *b, int bytes, int cnt, int type, __m128i *a, __m128i *m) {
+    if (type != Q4_1) {
+        *a = half8(b, bytes, cnt);
+        return;
+    }
+    const __m256i dm = head8(b, bytes, cnt);
+    *a = _mm256_cvtepi32_epi16(dm);
+    *m = _mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16));
+}
+
+/* The 32-weight types: cnt (<= 16) blocks from b */
+VNNI INLINE void decode32(const uint8_t *b, int cnt, int type, Group32 *o) {
+    const int bytes = BYTES[type], lo = cnt < 8 ? cnt : 8;
+    prefetch_ahead(b, cnt * bytes);
+    __m128i a[2], m[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
+    heads8(b, bytes, lo, type, a, m);
+    a[1] = m[1] = _mm_setzero_si128();
+    if (cnt > 8) heads8(b + 8 * bytes, bytes, cnt - 8, type, a + 1, m + 1);
+    o->d = _mm512_cvtph_ps(_mm256_set_m128i(a[1], a[0]));
+    o->w = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_set_m128i(m[1], m[0])));
+    __m256i u[8], t[8], t2[8];
+    for (int j = 0; j < 8; j++) u[j] = j < lo ? codes32(type, b + j * bytes)
+                                              : _mm256_setzero_si256();
+    transpose8(u, t); /* t[i] lane j: dword i of block j */
+    if (cnt > 8) { /* L = 16 */
+        for (int j = 0; j < 8; j++) u[j] = 8 + j < cnt ? codes32(type, b + (8 + j) * bytes)
+                                                       : _mm256_setzero_si256();
+        transpose8(u, t2);
+        for (int i = 0; i < 8; i++)
+            o->v[i] = _mm512_inserti64x4(_mm512_castsi256_si512(t[i]), t2[i], 1);
+    } else if (cnt > 4) { /* L = 8 */
+        for (int q = 0; q < 4; q++)
+            o->v[q] = _mm512_inserti64x4(_mm512_castsi256_si512(t[2 * q]), t[2 * q + 1], 1);
+    } else { /* L = 4: t[i]'s lanes 0-3, 4 dwords a vector */
+        for (int q = 0; q < 2; q++)
+            o->v[q] = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_permute2x128_si256(t[4 * q], t[4 * q + 1], 0x20)),
+                _mm256_permute2x128_si256(t[4 * q + 2], t[4 * q + 3], 0x20), 1);
+    }
+}
+
+/* The 32-weight types: rows at, at + ng, .. (R <= ROWS32 cells, the rows' group g; X its first
+   row's activations, xrow bytes a row) of a group on L lanes against C decoded columns
+   G[c], into acc. Q4_0/Q5_0/Q8_0's codes are u = q +
+   off: their exact sums are the dots minus off S (the start). A group on fewer than 16
+   lanes (the last) leaves its blocks in the low 8 (4) lanes, zeros above. */
+VNNI INLINE void step32(const Group32 *G, int C, int type, int L, const Prep *t, idx_t at,
+                        idx_t ng, const int8_t *X, idx_t xrow, int R,
+                        __m512 (*acc)[COLS32]) {
+    __m512i D[ROWS32][COLS32];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) D[r][c] = _mm512_setzero_si512();
+    for (int q = 0; q < L / 2; q++) { /* one load of X for the columns, of codes for the rows */
+        __m512i v[COLS32];
+        for (int c = 0; c < C; c++) v[c] = G[c].v[q];
+        for (int r = 0; r < R; r++) {
+            __m512i x = _mm512_loadu_si512(X + r * xrow + 64 * q);
+            IN_REGISTER(x);
+            for (int c = 0; c < C; c++) D[r][c] = _mm512_dpbusd_epi32(D[r][c], v[c], x);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const idx_t i = at + r * ng;
+        __m512 dx = _mm512_loadu_ps(t->dx + 16 * i);
+        __m512 xs = type == Q4_1 ? _mm512_loadu_ps(t->xs + 16 * i) : dx;
+        __m512i start = _mm512_loadu_si512(t->s16 + 16 * i);
+        IN_REGISTER(dx);
+        IN_REGISTER(xs);
+        IN_REGISTER(start);
+        for (int c = 0; c < C; c++) {
+            __m512i I = D[r][c];
+            if (L < 16) { /* L = 8: lanes j and 8 + j hold block j */
+                __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(I),
+                                             _mm512_extracti64x4_epi64(I, 1));
+                if (L == 4) /* lanes j, 4 + j, 8 + j, 12 + j */
+                    h = _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(h),
+                                                             _mm256_extracti128_si256(h, 1)));
+                if (OFFSET[type]) h = _mm256_add_epi32(h, _mm512_castsi512_si256(start));
+                /* a row's first step (tile_rows32): its sums start here, on 8 lanes */
+                __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(
+                    _mm512_castps512_ps256(G[c].d), _mm512_castps512_ps256(dx)));
+                if (type == Q4_1)
+                    f = _mm256_fnmadd_ps(_mm512_castps512_ps256(G[c].w),
+                                         _mm512_castps512_ps256(xs), f);
+                acc[r][c] = _mm512_zextps256_ps512(f);
+                continue;
+            }
+            if (OFFSET[type]) I = _mm512_add_epi32(I, start);
+            acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(G[c].d, dx),
+                                        acc[r][c]);
+            if (type == Q4_1) acc[r][c] = _mm512_fnmadd_ps(G[c].w, xs, acc[r][c]);
+        }
+    }
+}
+
+/* The 32-weight types: R (<= ROWS32) rows from row m of the tiles' activations t against C
+   decoded columns (G: COLS32 a group) over all k inputs -> y [R][ldy], columns 0..C-1.
+   The float sums stay in registers; each (row, column) pair's operations are the same
+   whatever R and C (its sum's slot in hsum8 included: one tree for all slots). */
+VNNI INLINE void tile_rows32(const Group32 *G, int C, int type, const Prep *t, idx_t k, idx_t m,
+                             int R, float *y, idx_t ldy) {
+    const idx_t ng = (k + 511) / 512, full = k / 512, xrow = xrow32(k);
+    const int8_t *X = t->X + m * xrow;
+    __m512 acc[ROWS32][COLS32];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    if (full < ng) { /* the last group's blocks first (a constant L: the loops unroll; on
+                        fewer than 16 lanes it sets acc): its sums' reductions overlap the
+                        full groups' dot products */
+        const Group32 *last = G + full * COLS32;
+        switch (lanes32(k, full)) {
+        case 16: step32(last, C, type, 16, t, m * ng + full, ng, X + 512 * full, xrow, R, acc);
+            break;
+        case 8: step32(last, C, type, 8, t, m * ng + full, ng, X + 512 * full, xrow, R, acc);
+            break;
+        default: step32(last, C, type, 4, t, m * ng + full, ng, X + 512 * full, xrow, R, acc);
+        }
+    }
+    for (idx_t g = 0; g < full; g++)
+        step32(G + g * COLS32, C, type, 16, t, m * ng + g, ng, X + 512 * g, xrow, R, acc);
+    __m256 v[8];
+    float s[8];
+    for (int i = 0; i < 8; i++) /* slot r C + c; zeros after */
+        v[i] = i >= R * C ? _mm256_setzero_ps() : _mm256_add_ps(
+            _mm512_castps512_ps256(acc[i / C][i % C]), high8(acc[i / C][i % C]));
+    hsum8(v, s);
+    for (int i = 0; i < R * C; i++) y[(i / C) * ldy + i % C] = s[i];
+}
+
+/* The 32-weight types: C (<= COLS32) output rows from r0 for the pass's M (<= TILE_ROWS)
+   activation rows m0 .. m0 + M - 1 of t -> y: every group of the C columns decoded once
+   (into t->work), then the rows four at a time against them */
+VNNI INLINE void tile_cols32(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, int C,
+                             idx_t k, int type, const Prep *t, idx_t m0, int M, float *y) {
+    Group32 *G = t->work;
+    for (idx_t g = 0; g < (k + 511) / 512; g++) {
+        const int cnt = k / 32 - 16 * g < 16 ? (int)(k / 32 - 16 * g) : 16;
+        for (int c = 0; c < C; c++)
+            decode32(raw + (r0 + c) * stride + 16 * g * BYTES[type], cnt, type,
+                     &G[g * COLS32 + c]);
+    }
+    int m = 0;
+    for (; m + ROWS32 <= M; m += ROWS32)
+        tile_rows32(G, C, type, t, k, m0 + m, ROWS32, y + m * n + r0, n);
+    for (; m < M; m++) tile_rows32(G, C, type, t, k, m0 + m, 1, y + m * n + r0, n);
+}
+
+#endif /* RADIXLM_GGUF_BLOCKS_TILES32_H */
