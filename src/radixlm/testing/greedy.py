@@ -23,9 +23,12 @@ def greedy_generate(
     prompts: Sequence[Sequence[int]],
     max_new_tokens: int,
     stop_token_ids: Sequence[int] = (),
+    step_logits: list[list[torch.Tensor]] | None = None,
 ) -> list[list[int]]:
     """Greedy continuation of each prompt; a sequence stops after emitting a stop id.
 
+    ``step_logits``, if given, gets one list per prompt of the logits row ``[vocab]`` each
+    of its tokens was taken from (to compare with another engine's, step by step).
     All KV pages taken are returned to the allocator before this function returns.
     """
     n = len(prompts)
@@ -47,9 +50,12 @@ def greedy_generate(
                 input_ids=ids, logits_starts=torch.full((len(live),), -1),
                 device=runner.device, max_context=runner.max_context,
                 page_size=runner.config.page_size, workspace=runner.workspace)
-            next_ids = argmax_rows(runner.forward(batch)).tolist()
-            for i, t in zip(live, next_ids):
+            logits = runner.forward(batch)
+            next_ids = argmax_rows(logits).tolist()
+            for row, (i, t) in enumerate(zip(live, next_ids)):
                 outputs[i].append(t)
+                if step_logits is not None:
+                    step_logits[i].append(logits[row].float().clone())
             live = [i for i in live if outputs[i][-1] not in stops
                     and len(outputs[i]) < max_new_tokens]
             if not live:
