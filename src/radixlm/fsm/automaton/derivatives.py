@@ -57,6 +57,7 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         self.deadline: Callable[[], None] | None = None
         self._expanded = 0  # terms the liveness searches have expanded, in all
         self._derivative_calls = 0  # derivative() calls, in all (see work_steps)
+        self._charged = 0  # other work charged by its owner (charge_steps), in all
         self.empty = self._make(EMPTY_K, None, False, False)
         self.eps = self._make(EPS_K, None, True, False)
         self.empty.live, self.eps.live = False, True
@@ -87,7 +88,12 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         Calls, not terms created: a derivative of a wide alternation or intersection calls
         itself once per member, hits or not, and that loop is where the time goes (about
         1-3 us a call on the corpus; counting new terms only misjudged costs by 20 times)."""
-        return self._derivative_calls + self._expanded
+        return self._derivative_calls + self._expanded + self._charged
+
+    def charge_steps(self, steps: int) -> None:
+        """Count ``steps`` more of :attr:`work_steps`: work outside the derivatives and the
+        liveness searches that a step budget must see (a search over terms of its own)."""
+        self._charged += steps
 
     def byte_set(self, mask: int) -> Term:
         """One byte out of the set ``mask`` (bit b = byte b)."""
