@@ -21,9 +21,10 @@ from ..automaton import work_clock
 from ..automaton.derivatives import TermBuilder
 from ..errors import GrammarBudgetError
 
-# Work steps in about a second of a compile's work on the corpus (1-1.5 us a step, SmolLM2's
-# vocabulary, an EPYC core): what turns a budget given in seconds into steps.
-STEPS_PER_SECOND = 1_000_000
+# Work steps in about a second of a compile's work on the corpus (0.5-0.7 us a step with
+# terms charged, SmolLM2's vocabulary, a Zen 4 EPYC core): what turns a budget given in
+# seconds into steps.
+STEPS_PER_SECOND = 2_000_000
 
 
 class CompileClock:
