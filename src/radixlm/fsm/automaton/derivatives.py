@@ -37,6 +37,10 @@ from .term import (
     refine,
 )
 
+# Work steps charged per term created (see TermBuilder.work_steps): a least-squares fit over
+# Handwritten's slowest compiles (a calls at ~0.5 us, a term at ~4.5 us on a Zen 4 core).
+TERM_STEPS = 8
+
 
 class TermBuilder(LivenessSearch, IntersectionClamp):
     """Interns terms, lowers regex trees and computes derivatives; one per grammar (liveness
@@ -57,6 +61,7 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         self.deadline: Callable[[], None] | None = None
         self._expanded = 0  # terms the liveness searches have expanded, in all
         self._derivative_calls = 0  # derivative() calls, in all (see work_steps)
+        self._charged = 0  # other work charged by its owner (charge_steps), in all
         self.empty = self._make(EMPTY_K, None, False, False)
         self.eps = self._make(EPS_K, None, True, False)
         self.empty.live, self.eps.live = False, True
@@ -70,6 +75,7 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         if term is None:
             term = Term(kind, args, nullable, len(self._intern), boolean, bigcount)
             self._intern[key] = term
+            self._charged += TERM_STEPS
         return term
 
     @property
@@ -79,15 +85,26 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
 
     @property
     def work_steps(self) -> int:
-        """Steps of work so far: :meth:`derivative` calls (memo hits included) plus terms the
-        liveness searches expanded.
+        """Steps of work so far: :meth:`derivative` calls (memo hits included), terms the
+        liveness searches expanded, :data:`TERM_STEPS` per term created, and what owners
+        charged (:meth:`charge_steps`).
 
         What the step budgets read (``CompileBudget.max_mask_steps``): a count, so the same
         grammar stops at the same point on any machine and under any load, unlike seconds.
         Calls, not terms created: a derivative of a wide alternation or intersection calls
         itself once per member, hits or not, and that loop is where the time goes (about
-        1-3 us a call on the corpus; counting new terms only misjudged costs by 20 times)."""
-        return self._derivative_calls + self._expanded
+        1-3 us a call on the corpus; counting new terms only misjudged costs by 20 times).
+        A new term costs about as much as :data:`TERM_STEPS` calls besides (interning, its
+        byte classes and estimate when first read): uncharged, a step took 0.5 us where
+        terms were few (Handwritten allany15, 8 k terms in 1.76 M calls) and 1.4 us where
+        they were many (allOfPProp5, 203 k in 1.04 M), so a budget in steps could not bound
+        the time of a refusal."""
+        return self._derivative_calls + self._expanded + self._charged
+
+    def charge_steps(self, steps: int) -> None:
+        """Count ``steps`` more of :attr:`work_steps`: work outside the derivatives and the
+        liveness searches that a step budget must see (a search over terms of its own)."""
+        self._charged += steps
 
     def byte_set(self, mask: int) -> Term:
         """One byte out of the set ``mask`` (bit b = byte b)."""
@@ -136,6 +153,9 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         if len(flat) == 1:
             return next(iter(flat.values()))
         uids = tuple(sorted(flat))
+        hit = self._intern.get((ALT_K, uids))
+        if hit is not None:  # most are: the members' flags are then not read again
+            return hit
         members = tuple(flat[u] for u in uids)
         return self._make(ALT_K, members, any(m.nullable for m in members),
                           any(m.boolean for m in members), (ALT_K, uids),
@@ -167,6 +187,9 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         if len(flat) == 1:
             return next(iter(flat.values()))
         uids = tuple(sorted(flat))
+        hit = self._intern.get((AND_K, uids))
+        if hit is not None:  # most are (allany23: 2 in 3), as in alt
+            return hit
         members = tuple(flat[u] for u in uids)
         return self._make(AND_K, members, all(m.nullable for m in members), True, (AND_K, uids),
                           max(m.bigcount for m in members))
@@ -249,6 +272,18 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
     def derivative(self, t: Term, byte: int) -> Term:
         """The term matching ``{s : byte + s in t}``."""
         self._derivative_calls += 1
+        return self._derive(t, byte)
+
+    def _members(self, members: tuple[Term, ...], byte: int) -> list[Term]:
+        """The derivatives of an alternation's or intersection's members, each counted as a
+        :meth:`derivative` call, their memo read inline: on the corpus most are hits, and a
+        call per hit cost as much as the rest of the work (allany15: 270 k of 290 k calls)."""
+        self._derivative_calls += len(members)
+        derive = self._derive
+        return [m.deriv.get(byte) or derive(m, byte) for m in members]
+
+    def _derive(self, t: Term, byte: int) -> Term:
+        """:meth:`derivative` without counting the call (the caller has)."""
         hit = t.deriv.get(byte)
         if hit is not None:
             return hit
@@ -258,13 +293,13 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         elif kind == CAT_K:
             out = self._cat_derivative(t, byte)
         elif kind == ALT_K:
-            out = self.alt([self.derivative(m, byte) for m in t.args])
+            out = self.alt(self._members(t.args, byte))
         elif kind == REP_K:
             a, lo, hi = t.args
             rest = self.rep(a, max(lo - 1, 0), hi - 1 if hi > 0 else -1)
             out = self.cat(self.derivative(a, byte), rest)
         elif kind == AND_K:
-            out = self.and_([self.derivative(m, byte) for m in t.args])
+            out = self.and_(self._members(t.args, byte))
         elif kind == NOT_K:
             out = self.not_(self.derivative(t.args[0], byte))
         elif kind == LAZY_K:

@@ -50,6 +50,12 @@ class LazyDFA:
         """Approximate memory held by the table (and the terms behind it)."""
         return self.trans.nbytes + 160 * self.builder.num_terms
 
+    @property
+    def state_ids(self) -> dict[int, int]:
+        """The state of every registered term, by the term's uid (:data:`DEAD` for terms
+        found dead); read it only (register through :meth:`state_of`)."""
+        return self._state_ids
+
     def term(self, state: int) -> Term:
         """The derivative term a state stands for."""
         return self._terms[state]

@@ -46,4 +46,4 @@ def refine(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
         return q
     if len(q) == 1:
         return p
-    return tuple(x & y for x in p for y in q if x & y)
+    return tuple([z for x in p for y in q if (z := x & y)])

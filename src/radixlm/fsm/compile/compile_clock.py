@@ -21,8 +21,9 @@ from ..automaton import work_clock
 from ..automaton.derivatives import TermBuilder
 from ..errors import GrammarBudgetError
 
-# Work steps in about a second of a compile's work on the corpus (1-1.5 us a step, SmolLM2's
-# vocabulary, an EPYC core): what turns a budget given in seconds into steps.
+# What turns the warm-up's budget given in seconds into steps. Kept at 1 M (5,000 steps at
+# the default 5 ms) although steps cost 0.5-0.7 us now that terms are charged: at 2 M the
+# warm-up reached masks whose liveness refused schemas that compiled before (allOfPProp7).
 STEPS_PER_SECOND = 1_000_000
 
 

@@ -1,15 +1,18 @@
 """Closing within a token budget: how many tokens still complete an output, per state.
 
 ``dist(state)`` is the number of tokens of a completion found from ``state``: a byte path
-to an accepting state, found by a best-first search over the byte automaton (ordered by the
-builder's ``search_estimate``, the shortest match for terms without AND/NOT, so the path is
-usually the shortest in bytes), then cut into the fewest vocabulary tokens. So it is an upper
+to an accepting state, found by a best-first search over the automaton's derivative terms
+(its states, without building their rows; ordered by the builder's ``search_estimate``, the
+shortest match for terms without AND/NOT, so the path is usually the shortest in bytes),
+then cut into the fewest vocabulary tokens. So it is an upper
 bound on the tokens the shortest completion needs, at most its bytes, usually far fewer (a
 JSON key is one or a few tokens). Where the vocabulary cannot cut the path (a byte that is
 no token alone nor inside one that fits), a path over the bytes that are single tokens is
-searched instead; none found within the search's bound: ``dist`` None, and the caller cannot
-promise to close. Byte-level BPE (GPT-2 style: SmolLM2, Llama 3, Qwen) and SentencePiece
-with byte fallback have all 256 single-byte tokens (:attr:`ClosingIndex.byte_complete`).
+searched instead; none found within the search's bound (expanded terms and work steps):
+``dist`` None, and the caller cannot promise to close (the request is served without the
+promise, and says so; never a wrong cut). Byte-level BPE (GPT-2 style: SmolLM2, Llama 3,
+Qwen) and SentencePiece with byte fallback have all 256 single-byte tokens
+(:attr:`ClosingIndex.byte_complete`).
 
 Every token boundary on a path found is given its distance along the path (the smaller value
 kept), so the cached values keep the invariant the closing mask relies on: a state at
@@ -31,10 +34,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..automaton.lazy_dfa import DEAD, LazyDFA
+from ..automaton.term import FULL_MASK, Term
 from ..errors import GrammarError
 from .vocabulary import TokenVocabulary
 
-DEFAULT_SEARCH_STATES = 4096  # states one distance search may expand before giving up
+DEFAULT_SEARCH_STATES = 4096  # terms one distance search may expand before giving up
+# Work steps (TermBuilder.work_steps: derivative calls, liveness and search expansions) one
+# distance search may take before giving up: a bound counted like the compile's, the same on
+# any machine. Cost: 0.3-1 us a step on the corpus (SmolLM2, a Zen 4 EPYC core), so at most
+# about 0.1-0.25 s for the distance of a state. Handwritten's slowest start state takes 23 k
+# steps (allOfPProp10; 1.5 M steps and 2 s when this search built automaton rows, 9.2 M and
+# 10 s for allOfPProp4). Past it: ``dist`` None (see module doc).
+DEFAULT_SEARCH_STEPS = 250_000
 
 
 @dataclass(frozen=True)
@@ -70,13 +81,15 @@ class ClosingIndex:
     """Distances to acceptance and closing rows of one automaton over one vocabulary."""
 
     def __init__(self, dfa: LazyDFA, vocab: TokenVocabulary,
-                 max_search_states: int = DEFAULT_SEARCH_STATES) -> None:
+                 max_search_states: int = DEFAULT_SEARCH_STATES,
+                 max_search_steps: int = DEFAULT_SEARCH_STEPS) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.max_search_states = max_search_states
+        self.max_search_steps = max_search_steps
         self.byte_token = vocab.single_byte_tokens  # bool[256]: the byte is one token
-        self._bytes = np.flatnonzero(self.byte_token)
-        self._all_bytes = np.arange(256)
+        # the same as a bit mask (bit b = byte b): the bytes of the second search pass
+        self._byte_mask = sum(1 << int(b) for b in np.flatnonzero(self.byte_token))
         self._dist: dict[int, int] = {}
         self._unknown: set[int] = set()  # states a search could not bound (within its budget)
         self._rows: dict[int, ClosingRow] = {}
@@ -150,59 +163,94 @@ class ClosingIndex:
         over all bytes, cut into the fewest vocabulary tokens; where the vocabulary cannot
         cut it, a path over the bytes that are single tokens. Records the distance of every
         token boundary on the path (see module doc)."""
-        passes = [self._all_bytes] if self.byte_complete else [self._all_bytes, self._bytes]
-        for steps in passes:
-            found = self._best_first(start, steps)
+        passes = [FULL_MASK] if self.byte_complete else [FULL_MASK, self._byte_mask]
+        for allowed in passes:
+            found = self._best_first(start, allowed)
             if found is None:
                 break
-            data, base = found
+            data, terms, base = found
             cuts = self._fewest_tokens(data)
             if cuts is not None:
-                self._record(start, data, cuts, base)
+                self._record(start, terms, cuts, base)
                 return self._dist[start]
         self._unknown.add(start)
         return None
 
-    def _best_first(self, start: int, steps: np.ndarray) -> tuple[bytes, int] | None:
-        """Best-first search over ``steps`` bytes (ordered by the builder's
-        ``search_estimate``: the shortest match for terms without AND/NOT) for an accepting
-        state or one at a known distance: the bytes to it and that distance (0 when
-        accepting); None past :attr:`max_search_states` expansions or when none is
-        reachable."""
-        dfa, builder, known = self.dfa, self.dfa.builder, self._dist
-        parents: dict[int, tuple[int, int]] = {start: (-1, -1)}
-        heap = [(self._estimate(start), 0, 0, start)]
+    def _best_first(self, start: int, allowed: int) -> tuple[bytes, list[Term], int] | None:
+        """Best-first search over derivative terms, one byte of ``allowed`` (bit b = byte b)
+        per derivative class, ordered by the builder's ``search_estimate`` (the shortest match
+        for terms without AND/NOT), for a nullable term or one of a state at a known
+        distance: the bytes to it, the terms along them (``len(data) + 1``, the start's
+        first) and that distance (0 when nullable); None past :attr:`max_search_states`
+        expansions or :attr:`max_search_steps` work steps, or when none is reachable.
+
+        Over terms, not automaton rows: a row registers every successor as a state, and
+        each successor with an intersection or complement costs a liveness search of its own
+        (on the corpus 1-9 M steps, 2-10 s, for one distance). Here a successor is only
+        derived and queued; a dead one is never completed, so the path found is live, and
+        its terms are marked so (:meth:`_record` registers the states at its cuts for free).
+        Each class's derivative is taken on its lowest byte, as :meth:`LazyDFA.build_row`
+        does, so the terms are the automaton's states along ``data``."""
+        dfa, builder = self.dfa, self.dfa.builder
+        state_ids = dfa.state_ids
+        first = dfa.term(start)
+        parents: dict[int, tuple[Term | None, int]] = {first.uid: (None, -1)}
+        heap = [(self._estimate(first), 0, 0, first)]
         pushed = expanded = 0
+        steps_limit = builder.work_steps + self.max_search_steps
         while heap:
             _, neg_g, _, u = heapq.heappop(heap)
-            base = 0 if dfa.accepting[u] else known.get(u)
+            base = 0 if u.nullable else self._known(u)
             if base is not None:
-                out = bytearray()
-                while parents[u][0] != -1:
-                    u, byte = parents[u]
-                    out.append(byte)
-                return bytes(reversed(out)), base
+                return self._path(u, parents) + (base,)
             expanded += 1
-            if expanded > self.max_search_states:
+            builder.charge_steps(1)  # the expansion's own work (heap, classes, estimates)
+            if expanded > self.max_search_states or builder.work_steps > steps_limit:
                 return None
-            row = dfa.row(u)
-            targets, firsts = np.unique(row[steps], return_index=True)
             g = 1 - neg_g
-            for v, k in zip(targets.tolist(), firsts.tolist(), strict=True):
-                if v == DEAD or v in parents or v in self._unknown:
+            for mask in builder.classes(u):
+                if not mask & allowed:
                     continue
-                parents[v] = (u, int(steps[k]))
+                v = builder.derivative(u, (mask & -mask).bit_length() - 1)
+                if v is builder.empty or v.live is False or v.uid in parents:
+                    continue
+                sid = state_ids.get(v.uid)
+                if sid is not None and (sid == DEAD or sid in self._unknown):
+                    continue
+                parents[v.uid] = (u, ((mask & allowed) & -(mask & allowed)).bit_length() - 1)
                 pushed += 1
-                est = 0 if dfa.accepting[v] else known.get(v)
+                est = 0 if v.nullable else self._known(v)
                 if est is None:
-                    est = builder.search_estimate(dfa.term(v))
+                    est = builder.search_estimate(v)
                 heapq.heappush(heap, (g + est, -g, pushed, v))
         return None
 
-    def _estimate(self, state: int) -> int:
-        if self.dfa.accepting[state]:
+    def _known(self, term: Term) -> int | None:
+        """The known distance of ``term``'s state (None: not a state yet, or not known)."""
+        sid = self.dfa.state_ids.get(term.uid)
+        return None if sid is None else self._dist.get(sid)
+
+    @staticmethod
+    def _path(end: Term, parents: dict[int, tuple[Term | None, int]]
+              ) -> tuple[bytes, list[Term]]:
+        """The bytes from the search's start to ``end`` and the terms along them, every one
+        marked live (each reaches ``end``, which is nullable or a live state's)."""
+        out, terms = bytearray(), [end]
+        node: Term | None = end
+        while True:
+            node.live = True
+            parent, byte = parents[node.uid]
+            if parent is None:
+                break
+            out.append(byte)
+            terms.append(parent)
+            node = parent
+        return bytes(reversed(out)), terms[::-1]
+
+    def _estimate(self, state_term: Term) -> int:
+        if state_term.nullable:
             return 0
-        return self.dfa.builder.search_estimate(self.dfa.term(state))
+        return self.dfa.builder.search_estimate(state_term)
 
     def _fewest_tokens(self, data: bytes) -> list[int] | None:
         """The cut points (0 .. len(data)) of ``data`` into the fewest vocabulary tokens
@@ -223,15 +271,14 @@ class ClosingIndex:
             cuts.append(back[cuts[-1]])
         return cuts[::-1]
 
-    def _record(self, start: int, data: bytes, cuts: list[int], base: int) -> None:
-        """Give the state at every cut of the path ``data`` from ``start`` its distance along
-        the path (the tokens after the cut, plus ``base`` at the end), keeping smaller values
-        already known."""
+    def _record(self, start: int, terms: list[Term], cuts: list[int], base: int) -> None:
+        """Give the state at every cut of a path found from ``start`` (``terms``: the terms
+        along it, from :meth:`_best_first`) its distance along the path (the tokens after
+        the cut, plus ``base`` at the end), keeping smaller values already known. The terms
+        are live: registering their states builds no row and searches nothing."""
         tokens_after = len(cuts) - 1
-        state, pos = start, 0
         for k, cut in enumerate(cuts):
-            state = self.dfa.walk(state, data[pos:cut])
-            pos = cut
+            state = start if cut == 0 else self.dfa.state_of(terms[cut])
             d = tokens_after - k + base
             old = self._dist.get(state)
             if old is None or d < old:

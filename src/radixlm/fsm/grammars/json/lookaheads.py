@@ -11,6 +11,7 @@ parser, by name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ...regex import tree as ra
 from ...regex.parser import parse_branches, search_node
@@ -137,8 +138,14 @@ def _class_end(pattern: str, start: int) -> int | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def pattern_parts(pattern: str) -> PatternParts:
-    """The pattern's regexes (GrammarError, naming the construct, when unsupported)."""
+    """The pattern's regexes (GrammarError, naming the construct, when unsupported).
+
+    Memoised (the trees are immutable): a distributed ``anyOf``/``allOf`` compiles a
+    string's patterns once per combination (Handwritten's allany14: 729 combinations of 7
+    patterns parsed 5,103 times, 2.9 s of its 5.1 s refusal); one tree per pattern also lets
+    the string encoder's and the automaton's memos, keyed by node, hit across combinations."""
     tempered = _tempered(pattern)
     if tempered is not None:
         return tempered
