@@ -125,29 +125,20 @@ def main() -> None:
     parser.add_argument("--num-draft-tokens", type=int, default=8)
     parser.add_argument("--max-batch", type=int, default=None,
                         help="--speculative-max-batch-size (default: the server's)")
-    parser.add_argument("--quantization", default=None, help="e.g. gguf (Q4_1 bits kept)")
+    parser.add_argument("--quantization", default=None,
+                        help="as the server's: default a GGUF's own blocks (SmolLM2's Q4_1), "
+                             "none: dequantized to float32")
     parser.add_argument("--agent-budget", type=float, default=120.0,
                         help="seconds after which the agent row starts no new document")
     parser.add_argument("--tasks", default="json,rag,rag8,chat,streams32,agent,llama_cpp")
     args = parser.parse_args()
     setup_threads(args.threads)
     model = resolve_model(args.model)
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model.hf_path)
-    pool = 16384
-    runner = ModelRunner(model.path, RunnerConfig(max_total_tokens=pool,
-                                                  num_threads=args.threads,
-                                                  quantization=args.quantization))
-    common = {"model_path": str(model.path), "max_total_tokens": pool,
-              "num_threads": args.threads, "quantization": args.quantization}
-    spec_args = {"speculative_algorithm": "NGRAM",
-                 "speculative_num_draft_tokens": args.num_draft_tokens}
-    if args.max_batch is not None:
-        spec_args["speculative_max_batch_size"] = args.max_batch
+    tokenizer, runner, common, spec_args, quantization = setup(args, model)
     plain = Scheduler(ServerArgs(**common), runner, tokenizer)
     spec = Scheduler(ServerArgs(**common, **spec_args), runner, tokenizer)
-    results: dict[str, Any] = {"max_batch": spec.speculator.max_batch}
+    results: dict[str, Any] = {"max_batch": spec.speculator.max_batch,
+                               "quantization": quantization}
     reqs = task_requests(tokenizer, args.requests)
     for task in args.tasks.split(","):
         if task == "agent":
@@ -165,6 +156,29 @@ def main() -> None:
         print(task, json.dumps({k: round(v, 3) if isinstance(v, float) else v
                                 for k, v in r.items() if "spec_" not in k}), flush=True)
     write_results(args.out, {"args": vars(args), "model": model.describe(), "results": results})
+
+
+def setup(args: argparse.Namespace, model: Any) -> tuple[Any, ModelRunner, dict[str, Any],
+                                                      dict[str, Any], str | None]:
+    """The tokenizer, the loaded runner, the server arguments both sides share, those that
+    turn speculation on (``args``: threads, quantization, draft tokens, max batch), and the
+    runner's quantization (resolved as the server resolves it: the runner takes None as
+    "float32 weights")."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model.hf_path)
+    pool = 16384
+    common = {"model_path": str(model.path), "max_total_tokens": pool,
+              "num_threads": args.threads, "quantization": args.quantization}
+    quantization = ServerArgs(**common).resolved_quantization[0]
+    runner = ModelRunner(model.path, RunnerConfig(max_total_tokens=pool,
+                                                  num_threads=args.threads,
+                                                  quantization=quantization))
+    spec_args = {"speculative_algorithm": "NGRAM",
+                 "speculative_num_draft_tokens": args.num_draft_tokens}
+    if args.max_batch is not None:
+        spec_args["speculative_max_batch_size"] = args.max_batch
+    return tokenizer, runner, common, spec_args, quantization
 
 
 def agent_row(path: str, threads: int, spec_args: dict[str, Any],

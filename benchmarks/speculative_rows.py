@@ -138,18 +138,26 @@ def run_together(s: Scheduler, rid: str, prompts: list[tuple[list[int], GrammarR
         for req in s.waiting:
             if req.grammar_future is not None:
                 req.grammar_future.result()
-        for o in s.step():
-            out = outs[o.rid]
-            if o.rollback:
-                del out[len(out) - o.rollback:]
-            out.extend(o.new_ids)
-            emitted += len(o.new_ids)
+        emitted += apply_outputs(outs, s.step())
         if not t0 and all(outs.values()):
             t0, c0, at_t0 = time.perf_counter(), time.process_time(), emitted
     end, cpu_end = time.perf_counter(), time.process_time()
     tokens = emitted - at_t0
     return {"ids": [outs[k] for k in sorted(outs)], "decode_tokens": tokens,
             "decode_s": end - t0 if t0 else 0.0, "decode_cpu_s": cpu_end - c0 if t0 else 0.0}
+
+
+def apply_outputs(outs: dict[str, list[int]], step: list[Any]) -> int:
+    """A step's outputs applied to ``outs`` (ids by request: rollbacks, then new ids);
+    returns the tokens it added."""
+    added = 0
+    for o in step:
+        out = outs[o.rid]
+        if o.rollback:
+            del out[len(out) - o.rollback:]
+        out.extend(o.new_ids)
+        added += len(o.new_ids)
+    return added
 
 
 def llama_cpp_lookup(gguf: str, threads: int, prompts: list[tuple[list[int], dict | None]],

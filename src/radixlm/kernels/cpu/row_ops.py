@@ -53,7 +53,11 @@ _F32, _I64 = torch.float32, torch.int64
 # (one thread, AVX-512, 9 query / 3 KV heads of 64): native 14 vs 51 us + a 150 us plan at
 # 1 x 16, 416 vs 522 us + 170 at 1 x 2048, 86 vs 180 us + 120 at 8 x 64, 361 vs 513 us + 97 at
 # 32 x 64. Past the bound the torch set's cascade may read a shared prefix once for a group
-# where this kernel reads it per request, so the larger batches keep its plan.
+# where this kernel reads it per request, so the larger batches keep its plan. The rows of
+# one request's speculative verification (one-token decodes over its slot row,
+# scheduling/step_batch.py) take the native kernel at any length too, as its plain decode
+# step does: with int8 activations (GGUF blocks) the plan's other rounding order flipped
+# greedy tokens against plain decoding (SmolLM2, RAG row: 1 of 3 outputs identical).
 NATIVE_DECODE_MAX_KV = 2048
 
 
@@ -142,14 +146,23 @@ def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
 def plan_decode(slots: torch.Tensor, lens: torch.Tensor, page_size: int = 1,
                 sliding_window: int = 0,
                 workspace: dict[str, torch.Tensor] | None = None) -> DecodePlan | None:
-    """``None`` (the native kernel, no plan) for one request or a batch of at most
-    :data:`NATIVE_DECODE_MAX_KV` padded KV tokens on the CPU, else
+    """``None`` (the native kernel, no plan) for one request (or one request's verify
+    rows) or a batch of at most :data:`NATIVE_DECODE_MAX_KV` padded KV tokens on the CPU, else
     :func:`plan_decode_padded`'s plan for the torch reference."""
     batch = lens.shape[0]
     if (_NATIVE is not None and batch > 0 and slots.is_cpu
-            and (batch == 1 or batch * int(lens.max()) <= NATIVE_DECODE_MAX_KV)):
+            and (batch == 1 or batch * int(lens.max()) <= NATIVE_DECODE_MAX_KV
+                 or _one_request(slots, lens))):
         return None
     return plan_decode_padded(slots, lens, page_size, sliding_window, workspace)
+
+
+def _one_request(slots: torch.Tensor, lens: torch.Tensor) -> bool:
+    """Whether every row is one request's (a verification's rows): they hold one slot at
+    the shortest row's last position, which is that row's newest token, no other
+    request's."""
+    last = int(lens.min()) - 1
+    return last >= 0 and bool((slots[:, last] == slots[0, last]).all())
 
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

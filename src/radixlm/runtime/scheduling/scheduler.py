@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from ..memory.kv_manager import KVManager
+from ..model.gemm_choice import measure_clock
 from ..model.model_runner import ModelRunner
 from ..server_args import ServerArgs
 from ..wire.messages import (
@@ -75,6 +76,7 @@ class Scheduler:
         self.counters = {"requests": 0, "finished": 0, "prompt_tokens": 0, "cached_tokens": 0,
                          "steps": 0, "retracted": 0, "aborted": 0}
         self.last_step_time = time.monotonic()
+        self.clock = measure_clock()  # the steps' timer (thread CPU time at one torch thread)
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -126,6 +128,7 @@ class Scheduler:
 
     def step(self) -> list[ReqOut]:
         """Schedule, run one forward, sample, and return the outputs to send."""
+        started = self.clock()
         # Constrained requests whose mask is not ready within the bound sit this step out.
         gate = self._start_grammar(self.step_grammar.start(self.running, self.waiting))
         decodes = self._reserve_decodes(gate)
@@ -149,6 +152,8 @@ class Scheduler:
             self._fail_with(req, message, code="internal")
         outs.extend(result.outs)
         self.last_step_time = time.monotonic()
+        if self.speculator is not None and not chunks:  # a draft row's price, measured
+            self.speculator.observe(batch.num_tokens, self.clock() - started)
         return outs
 
     def _start_grammar(self, start: GrammarStart) -> StepMaskGate:

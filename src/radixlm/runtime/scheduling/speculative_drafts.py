@@ -14,7 +14,9 @@ as a fallback for others), then the outputs of finished requests
 constraint refuses and to what the request may still emit (``max_new_tokens``, the context).
 The chain's slots are reserved only from free pages: drafting never evicts the prefix cache
 nor retracts a request; without room a request decodes one token as usual. The verification
-after the forward is :mod:`speculative_verify`'s.
+after the forward is :mod:`speculative_verify`'s. A draft's price in the budget is the row
+cost at the step's batch that :class:`~..speculative.step_cost.StepCostModel` fits to the
+scheduler's decode steps (:meth:`Speculator.observe`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ..speculative.draft_chain import (
 from ..speculative.grammar_drafts import forced_text_tokens, grammar_prefix
 from ..speculative.ngram_lookup import NgramLookup
 from ..speculative.shared_lookup import SharedLookup
+from ..speculative.step_cost import StepCostModel
 from ..speculative.text_lookup import SharedText, TextLookup
 from .request import PrefillChunk, Req
 
@@ -66,6 +69,14 @@ class Speculator:
         self.stats = AcceptanceStats()
         self.shared = SharedLookup(self.min_n, self.max_n, self.num_draft_tokens)
         self.shared_text = SharedText()
+        self.cost = StepCostModel()
+        # a draft row's price in this step (set by :meth:`draft` from the step's batch)
+        self.row_cost = self.cost.row_cost(1)
+
+    def observe(self, rows: int, seconds: float) -> None:
+        """A step of decodes (and verifications) only ran ``rows`` forward tokens in
+        ``seconds`` (the scheduler's clock: thread CPU time at one torch thread)."""
+        self.cost.observe(rows, seconds)
 
     def admit(self, req: Req) -> None:
         """Mark a new request as speculating unless its sampling parameters opt out."""
@@ -90,6 +101,7 @@ class Speculator:
         step, as wide, would not draft the forced text either)."""
         sampling = [c.req for c in chunks if c.start + c.n == len(c.req.token_ids)]
         wide = len(decodes) + len(sampling) > self.max_batch
+        self.row_cost = self.cost.row_cost(len(decodes) + len(sampling))
         for req in decodes + sampling:
             req.plain_step = wide
         if wide:
@@ -113,7 +125,7 @@ class Speculator:
             req.draft_budget = DraftBudget(self.num_draft_tokens, PRIOR_RATE if req.grammar
                                            is None else CONSTRAINED_PRIOR_RATE)
             req.text_lookup = TextLookup(self.vocab().decode_bytes(req.input_ids))
-        budget = req.draft_budget.take()  # lookup drafts (0: paused, forced text only)
+        budget = req.draft_budget.take(self.row_cost)  # lookup drafts (0: forced text only)
         matcher = req.grammar  # active when set (_eligible)
         if matcher is None and not budget:
             return chain

@@ -8,7 +8,8 @@ tokens, and the cut of any chain at the first token the constraint refuses),
 :mod:`text_lookup` (the same over text, for copies the model tokenizes differently),
 :mod:`shared_lookup` (cross-request: what followed the suffix in the output of a request that
 finished), :mod:`draft_budget` (how many lookup drafts a request proposes, adapted
-to what it had accepted), :mod:`draft_chain` (a chain and where each token came from),
+to what it had accepted and to a draft row's price), :mod:`step_cost` (that price: a fit of
+decode-step time against forward rows), :mod:`draft_chain` (a chain and where each token came from),
 :mod:`acceptance_stats` (what the verifications accepted). Pure over token lists and fsm
 matchers: may import ``fsm`` only, never ``scheduling`` (which drives these:
 ``scheduling/speculative_*.py``).

@@ -1,16 +1,15 @@
 """How many lookup drafts a request proposes next, from what its recent verifications
-accepted and what a rejected draft costs: a long chain while the request copies, none while
-it writes text of its own, with a short probe now and then to notice when copying starts.
+accepted and what a draft costs in the step it joins: a long chain while the request copies
+and drafts are cheap, none while it writes text of its own or the batch makes rows dear,
+with a short probe now and then to notice when copying starts.
 
-Cost of a failed draft (``benchmarks/speculative.py --tasks draft_cost``: SmolLM2 Q4_1 GGUF,
-1 thread, batch 1, open-ended chat, every step proposing ``k`` drafts the model rejects, in
-CPU time on a shared core): a step with ``k`` failed drafts took 1.35 (k=1), 1.33 (k=4) and
-1.22 (k=8) plain decode steps (noise about +-0.1; wall-clock figures on the loaded core were
-noise). So the verify path's fixed part dominates (an extend forward instead of a decode one,
-a sampler over ``k + 1`` rows, the KV given back), and each row adds little (the issue's quiet
-figure: 8 rows in 1.28x one row's forward). A step with ``k`` drafts is modelled as
-``1 + VERIFY_COST + k * DRAFT_COST`` plain steps: a verification pays only once it emits
-about 1.3 tokens, which open-ended writing (1.2-1.25 tokens per verify measured) does not.
+A step with ``k`` drafts is modelled as ``1 + VERIFY_COST + k * row_cost`` plain steps (of
+this request's share): ``VERIFY_COST`` the verify path's fixed part (a sampler over ``k + 1``
+rows, the KV given back), ``row_cost`` a draft row's price, which the scheduler measures on
+the running model and batch (:mod:`.step_cost`; SmolLM2's GGUF blocks at 1 thread: 0.24 at
+batch 1, 0.7 at batch 8). Without a measure it is :data:`DRAFT_COST`, what a row cost with
+float32 weights, where the step streams 4x the bytes: ``speculative.py --tasks draft_cost``
+measured 1.35 (k=1), 1.33 (k=4) and 1.22 (k=8) plain steps there.
 
 The request's acceptance is an estimate ``rate`` of the chance that a draft is accepted given
 that the one before it was (decayed counts over its recent verifications, so a copying
@@ -19,7 +18,10 @@ request's rate climbs within a few steps and falls as fast when it stops). With 
 budget is the ``k`` in ``[1, most]`` with the best tokens per cost, or 0 when even that is
 not worth ``1 + MARGIN`` plain steps. At 0 the request proposes nothing (it decodes plainly,
 without even a lookup) for ``wait`` steps, then probes with ``PROBE`` drafts; each probe
-rejected outright doubles ``wait`` (up to ``MAX_WAIT``), an accepted one resets it.
+rejected outright doubles ``wait`` (up to ``MAX_WAIT``), an accepted one resets it. A probe
+is made only where a copying request's rate (:data:`COPYING_RATE`) would pay at the row's
+price: at batch 8 on SmolLM2's blocks no chain pays, and a probe per request every few steps
+cost more than the few copies it found.
 
 The grammar's forced text is proposed whatever the budget (it is rarely wrong) and is not
 counted here. Only the drafts change with the budget, never the output.
@@ -27,8 +29,9 @@ counted here. Only the drafts change with the budget, never the output.
 
 from __future__ import annotations
 
-# Measured step cost, in plain decode steps (see module doc): the verify path's fixed part
-# and each draft row's share: a fit of the measured costs (1.26, 1.29, 1.33 at k = 1, 4, 8).
+# Measured step cost, in plain decode steps (see module doc): the verify path's fixed part,
+# and a draft row's price where none is measured (float32 weights: 1.26, 1.29, 1.33 at
+# k = 1, 4, 8)
 VERIFY_COST = 0.25
 DRAFT_COST = 0.01
 MARGIN = 0.03  # a budget must promise this much over plain decoding
@@ -38,6 +41,7 @@ PRIOR_RATE = 0.5  # a new request's rate, before any verification
 CONSTRAINED_PRIOR_RATE = 0.8
 PROBE = 2  # drafts a probe proposes after a pause
 FIRST_WAIT, MAX_WAIT = 2, 32  # steps without drafts after a budget of 0, doubled per failure
+COPYING_RATE = 0.9  # a copying request's rate: a probe is made only where it would pay
 
 
 def expected_tokens(rate: float, k: int) -> float:
@@ -46,17 +50,17 @@ def expected_tokens(rate: float, k: int) -> float:
     return sum(rate**i for i in range(k + 1))
 
 
-def step_cost(k: int) -> float:
-    """A step with ``k`` drafts, in plain decode steps."""
-    return 1.0 + VERIFY_COST + DRAFT_COST * k if k else 1.0
+def step_cost(k: int, row_cost: float = DRAFT_COST) -> float:
+    """A step with ``k`` drafts at ``row_cost`` each, in plain decode steps."""
+    return 1.0 + VERIFY_COST + row_cost * k if k else 1.0
 
 
-def best_length(rate: float, most: int) -> int:
-    """The draft count in ``[1, most]`` with the most expected tokens per cost, or 0 when
-    none promises ``1 + MARGIN`` tokens per plain step."""
+def best_length(rate: float, most: int, row_cost: float = DRAFT_COST) -> int:
+    """The draft count in ``[1, most]`` with the most expected tokens per cost (drafts at
+    ``row_cost``), or 0 when none promises ``1 + MARGIN`` tokens per plain step."""
     best, gain = 0, 1.0 + MARGIN
     for k in range(1, most + 1):
-        g = expected_tokens(rate, k) / step_cost(k)
+        g = expected_tokens(rate, k) / step_cost(k, row_cost)
         if g > gain:
             best, gain = k, g
     return best
@@ -68,7 +72,7 @@ class DraftBudget:
     Call :meth:`take` once per step the request decodes (it counts pauses down), then
     :meth:`update` after a verification with what its lookup drafts achieved."""
 
-    __slots__ = ("most", "hits", "trials", "wait", "pause", "probing")
+    __slots__ = ("most", "hits", "trials", "wait", "pause", "probing", "row_cost")
 
     def __init__(self, most: int, prior: float = PRIOR_RATE) -> None:
         if most < 0:
@@ -81,6 +85,7 @@ class DraftBudget:
         self.wait = 0  # steps left without drafts
         self.pause = FIRST_WAIT  # the next pause's length
         self.probing = False  # the current proposal is a probe after a pause
+        self.row_cost = DRAFT_COST  # a draft row's price at the last :meth:`take`
 
     @property
     def rate(self) -> float:
@@ -93,12 +98,15 @@ class DraftBudget:
         if self.wait > 0 or not self.most:
             return 0
         if self.probing:
-            return min(PROBE, self.most)
-        return best_length(self.rate, self.most)
+            worth = best_length(COPYING_RATE, self.most, self.row_cost) > 0
+            return min(PROBE, self.most) if worth else 0
+        return best_length(self.rate, self.most, self.row_cost)
 
-    def take(self) -> int:
-        """The drafts to propose this step (0: decode plainly), counting a pause down; a
-        rate that drafts nothing (a low prior) starts a pause, so a probe follows."""
+    def take(self, row_cost: float = DRAFT_COST) -> int:
+        """The drafts to propose this step (0: decode plainly) at ``row_cost`` a draft
+        (:mod:`.step_cost`), counting a pause down; a rate that drafts nothing (a low prior)
+        starts a pause, so a probe follows (where a copy would pay)."""
+        self.row_cost = row_cost
         if self.wait > 0:
             self.wait -= 1
             self.probing = self.wait == 0
@@ -123,7 +131,7 @@ class DraftBudget:
                 self.pause = FIRST_WAIT
             else:
                 self.pause = min(2 * self.pause, MAX_WAIT)
-        if best_length(self.rate, self.most) == 0:
+        if best_length(self.rate, self.most, self.row_cost) == 0:
             self._rest()
 
     def _rest(self) -> None:
