@@ -18,8 +18,8 @@ W.T`` is computed by the native module without decoding W to memory:
   ``path=`` forces one (tests); ``"tiled"`` is the alternative prefill below;
 * **rows**: decode (1..8 rows) streams W once; prefill and batched decode (more rows) run
   the streaming kernel in passes of 8 rows over W (the portable loop: passes of 32), or on
-  VNNI with ``tiles=True`` the tiled kernel (``native/gguf_blocks_tiles.h``; the default,
-  see :data:`TILES_DEFAULT`): passes of 32 rows, each block decoded once per pass, a lane per
+  VNNI with ``tiles=True`` the tiled kernel (``native/gguf_blocks_tiles.h``; opt-in, see
+  :data:`TILES_DEFAULT`): passes of 32 rows, each block decoded once per pass, a lane per
   sub-block so about half the work per row; the same int8 activations and exact integer
   sums per sub-block, float32 sums in another order (within the same bound, not
   bit-identical to the passes of 8). Measured against the alternative, W dequantized tile
@@ -43,14 +43,18 @@ _TYPE_IDS = {name: i for i, name in enumerate(
     ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K"))}
 assert set(_TYPE_IDS) == set(GGUF_BLOCKS)
 PATHS = ("auto", "vnni", "portable", "reference", "tiled")
-# whether more than 8 rows run the tiled kernel by default (VNNI): on, 1.3-1.9x the passes
-# of 8 in prefill. The paths differ only in float32 summation order, but int8 activations make
-# the model jump with the last bit, so short texts cannot tell them apart: on 52 tokens one ulp
-# on one linear's input moved SmolLM2's perplexity over 93.4-95.4. On 1,876 tokens
-# (test_quantized_real_model.py, bound 1% of float32's 25.69): passes of 8 +0.49%, tiles
-# +0.79%, portable +0.88%. Against llama.cpp (test_gguf_real_model.py) the logits stay within
-# 9.1% of their scale (passes of 8: 5.6%); greedy tokens part only on near ties.
-TILES_DEFAULT = True
+# whether more than 8 rows run the tiled kernel by default (VNNI): off. The tiles are
+# 1.3-1.9x the passes of 8 in prefill and differ only in float32 summation order (perplexity
+# on 1,876 tokens, test_quantized_real_model.py, bound 1% of float32's 25.69: passes of 8
+# +0.49%, tiles +0.79%, portable +0.88%), but with int8 activations the last bit moves greedy
+# tokens at near ties, and the kernel is chosen by the row count: a row's result would then
+# depend on how many rows share its step. That breaks what the runtime promises bit for bit
+# on a GGUF: a cached prefix's continuation equals the cold run's
+# (test_gguf_real_model.py::test_prefix_cache_hit_gives_the_cold_runs_tokens fails with the
+# tiles at token 7) and a speculative verify's rows equal the one-token steps (a verify of 8+
+# drafts runs > 8 rows). On by default needs one summation order for every row count (the
+# tiles' lanes in the streaming and 1-row kernels), or tiles for prefill-only rows.
+TILES_DEFAULT = False
 # float32 bytes of one dequantized tile of W (path="tiled"): torch's GEMM wants tall tiles
 # (1 MiB ones, 18 rows at 14336 inputs, ran 2x slower than 8 MiB)
 TILE_BYTES = 8 << 20
