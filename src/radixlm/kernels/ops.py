@@ -34,7 +34,8 @@ class KernelOps:
 
     ``silu_mul``, where a set offers it, is the gated MLP's ``silu(gate) * up`` on the fused
     gate/up rows (signature of :func:`~radixlm.kernels.reference.silu_mul.silu_mul_ref`); the model
-    takes the reference where it is ``None``.
+    takes the reference where it is ``None``; ``gelu_tanh_mul`` likewise for Gemma's
+    ``gelu_tanh(gate) * up`` (:func:`~radixlm.kernels.reference.silu_mul.gelu_tanh_mul_ref`).
     """
 
     name: str
@@ -48,3 +49,4 @@ class KernelOps:
     apply_token_bitmask: Callable[..., None]
     rotary_rows: Callable[..., torch.Tensor] | None = None
     silu_mul: Callable[..., torch.Tensor] | None = None
+    gelu_tanh_mul: Callable[..., torch.Tensor] | None = None

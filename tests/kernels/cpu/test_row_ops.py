@@ -16,7 +16,7 @@ from radixlm.kernels.reference.decode_attention import decode_attention_ref, pla
 from radixlm.kernels.reference.kv_store import store_kv_ref
 from radixlm.kernels.reference.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from radixlm.kernels.reference.rotary import rotary_rows, rotary_rows_ref
-from radixlm.kernels.reference.silu_mul import silu_mul_ref
+from radixlm.kernels.reference.silu_mul import gelu_tanh_mul_ref, silu_mul_ref
 
 needs_kernel = pytest.mark.skipif(
     not cpu_row_ops.row_ops_available(),
@@ -57,6 +57,20 @@ def test_silu_mul_matches_the_reference(rows: int, inter: int, gen: torch.Genera
     got, ref = cpu_row_ops.silu_mul(x), silu_mul_ref(x)
     gate, up = x.double().split(inter, -1)
     exact = torch.nn.functional.silu(gate) * up
+    assert (got.double() - exact).abs().max() <= 2 * (ref.double() - exact).abs().max() + 1e-30
+    torch.testing.assert_close(got, ref, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(("rows", "inter"), [(1, 1), (1, 2048), (3, 7), (5, 77), (2, 4099)])
+def test_gelu_tanh_mul_matches_the_reference(rows: int, inter: int,
+                                             gen: torch.Generator) -> None:
+    """As close to the float64 tanh-GELU as torch's own, and within float32 rounding of it;
+    the saturated tails (|x| past 10) give x and 0 as torch's do."""
+    x = _randn(rows, 2 * inter, gen=gen) * 4
+    x[0, :min(inter, 4)] = torch.tensor([-100.0, 100.0, -12.0, 1e-6])[:min(inter, 4)]
+    got, ref = cpu_row_ops.gelu_tanh_mul(x), gelu_tanh_mul_ref(x)
+    gate, up = x.double().split(inter, -1)
+    exact = torch.nn.functional.gelu(gate, approximate="tanh") * up
     assert (got.double() - exact).abs().max() <= 2 * (ref.double() - exact).abs().max() + 1e-30
     torch.testing.assert_close(got, ref, rtol=RTOL, atol=ATOL)
 
@@ -198,7 +212,7 @@ def test_a_decode_layers_calls_take_the_native_kernels(monkeypatch: pytest.Monke
     """A decode step's own arguments (a Parameter weight, a fused-QKV view, int64 slots)
     reach the C kernels: a silent fallback to the references would lose the point."""
     for ref in ("rms_norm_ref", "fused_add_rms_norm_ref", "rotary_rows_ref", "store_kv_ref",
-                "decode_attention_ref", "silu_mul_ref"):
+                "decode_attention_ref", "silu_mul_ref", "gelu_tanh_mul_ref"):
         monkeypatch.setattr(cpu_row_ops, ref, _refuse)
     weight = torch.nn.Parameter(_randn(64, gen=gen), requires_grad=False)
     x = _randn(1, 64, gen=gen)
@@ -209,6 +223,7 @@ def test_a_decode_layers_calls_take_the_native_kernels(monkeypatch: pytest.Monke
                            torch.float32)
     cpu_row_ops.rotary_rows(qkv[:, :4 * 16].view(1, 4, 16), cos, sin)
     cpu_row_ops.silu_mul(qkv)
+    cpu_row_ops.gelu_tanh_mul(qkv)
     q, k_cache, v_cache, indptr, indices = _decode_case([9], 3, 1, 16, gen)
     cpu_row_ops.store_kv(k_cache, v_cache, indices[:1], q[:, :1], q[:, 1:2].contiguous())
     cpu_row_ops.decode_attention(q, k_cache, v_cache, indptr, indices, 0.25)

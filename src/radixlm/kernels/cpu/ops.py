@@ -1,5 +1,5 @@
 """The native CPU kernel set: the torch references with a decoder layer's per-token kernels
-(norms, rotary, SiLU * up, KV store, short-context decode attention) on the native
+(norms, rotary, SiLU / tanh-GELU * up, KV store, short-context decode attention) on the native
 ``row_ops`` module, and the AVX-512 attention kernels where they run (shared prefixes and
 decode by slot in :mod:`.row_ops`, a request's own causal keys in extend attention).
 
@@ -28,6 +28,7 @@ NATIVE_OPS = replace(
     decode_attention=row_ops.decode_attention,
     rotary_rows=row_ops.rotary_rows,
     silu_mul=row_ops.silu_mul,
+    gelu_tanh_mul=row_ops.gelu_tanh_mul,
     # a request's own causal keys on the AVX-512 flash kernel (the rest: torch's path)
     extend_attention=extend_attention_with(causal_prefill_attention),
 )

@@ -10,7 +10,8 @@ Numbers: :func:`rotary_rows` and :func:`store_kv` are bit-identical to the refer
 :func:`fused_add_rms_norm` / :func:`rms_norm` sum the squares in another order,
 :func:`decode_attention` computes its softmax with libm (the portable kernel) or a
 polynomial e^x (the AVX-512 one, head sizes 64 and 128) and :func:`silu_mul` its e^x with a
-polynomial of its own (~1e-7 relative; the AVX-512 attention ~1e-6; tested).
+polynomial of its own, as does :func:`gelu_tanh_mul` (~1e-7 relative; the AVX-512
+attention ~1e-6; tested).
 
 Decode attention reads each request's KV straight from the pool by slot, with no plan: the
 set's :func:`plan_decode` answers ``None`` (take the native kernel) for small batches of short
@@ -24,6 +25,8 @@ log-sum-exp: no suffix gather, no padded SDPA, no merge pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ..reference.decode_attention import (
@@ -35,7 +38,7 @@ from ..reference.decode_attention import (
 from ..reference.kv_store import store_kv_ref
 from ..reference.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from ..reference.rotary import rotary_rows_ref
-from ..reference.silu_mul import silu_mul_ref
+from ..reference.silu_mul import gelu_tanh_mul_ref, silu_mul_ref
 from .avx512_attention import prefix_partial_attention
 from .native import load
 
@@ -114,12 +117,30 @@ def rotary_rows(qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 def silu_mul(x: torch.Tensor) -> torch.Tensor:
     """:func:`silu_mul_ref` (``silu(gate) * up`` of ``[T, 2 I]`` rows) in one native
     call, vectorized with its own e^x (~1e-7 relative to torch's)."""
-    if not (_NATIVE is not None and _plain(x) and x.dim() == 2 and x.numel() > 0
-            and x.shape[1] % 2 == 0):
+    if not _gate_up_plain(x):
         return silu_mul_ref(x)
+    return _act_mul(_NATIVE.silu_mul, x)
+
+
+def gelu_tanh_mul(x: torch.Tensor) -> torch.Tensor:
+    """:func:`gelu_tanh_mul_ref` (Gemma's ``gelu_tanh(gate) * up``) in one native call on the
+    same e^x, as ``x / (1 + e^(-2u))`` (~1e-7 relative to torch's tanh form; 128 x 2048:
+    ~0.5 ms for torch's gelu + mul)."""
+    if not _gate_up_plain(x):
+        return gelu_tanh_mul_ref(x)
+    return _act_mul(_NATIVE.gelu_tanh_mul, x)
+
+
+def _gate_up_plain(x: torch.Tensor) -> bool:
+    """Fused gate | up rows ``[T, 2 I]`` the activation kernels read through a pointer."""
+    return (_NATIVE is not None and _plain(x) and x.dim() == 2 and x.numel() > 0
+            and x.shape[1] % 2 == 0)
+
+
+def _act_mul(kernel: Callable[..., None], x: torch.Tensor) -> torch.Tensor:
     inter = x.shape[1] // 2
     out = torch.empty(x.shape[0], inter)
-    _NATIVE.silu_mul(x.data_ptr(), out.data_ptr(), x.shape[0], inter)
+    kernel(x.data_ptr(), out.data_ptr(), x.shape[0], inter)
     return out
 
 

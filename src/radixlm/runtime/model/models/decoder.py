@@ -158,7 +158,7 @@ class GatedMLP(nn.Module):
         self.intermediate = cfg.intermediate_size
         # [T, 2 inter] (gate | up) -> [T, inter]
         self.act_mul = ((ops.silu_mul or silu_mul_ref) if cfg.hidden_act == "silu"
-                        else gelu_tanh_mul_ref)
+                        else ops.gelu_tanh_mul or gelu_tanh_mul_ref)
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * self.intermediate, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(self.intermediate, cfg.hidden_size, bias=cfg.mlp_bias)
 
