@@ -149,6 +149,8 @@ def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     prefix, handled per group); with ``skip`` the LSE is kept for the merge."""
     h, d = k_cache.shape[2], k_cache.shape[3]
     n, kv_len = q_span[1] - q_span[0], kv_span[1] - kv_span[0]
+    if sliding_window >= kv_len:  # the window reaches the first key: the plain causal mask
+        sliding_window = 0  # (a prompt shorter than Gemma 3's local window takes causal_part)
     slots = kv_indices[kv_span[0] + skip : kv_span[1]].long()
     k = _pool_rows(k_cache, slots).transpose(0, 1).unsqueeze(0)
     v = _pool_rows(v_cache, slots).transpose(0, 1).unsqueeze(0)
