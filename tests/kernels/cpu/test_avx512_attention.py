@@ -162,19 +162,26 @@ def test_causal_prefill_declines_what_it_was_not_built_for() -> None:
                                            0) is None
 
 
+def _extend_case(indptr: list[int], pages: int, hq: int, hkv: int, dim: int,
+                 gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """(q, k_cache, v_cache, qo_indptr, kv_indptr, slots): prefills of the request sizes in
+    ``indptr`` (no cached prefix) over random slots of a pool of ``pages`` 8-token pages."""
+    tokens = indptr[-1]
+    k_cache, v_cache = torch.randn(pages, 8, hkv, dim, generator=gen), \
+        torch.randn(pages, 8, hkv, dim, generator=gen)
+    slots = torch.randperm(8 * pages, generator=gen)[:tokens]
+    q = torch.randn(tokens, hq, dim, generator=gen)
+    return q, k_cache, v_cache, torch.tensor(indptr), torch.tensor(indptr), slots
+
+
 def test_the_native_set_prefill_takes_the_causal_kernel(kernel_calls: list[tuple]) -> None:
     """The native kernel set's extend attention reaches the causal kernel for a request with
     no shared prefix, and equals the torch set's result."""
     from radixlm.kernels.cpu.ops import NATIVE_OPS
     from radixlm.kernels.reference.ops import TORCH_OPS
     calls = kernel_calls
-    gen = torch.Generator().manual_seed(4)
-    k_cache, v_cache = torch.randn(40, 8, 3, 64, generator=gen), \
-        torch.randn(40, 8, 3, 64, generator=gen)
-    slots = torch.randperm(320, generator=gen)[:150]
-    q = torch.randn(150, 9, 64, generator=gen)
-    args = (q, k_cache, v_cache, torch.tensor([0, 100, 150]), torch.tensor([0, 100, 150]),
-            slots, 0.125)
+    args = _extend_case([0, 100, 150], 40, 9, 3, 64, torch.Generator().manual_seed(4)) + (
+        0.125,)
     got = NATIVE_OPS.extend_attention(*args)
     assert len(calls) == 2, "one call per request"
     torch.testing.assert_close(got, TORCH_OPS.extend_attention(*args), rtol=1e-5, atol=2e-6)
@@ -188,13 +195,8 @@ def test_a_window_over_the_whole_request_takes_the_causal_kernel(
     from radixlm.kernels.cpu.ops import NATIVE_OPS
     from radixlm.kernels.reference.ops import TORCH_OPS
     calls = kernel_calls
-    gen = torch.Generator().manual_seed(5)
-    k_cache, v_cache = torch.randn(30, 8, 1, 256, generator=gen), \
-        torch.randn(30, 8, 1, 256, generator=gen)
-    slots = torch.randperm(240, generator=gen)[:130]
-    q = torch.randn(130, 4, 256, generator=gen)
-    args = (q, k_cache, v_cache, torch.tensor([0, 130]), torch.tensor([0, 130]), slots, 0.0625,
-            0.0)
+    args = _extend_case([0, 130], 30, 4, 1, 256, torch.Generator().manual_seed(5)) + (
+        0.0625, 0.0)
     for window in (130, 512):
         got = NATIVE_OPS.extend_attention(*args, window)
         torch.testing.assert_close(got, TORCH_OPS.extend_attention(*args, window), rtol=1e-5,
