@@ -14,6 +14,7 @@ from kernel_testlib import backends_side_by_side
 from radixlm.kernels.cpu import row_ops as cpu_row_ops
 from radixlm.kernels.reference.decode_attention import decode_attention_ref, plan_decode_padded
 from radixlm.kernels.reference.kv_store import store_kv_ref
+from radixlm.kernels.reference.qk_norm_rotary import qk_norm_rotary_ref
 from radixlm.kernels.reference.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from radixlm.kernels.reference.rotary import rotary_rows, rotary_rows_ref
 from radixlm.kernels.reference.silu_mul import gelu_tanh_mul_ref, silu_mul_ref
@@ -86,6 +87,31 @@ def test_rotary_rows_on_a_fused_qkv_view_is_bit_identical(
                            _randn(300, dim // 2, gen=gen), torch.float32)
     got = cpu_row_ops.rotary_rows(qk, cos, sin)
     assert got.is_contiguous() and torch.equal(got, rotary_rows_ref(qk, cos, sin))
+
+
+@pytest.mark.parametrize(("tokens", "q_heads", "kv_heads", "dim"),
+                         [(1, 9, 3, 64), (3, 4, 4, 2), (7, 8, 2, 128), (130, 4, 1, 256),
+                          (2, 12, 3, 96)])
+def test_qk_norm_rotary_is_the_native_norm_then_rotary(
+        tokens: int, q_heads: int, kv_heads: int, dim: int, gen: torch.Generator) -> None:
+    """Bit-identical to this module's rms_norm (on contiguous head rows) then rotary_rows, on
+    a fused QKV view; within float32 rounding of the torch references; contiguous q and k."""
+    qkv = _randn(tokens, (q_heads + 2 * kv_heads) * dim, gen=gen)
+    qk = qkv[:, :(q_heads + kv_heads) * dim].view(tokens, q_heads + kv_heads, dim)
+    wq, wk = _randn(dim, gen=gen), _randn(dim, gen=gen)
+    cos, sin = rotary_rows(torch.randint(0, 300, (tokens,), generator=gen),
+                           _randn(300, dim // 2, gen=gen), _randn(300, dim // 2, gen=gen),
+                           torch.float32)
+    q, k = cpu_row_ops.qk_norm_rotary(qk, q_heads, wq, wk, 1e-6, cos, sin)
+    assert q.is_contiguous() and k.is_contiguous()
+    assert q.shape == (tokens, q_heads, dim) and k.shape == (tokens, kv_heads, dim)
+    heads = [cpu_row_ops.rms_norm(rows.reshape(-1, dim).contiguous(), w, 1e-6).view(tokens, -1, dim)
+             for rows, w in ((qk[:, :q_heads], wq), (qk[:, q_heads:], wk))]
+    two_steps = cpu_row_ops.rotary_rows(torch.cat(heads, 1), cos, sin)
+    assert torch.equal(q, two_steps[:, :q_heads]) and torch.equal(k, two_steps[:, q_heads:])
+    for got, want in zip((q, k), qk_norm_rotary_ref(qk, q_heads, wq, wk, 1e-6, cos, sin),
+                         strict=True):
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
 
 
 def test_store_kv_is_bit_identical_and_refuses_a_slot_outside(gen: torch.Generator) -> None:
@@ -222,6 +248,8 @@ def test_a_decode_layers_calls_take_the_native_kernels(monkeypatch: pytest.Monke
     cos, sin = rotary_rows(torch.tensor([3]), _randn(8, 8, gen=gen), _randn(8, 8, gen=gen),
                            torch.float32)
     cpu_row_ops.rotary_rows(qkv[:, :4 * 16].view(1, 4, 16), cos, sin)
+    cpu_row_ops.qk_norm_rotary(qkv[:, :4 * 16].view(1, 4, 16), 3, weight[:16], weight[16:32],
+                               1e-5, cos, sin)
     cpu_row_ops.silu_mul(qkv)
     cpu_row_ops.gelu_tanh_mul(qkv)
     q, k_cache, v_cache, indptr, indices = _decode_case([9], 3, 1, 16, gen)

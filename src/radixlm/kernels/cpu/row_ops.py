@@ -36,6 +36,7 @@ from ..reference.decode_attention import (
     plan_decode_padded,
 )
 from ..reference.kv_store import store_kv_ref
+from ..reference.qk_norm_rotary import qk_norm_rotary_with
 from ..reference.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from ..reference.rotary import rotary_rows_ref
 from ..reference.silu_mul import gelu_tanh_mul_ref, silu_mul_ref
@@ -112,6 +113,31 @@ def rotary_rows(qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     _NATIVE.rotary_rows(qk.data_ptr(), qk.stride(0) if t > 1 else h * d, cos.data_ptr(),
                         sin.data_ptr(), out.data_ptr(), t, h, d)
     return out
+
+
+def qk_norm_rotary(qk: torch.Tensor, num_q_heads: int, q_weight: torch.Tensor,
+                   k_weight: torch.Tensor, eps: float, cos: torch.Tensor, sin: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`~radixlm.kernels.reference.qk_norm_rotary.qk_norm_rotary_ref` in one native
+    call: this module's :func:`rms_norm` (of contiguous head rows) then :func:`rotary_rows`,
+    bit-identical, each head normalised and rotated in L1 and written to contiguous ``q``
+    and ``k`` (what the KV store and the attention take; a single key head's rows, strided in
+    the QKV view, took torch's norm before: ~1e-7 apart). Other cases: those two functions
+    one after the other."""
+    t, h, d = qk.shape if qk.dim() == 3 else (0, 0, 0)
+    if not (_NATIVE is not None and type(qk) is torch.Tensor and qk.dtype is _F32 and qk.is_cpu
+            and t > 0 and 0 < num_q_heads < h and d % 2 == 0 and qk.stride(2) == 1
+            and qk.stride(1) == d and (t == 1 or qk.stride(0) >= h * d)
+            and all(_plain(w) and w.shape == (d,) for w in (q_weight, k_weight))
+            and _plain(cos) and _plain(sin) and cos.shape == (t, 1, d) == sin.shape):
+        return qk_norm_rotary_with(rms_norm, rotary_rows, qk, num_q_heads, q_weight, k_weight,
+                                   eps, cos, sin)
+    q, k = torch.empty(t, num_q_heads, d), torch.empty(t, h - num_q_heads, d)
+    _NATIVE.qk_norm_rotary(qk.data_ptr(), qk.stride(0) if t > 1 else h * d,
+                           q_weight.data_ptr(), k_weight.data_ptr(), cos.data_ptr(),
+                           sin.data_ptr(), q.data_ptr(), k.data_ptr(), t, num_q_heads,
+                           h - num_q_heads, d, eps)
+    return q, k
 
 
 def silu_mul(x: torch.Tensor) -> torch.Tensor:

@@ -45,8 +45,19 @@ static inline float dot(const float *a, const float *b, idx_t n) {
     return total;
 }
 
-/* summed = x + residual (residual NULL: summed is x itself); out = summed * inv * weight with
- * inv = 1 / sqrt(mean(summed^2) + eps), per row of n. */
+/* o = src * inv * weight with inv = 1 / sqrt(mean(src^2) + eps): one row of n */
+static inline void norm_row(const float *src, const float *weight, float *o, idx_t n,
+                            float eps) {
+    float mean = dot(src, src, n) / (float)n;
+    float inv = 1.0f / sqrtf(mean + eps);
+    for (idx_t i = 0; i < n; i++) {
+        float scaled = src[i] * inv;
+        o[i] = scaled * weight[i];
+    }
+}
+
+/* summed = x + residual (residual NULL: summed is x itself); out = norm_row(summed), per row
+ * of n. */
 static void add_rms_norm(const float *x, const float *residual, const float *weight, float *out,
                          float *summed, idx_t rows, idx_t n, float eps) {
     for (idx_t r = 0; r < rows; r++) {
@@ -57,39 +68,50 @@ static void add_rms_norm(const float *x, const float *residual, const float *wei
             for (idx_t i = 0; i < n; i++) s[i] = src[i] + res[i];
             src = s;
         }
-        float mean = dot(src, src, n) / (float)n;
-        float inv = 1.0f / sqrtf(mean + eps);
-        float *o = out + r * n;
-        for (idx_t i = 0; i < n; i++) {
-            float scaled = src[i] * inv;
-            o[i] = scaled * weight[i];
-        }
+        norm_row(src, weight, out + r * n, n, eps);
     }
 }
 
-/* out[t, h] = x[t, h] * cos2[t] + swap(x[t, h]) * sin2[t], swap exchanging the halves of a
- * head: rotary_rows_ref's roundings (two products, then their sum). x's tokens are `stride`
+/* o = v * c + swap(v) * s for one head of dim, swap exchanging its halves: rotary_rows_ref's
+ * roundings (two products, then their sum). */
+static inline void rotate_head(const float *v, const float *c, const float *s, float *o,
+                               idx_t dim) {
+    idx_t half = dim / 2;
+    for (idx_t i = 0; i < half; i++) {
+        float a = v[i] * c[i];
+        float b = v[i + half] * s[i];
+        o[i] = a + b;
+    }
+    for (idx_t i = half; i < dim; i++) {
+        float a = v[i] * c[i];
+        float b = v[i - half] * s[i];
+        o[i] = a + b;
+    }
+}
+
+/* out[t, h] = rotate_head(x[t, h]) by row t of cos2 / sin2 [T, dim]. x's tokens are `stride`
  * floats apart (a view of the fused QKV rows), its heads contiguous; out is contiguous. */
 static void rotary_rows(const float *x, idx_t stride, const float *cos2, const float *sin2,
                         float *out, idx_t tokens, idx_t heads, idx_t dim) {
-    idx_t half = dim / 2;
-    for (idx_t t = 0; t < tokens; t++) {
-        const float *c = cos2 + t * dim, *s = sin2 + t * dim;
-        for (idx_t h = 0; h < heads; h++) {
-            const float *v = x + t * stride + h * dim;
-            float *o = out + (t * heads + h) * dim;
-            for (idx_t i = 0; i < half; i++) {
-                float a = v[i] * c[i];
-                float b = v[i + half] * s[i];
-                o[i] = a + b;
-            }
-            for (idx_t i = half; i < dim; i++) {
-                float a = v[i] * c[i];
-                float b = v[i - half] * s[i];
-                o[i] = a + b;
-            }
+    for (idx_t t = 0; t < tokens; t++)
+        for (idx_t h = 0; h < heads; h++)
+            rotate_head(x + t * stride + h * dim, cos2 + t * dim, sin2 + t * dim,
+                        out + (t * heads + h) * dim, dim);
+}
+
+/* Qwen3 / Gemma 3's QK-norm then rotary, per head: q_out[t, h] (h < hq) and k_out[t, h - hq]
+ * = rotate_head(norm_row(x[t, h], wq or wk)), the same arithmetic as add_rms_norm's rows then
+ * rotary_rows (bit-identical), with no [T, Hq + Hkv, D] in between: the normalized head
+ * stays in `tmp` (dim floats). x as rotary_rows' (a view of the fused QKV rows). */
+static void qk_norm_rotary(const float *x, idx_t stride, const float *wq, const float *wk,
+                           const float *cos2, const float *sin2, float *q_out, float *k_out,
+                           idx_t tokens, idx_t hq, idx_t hkv, idx_t dim, float eps, float *tmp) {
+    for (idx_t t = 0; t < tokens; t++)
+        for (idx_t h = 0; h < hq + hkv; h++) {
+            norm_row(x + t * stride + h * dim, h < hq ? wq : wk, tmp, dim, eps);
+            float *o = h < hq ? q_out + (t * hq + h) * dim : k_out + (t * hkv + h - hq) * dim;
+            rotate_head(tmp, cos2 + t * dim, sin2 + t * dim, o, dim);
         }
-    }
 }
 
 /* e^x for the SiLU, written so that the compiler vectorizes it (libm's expf is a call per
@@ -261,6 +283,27 @@ static PyObject *py_gelu_tanh_mul(PyObject *UNUSED self, PyObject *const *args,
     Py_RETURN_NONE;
 }
 
+/* qk_norm_rotary(x, stride, wq, wk, cos2, sin2, q_out, k_out, tokens, hq, hkv, dim, eps) */
+static PyObject *py_qk_norm_rotary(PyObject *UNUSED self, PyObject *const *args,
+                                   Py_ssize_t nargs) {
+    long long a[12];
+    if (!args_ok(nargs, 13, "qk_norm_rotary") || !as_ints(args, 12, a)) return NULL;
+    double eps = PyFloat_AsDouble(args[12]);
+    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    long long tokens = a[8], hq = a[9], hkv = a[10], dim = a[11];
+    if (!a[0] || !a[2] || !a[3] || !a[4] || !a[5] || !a[6] || !a[7] || tokens < 0 || hq < 1 ||
+        hkv < 1 || dim < 2 || dim % 2 || a[1] < (hq + hkv) * dim) {
+        PyErr_SetString(PyExc_ValueError, "qk_norm_rotary: null pointer or bad size");
+        return NULL;
+    }
+    float *tmp = malloc((size_t)dim * sizeof(float));
+    if (!tmp) return PyErr_NoMemory();
+    qk_norm_rotary(PTR(a[0]), a[1], PTR(a[2]), PTR(a[3]), PTR(a[4]), PTR(a[5]), PTR(a[6]),
+                   PTR(a[7]), tokens, hq, hkv, dim, (float)eps, tmp);
+    free(tmp);
+    Py_RETURN_NONE;
+}
+
 /* store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row): pool[slots[t]] = new[t],
  * rows of `row` floats; a slot outside [0, num_slots) raises IndexError before any write. */
 static PyObject *py_store_kv(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
@@ -334,6 +377,11 @@ static PyMethodDef METHODS[] = {
     {"silu_mul", (PyCFunction)(void (*)(void))py_silu_mul, METH_FASTCALL,
      "silu_mul(x, out, tokens, inter) -> None\n\n"
      "out = silu(x[:, :inter]) * x[:, inter:]; x float32 [T, 2 * inter], out [T, inter]."},
+    {"qk_norm_rotary", (PyCFunction)(void (*)(void))py_qk_norm_rotary, METH_FASTCALL,
+     "qk_norm_rotary(x, stride, wq, wk, cos2, sin2, q_out, k_out, tokens, hq, hkv, dim, eps)\n"
+     "-> None\n\n"
+     "q_out [T, hq, dim] / k_out [T, hkv, dim] = rotary(RMSNorm(head) * wq / wk) of the heads\n"
+     "x [T, hq + hkv, dim] (tokens `stride` floats apart); cos2/sin2 [T, dim] float32."},
     {"gelu_tanh_mul", (PyCFunction)(void (*)(void))py_gelu_tanh_mul, METH_FASTCALL,
      "gelu_tanh_mul(x, out, tokens, inter) -> None\n\n"
      "out = gelu_tanh(x[:, :inter]) * x[:, inter:]; x float32 [T, 2 * inter], out [T, inter]."},
