@@ -34,7 +34,14 @@ class KernelOps:
 
     ``silu_mul``, where a set offers it, is the gated MLP's ``silu(gate) * up`` on the fused
     gate/up rows (signature of :func:`~radixlm.kernels.reference.silu_mul.silu_mul_ref`); the model
-    takes the reference where it is ``None``.
+    takes the reference where it is ``None``; ``gelu_tanh_mul`` likewise for Gemma's
+    ``gelu_tanh(gate) * up`` (:func:`~radixlm.kernels.reference.silu_mul.gelu_tanh_mul_ref`).
+
+    ``qk_norm_rotary``, where a set offers it (with ``rotary_rows``), is Qwen3's / Gemma 3's
+    QK-norm and rotary in one call, returning contiguous ``(q, k)`` (signature of
+    :func:`~radixlm.kernels.reference.qk_norm_rotary.qk_norm_rotary_ref`; the same numbers
+    as the set's ``rms_norm`` then ``rotary_rows``); the model takes those two where it is
+    ``None``.
     """
 
     name: str
@@ -48,3 +55,5 @@ class KernelOps:
     apply_token_bitmask: Callable[..., None]
     rotary_rows: Callable[..., torch.Tensor] | None = None
     silu_mul: Callable[..., torch.Tensor] | None = None
+    gelu_tanh_mul: Callable[..., torch.Tensor] | None = None
+    qk_norm_rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None

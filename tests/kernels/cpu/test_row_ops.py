@@ -14,9 +14,10 @@ from kernel_testlib import backends_side_by_side
 from radixlm.kernels.cpu import row_ops as cpu_row_ops
 from radixlm.kernels.reference.decode_attention import decode_attention_ref, plan_decode_padded
 from radixlm.kernels.reference.kv_store import store_kv_ref
+from radixlm.kernels.reference.qk_norm_rotary import qk_norm_rotary_ref
 from radixlm.kernels.reference.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from radixlm.kernels.reference.rotary import rotary_rows, rotary_rows_ref
-from radixlm.kernels.reference.silu_mul import silu_mul_ref
+from radixlm.kernels.reference.silu_mul import gelu_tanh_mul_ref, silu_mul_ref
 
 needs_kernel = pytest.mark.skipif(
     not cpu_row_ops.row_ops_available(),
@@ -61,6 +62,20 @@ def test_silu_mul_matches_the_reference(rows: int, inter: int, gen: torch.Genera
     torch.testing.assert_close(got, ref, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize(("rows", "inter"), [(1, 1), (1, 2048), (3, 7), (5, 77), (2, 4099)])
+def test_gelu_tanh_mul_matches_the_reference(rows: int, inter: int,
+                                             gen: torch.Generator) -> None:
+    """As close to the float64 tanh-GELU as torch's own, and within float32 rounding of it;
+    the saturated tails (|x| past 10) give x and 0 as torch's do."""
+    x = _randn(rows, 2 * inter, gen=gen) * 4
+    x[0, :min(inter, 4)] = torch.tensor([-100.0, 100.0, -12.0, 1e-6])[:min(inter, 4)]
+    got, ref = cpu_row_ops.gelu_tanh_mul(x), gelu_tanh_mul_ref(x)
+    gate, up = x.double().split(inter, -1)
+    exact = torch.nn.functional.gelu(gate, approximate="tanh") * up
+    assert (got.double() - exact).abs().max() <= 2 * (ref.double() - exact).abs().max() + 1e-30
+    torch.testing.assert_close(got, ref, rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.parametrize(("tokens", "q_heads", "kv_heads", "dim"),
                          [(1, 9, 3, 64), (3, 4, 4, 2), (7, 8, 2, 128), (2, 12, 3, 96)])
 def test_rotary_rows_on_a_fused_qkv_view_is_bit_identical(
@@ -72,6 +87,31 @@ def test_rotary_rows_on_a_fused_qkv_view_is_bit_identical(
                            _randn(300, dim // 2, gen=gen), torch.float32)
     got = cpu_row_ops.rotary_rows(qk, cos, sin)
     assert got.is_contiguous() and torch.equal(got, rotary_rows_ref(qk, cos, sin))
+
+
+@pytest.mark.parametrize(("tokens", "q_heads", "kv_heads", "dim"),
+                         [(1, 9, 3, 64), (3, 4, 4, 2), (7, 8, 2, 128), (130, 4, 1, 256),
+                          (2, 12, 3, 96)])
+def test_qk_norm_rotary_is_the_native_norm_then_rotary(
+        tokens: int, q_heads: int, kv_heads: int, dim: int, gen: torch.Generator) -> None:
+    """Bit-identical to this module's rms_norm (on contiguous head rows) then rotary_rows, on
+    a fused QKV view; within float32 rounding of the torch references; contiguous q and k."""
+    qkv = _randn(tokens, (q_heads + 2 * kv_heads) * dim, gen=gen)
+    qk = qkv[:, :(q_heads + kv_heads) * dim].view(tokens, q_heads + kv_heads, dim)
+    wq, wk = _randn(dim, gen=gen), _randn(dim, gen=gen)
+    cos, sin = rotary_rows(torch.randint(0, 300, (tokens,), generator=gen),
+                           _randn(300, dim // 2, gen=gen), _randn(300, dim // 2, gen=gen),
+                           torch.float32)
+    q, k = cpu_row_ops.qk_norm_rotary(qk, q_heads, wq, wk, 1e-6, cos, sin)
+    assert q.is_contiguous() and k.is_contiguous()
+    assert q.shape == (tokens, q_heads, dim) and k.shape == (tokens, kv_heads, dim)
+    heads = [cpu_row_ops.rms_norm(rows.reshape(-1, dim).contiguous(), w, 1e-6).view(tokens, -1, dim)
+             for rows, w in ((qk[:, :q_heads], wq), (qk[:, q_heads:], wk))]
+    two_steps = cpu_row_ops.rotary_rows(torch.cat(heads, 1), cos, sin)
+    assert torch.equal(q, two_steps[:, :q_heads]) and torch.equal(k, two_steps[:, q_heads:])
+    for got, want in zip((q, k), qk_norm_rotary_ref(qk, q_heads, wq, wk, 1e-6, cos, sin),
+                         strict=True):
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
 
 
 def test_store_kv_is_bit_identical_and_refuses_a_slot_outside(gen: torch.Generator) -> None:
@@ -198,7 +238,7 @@ def test_a_decode_layers_calls_take_the_native_kernels(monkeypatch: pytest.Monke
     """A decode step's own arguments (a Parameter weight, a fused-QKV view, int64 slots)
     reach the C kernels: a silent fallback to the references would lose the point."""
     for ref in ("rms_norm_ref", "fused_add_rms_norm_ref", "rotary_rows_ref", "store_kv_ref",
-                "decode_attention_ref", "silu_mul_ref"):
+                "decode_attention_ref", "silu_mul_ref", "gelu_tanh_mul_ref"):
         monkeypatch.setattr(cpu_row_ops, ref, _refuse)
     weight = torch.nn.Parameter(_randn(64, gen=gen), requires_grad=False)
     x = _randn(1, 64, gen=gen)
@@ -208,7 +248,10 @@ def test_a_decode_layers_calls_take_the_native_kernels(monkeypatch: pytest.Monke
     cos, sin = rotary_rows(torch.tensor([3]), _randn(8, 8, gen=gen), _randn(8, 8, gen=gen),
                            torch.float32)
     cpu_row_ops.rotary_rows(qkv[:, :4 * 16].view(1, 4, 16), cos, sin)
+    cpu_row_ops.qk_norm_rotary(qkv[:, :4 * 16].view(1, 4, 16), 3, weight[:16], weight[16:32],
+                               1e-5, cos, sin)
     cpu_row_ops.silu_mul(qkv)
+    cpu_row_ops.gelu_tanh_mul(qkv)
     q, k_cache, v_cache, indptr, indices = _decode_case([9], 3, 1, 16, gen)
     cpu_row_ops.store_kv(k_cache, v_cache, indices[:1], q[:, :1], q[:, 1:2].contiguous())
     cpu_row_ops.decode_attention(q, k_cache, v_cache, indptr, indices, 0.25)

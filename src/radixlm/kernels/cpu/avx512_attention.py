@@ -23,7 +23,7 @@ from .native import load
 
 _NATIVE = load("avx512_attention")
 _F32 = torch.float32
-HEAD_DIMS = (64, 128)  # the kernel's register blocking is written for these
+HEAD_DIMS = (64, 128, 256)  # the kernel's register blocking is written for these
 
 
 def prefix_attention_available() -> bool:
@@ -53,7 +53,7 @@ def prefix_partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                              mask: torch.Tensor | None, sm_scale: float, logit_cap: float
                              ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`partial_attention`: ``(out [N, Hkv, G, D], lse [N, Hkv, G,
-    1])``; for N = 1, no mask and no cap, float32 CPU tensors with D 64 or 128, one native
+    1])``; for N = 1, no mask and no cap, float32 CPU tensors with D 64, 128 or 256, one native
     call, else the torch function."""
     if not _native_case(q, k, v, mask, logit_cap):
         return partial_attention(q, k, v, mask, sm_scale, logit_cap)

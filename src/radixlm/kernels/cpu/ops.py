@@ -1,7 +1,8 @@
 """The native CPU kernel set: the torch references with a decoder layer's per-token kernels
-(norms, rotary, SiLU * up, KV store, short-context decode attention) on the native
-``row_ops`` module, and the AVX-512 attention kernels where they run (shared prefixes and
-decode by slot in :mod:`.row_ops`, a request's own causal keys in extend attention).
+(norms, rotary, QK-norm + rotary, SiLU / tanh-GELU * up, KV store, short-context decode
+attention) on the native ``row_ops`` module, and the AVX-512 attention kernels where they run
+(shared prefixes and decode by slot in :mod:`.row_ops`, a request's own causal keys in
+extend attention).
 
 Offered only when that module was built (:func:`~.row_ops.row_ops_available`); each of its
 kernels hands any case it was not built for to the torch reference, so the set computes what
@@ -28,6 +29,8 @@ NATIVE_OPS = replace(
     decode_attention=row_ops.decode_attention,
     rotary_rows=row_ops.rotary_rows,
     silu_mul=row_ops.silu_mul,
+    gelu_tanh_mul=row_ops.gelu_tanh_mul,
+    qk_norm_rotary=row_ops.qk_norm_rotary,
     # a request's own causal keys on the AVX-512 flash kernel (the rest: torch's path)
     extend_attention=extend_attention_with(causal_prefill_attention),
 )

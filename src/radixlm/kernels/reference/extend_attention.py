@@ -149,9 +149,10 @@ def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     prefix, handled per group); with ``skip`` the LSE is kept for the merge."""
     h, d = k_cache.shape[2], k_cache.shape[3]
     n, kv_len = q_span[1] - q_span[0], kv_span[1] - kv_span[0]
+    if sliding_window >= kv_len:  # the window reaches the first key: the plain causal mask
+        sliding_window = 0  # (a prompt shorter than Gemma 3's local window takes causal_part)
     slots = kv_indices[kv_span[0] + skip : kv_span[1]].long()
-    k = _pool_rows(k_cache, slots).transpose(0, 1).unsqueeze(0)
-    v = _pool_rows(v_cache, slots).transpose(0, 1).unsqueeze(0)
+    k, v = (rows.transpose(0, 1).unsqueeze(0) for rows in _pool_rows(k_cache, v_cache, slots))
     qi = q[q_span[0] : q_span[1]]
     if not skip and sliding_window <= 0 and causal_part is not None:
         part = causal_part(qi, k, v, sm_scale, logit_cap, kv_len - n)
@@ -176,16 +177,17 @@ def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     lse[q_span[0] : q_span[1]] = o_lse
 
 
-def _pool_rows(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """[L, Hkv, D] rows ``slots`` of the pool: a view when they are consecutive (a prefill
-    chunk after its own earlier chunks, on a fresh pool: no 2 x L x Hkv x D copy per layer),
-    else a gather."""
-    flat = cache.view(-1, cache.shape[2], cache.shape[3])
+def _pool_rows(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The key and value rows ``slots`` [L, Hkv, D] of the pools: views when the slots are
+    consecutive (a prefill chunk after its own earlier chunks, on a fresh pool: no
+    2 x L x Hkv x D copy per layer; checked once for both), else gathers."""
+    flat = [c.view(-1, c.shape[2], c.shape[3]) for c in (k_cache, v_cache)]
     if slots.numel():
         start = int(slots[0])
         if torch.equal(slots, torch.arange(start, start + slots.numel(), device=slots.device)):
-            return flat[start : start + slots.numel()]
-    return flat.index_select(0, slots)
+            return flat[0][start : start + slots.numel()], flat[1][start : start + slots.numel()]
+    return flat[0].index_select(0, slots), flat[1].index_select(0, slots)
 
 
 def _own_keys_batched(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -236,8 +238,8 @@ def _shared_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  out: torch.Tensor, lse: torch.Tensor) -> None:
     """All members' queries against the group's shared prefix (no mask: it precedes them)."""
     h, d = k_cache.shape[2], k_cache.shape[3]
-    kp = _pool_rows(k_cache, g.prefix).transpose(0, 1)[None]  # [1, Hkv, Lp, D]
-    vp = _pool_rows(v_cache, g.prefix).transpose(0, 1)[None]
+    kp, vp = (rows.transpose(0, 1)[None] for rows in _pool_rows(k_cache, v_cache, g.prefix))
+    # kp, vp: [1, Hkv, Lp, D]
     rows = torch.cat([torch.arange(qo[m], qo[m + 1]) for m in g.members.tolist()])
     per_chunk = max(GROUP_SCORE_BUDGET // max(g.prefix.numel() * q.shape[1], 1), 1)
     for chunk in rows.split(per_chunk):

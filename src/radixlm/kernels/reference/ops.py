@@ -8,7 +8,7 @@ from .extend_attention import extend_attention_ref
 from .kv_store import store_kv_ref
 from .rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from .rotary import rotary_ref, rotary_rows_ref
-from .silu_mul import silu_mul_ref
+from .silu_mul import gelu_tanh_mul_ref, silu_mul_ref
 from .token_bitmask import apply_token_bitmask_ref
 
 # plan_decode_padded finds shared-prefix groups, so decode on this set runs cascade attention
@@ -25,4 +25,5 @@ TORCH_OPS = KernelOps(
     apply_token_bitmask=apply_token_bitmask_ref,
     rotary_rows=rotary_rows_ref,
     silu_mul=silu_mul_ref,
+    gelu_tanh_mul=gelu_tanh_mul_ref,
 )

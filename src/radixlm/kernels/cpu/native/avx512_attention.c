@@ -20,7 +20,8 @@
  *
  * Shapes (1): q [Hkv, R, D] contiguous; key j of head h at k + j * row_stride + h * head_stride
  * (a view of the paged pool [L, Hkv, D]), v alike; out [Hkv, R, D] normalized over these
- * keys and lse [Hkv, R] their log-sum-exp (no key: out 0, lse -inf). D is 64 or 128.
+ * keys and lse [Hkv, R] their log-sum-exp (no key: out 0, lse -inf). D is 64, 128 or 256
+ * (Gemma 3); decode_attention takes 64 or 128.
  * radixlm.kernels.cpu.avx512_attention checks shapes and dtypes and falls back to torch. */
 #include "radixlm_native.h"
 
@@ -95,11 +96,11 @@ static TARGET __attribute__((noinline)) void transpose_block(const float *k, idx
  * kt [D][KB] the block's keys transposed (zero past nk), vb the block's first value row;
  * row r sees the block's first nv[r] <= nk keys (all nk but near a causal diagonal; a row
  * that sees none keeps its state). acc [RB][D] the running unnormalized output, m / l [RB]
- * the running max and sum. */
+ * the running max and sum. The values go through D in chunks of DV zmm (RB * DV <= 24
+ * accumulators in registers: D 256 takes two chunks of 128). */
 INLINE TARGET void rows_block(const float *q, const float *kt, const float *vb, idx_t v_stride,
                               int nk, const int *nv, float scale, float *acc, float *m,
-                              float *l, int RB, int DV) {
-    const int d = 16 * DV;
+                              float *l, int RB, int DV, int d) {
     __m512 s[8][4];
     for (int r = 0; r < RB; r++)
         for (int c = 0; c < 4; c++) s[r][c] = _mm512_setzero_ps();
@@ -144,36 +145,44 @@ INLINE TARGET void rows_block(const float *q, const float *kt, const float *vb, 
         l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);
         m[r] = m_new;
     }
-    __m512 a[8][8]; /* RB * DV <= 24 */
-    for (int r = 0; r < RB; r++) {
-        const __m512 al = _mm512_set1_ps(alpha[r]);
-        for (int c = 0; c < DV; c++)
-            a[r][c] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * d + 16 * c), al);
-    }
-    for (int j = 0; j < nk; j++) { /* values: 6 rows x 64 dims */
-        const float *vr = vb + j * v_stride;
-        __m512 vc[8];
-        for (int c = 0; c < DV; c++) vc[c] = _mm512_loadu_ps(vr + 16 * c);
+    for (int d0 = 0; d0 < d; d0 += 16 * DV) { /* values: 6 rows x 64 dims (a chunk) */
+        __m512 a[8][8]; /* RB * DV <= 24 */
         for (int r = 0; r < RB; r++) {
-            const __m512 pb = _mm512_set1_ps(p[r][j]);
-            for (int c = 0; c < DV; c++) a[r][c] = _mm512_fmadd_ps(pb, vc[c], a[r][c]);
+            const __m512 al = _mm512_set1_ps(alpha[r]);
+            for (int c = 0; c < DV; c++)
+                a[r][c] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * d + d0 + 16 * c), al);
         }
+        for (int j = 0; j < nk; j++) {
+            const float *vr = vb + j * v_stride + d0;
+            __m512 vc[8];
+            for (int c = 0; c < DV; c++) vc[c] = _mm512_loadu_ps(vr + 16 * c);
+            for (int r = 0; r < RB; r++) {
+                const __m512 pb = _mm512_set1_ps(p[r][j]);
+                for (int c = 0; c < DV; c++) a[r][c] = _mm512_fmadd_ps(pb, vc[c], a[r][c]);
+            }
+        }
+        for (int r = 0; r < RB; r++)
+            for (int c = 0; c < DV; c++) _mm512_storeu_ps(acc + r * d + d0 + 16 * c, a[r][c]);
     }
-    for (int r = 0; r < RB; r++)
-        for (int c = 0; c < DV; c++) _mm512_storeu_ps(acc + r * d + 16 * c, a[r][c]);
 }
 
 /* rows_block specialised on constants (the loops unroll, the accumulators stay in zmm) */
 TARGET static void rows_block_64(const float *q, const float *kt, const float *vb,
                                  idx_t v_stride, int nk, const int *nv, float scale, float *acc,
                                  float *m, float *l) {
-    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 6, 4);
+    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 6, 4, 64);
 }
 
 TARGET static void rows_block_128(const float *q, const float *kt, const float *vb,
                                   idx_t v_stride, int nk, const int *nv, float scale,
                                   float *acc, float *m, float *l) {
-    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 3, 8);
+    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 3, 8, 128);
+}
+
+TARGET static void rows_block_256(const float *q, const float *kt, const float *vb,
+                                  idx_t v_stride, int nk, const int *nv, float scale,
+                                  float *acc, float *m, float *l) {
+    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 6, 4, 256);
 }
 
 /* The keys row r sees: all L, or with a causal diagonal (first >= 0: row r is query token
@@ -190,7 +199,7 @@ INLINE idx_t row_limit(idx_t r, idx_t L, idx_t first, idx_t group) {
 TARGET static void one_head(const float *q, const float *k, const float *v, idx_t row_stride,
                             idx_t rows, idx_t L, int d, float scale, idx_t first, idx_t group,
                             float *out, float *lse, float *work) {
-    const int RB = d == 64 ? 6 : 3;
+    const int RB = d == 128 ? 3 : 6;
     const idx_t padded = (rows + RB - 1) / RB * RB;
     float *qp = work, *acc = qp + padded * d, *m = acc + padded * d, *l = m + padded;
     float *kt = l + padded;
@@ -224,8 +233,11 @@ TARGET static void one_head(const float *q, const float *k, const float *v, idx_
             if (d == 64)
                 rows_block_64(qp + r * d, kt, vb, row_stride, nk, nv, scale, acc + r * d, m + r,
                               l + r);
-            else
+            else if (d == 128)
                 rows_block_128(qp + r * d, kt, vb, row_stride, nk, nv, scale, acc + r * d,
+                               m + r, l + r);
+            else
+                rows_block_256(qp + r * d, kt, vb, row_stride, nk, nv, scale, acc + r * d,
                                m + r, l + r);
         }
     }
@@ -421,9 +433,9 @@ static PyObject *py_prefix_attention(PyObject *UNUSED self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "KKKnnKKnnnifnn", &q, &k, &v, &row_stride, &head_stride, &out,
                           &lse, &hkv, &rows, &L, &d, &scale, &first, &group))
         return NULL;
-    if ((d != 64 && d != 128) || hkv < 1 || rows < 1 || L < 0 || row_stride < d ||
+    if ((d != 64 && d != 128 && d != 256) || hkv < 1 || rows < 1 || L < 0 || row_stride < d ||
         first < -1 || group < 1) {
-        PyErr_SetString(PyExc_ValueError, "prefix_attention: need D 64 or 128, hkv >= 1, "
+        PyErr_SetString(PyExc_ValueError, "prefix_attention: need D 64, 128 or 256, hkv >= 1, "
                         "rows >= 1, L >= 0, row_stride >= D, first >= -1, group >= 1");
         return NULL;
     }

@@ -1,5 +1,6 @@
 /* The small per-token kernels of a decoder layer, for the few rows of a CPU decode step:
- * residual add + RMSNorm, rotary on the fused query/key heads, SiLU(gate) * up, the KV store,
+ * residual add + RMSNorm, rotary on the fused query/key heads, SiLU(gate) * up (and Gemma's
+ * tanh-GELU(gate) * up, also run on prefill's rows: torch's took ~0.5 ms a layer), the KV store,
  * and decode attention over a short context read straight from the paged pool. float32
  * throughout.
  *
@@ -13,7 +14,8 @@
  * prevented by computing each product in its own statement, and -std=c11 turns GCC's
  * contraction off). RMSNorm sums its squares in another order than torch (8 float32 lanes)
  * and attention uses libm's expf and its own summation order: ~1e-7 relative. SiLU's e^x is
- * a polynomial of its own (exp_vec: ~1 ulp, vectorized), torch's is SLEEF's: ~1e-7.
+ * a polynomial of its own (exp_vec: ~1 ulp, vectorized), torch's is SLEEF's: ~1e-7; the
+ * tanh-GELU runs on the same e^x (~1e-7 relative to torch's tanh).
  *
  * Plain C (the loops are written for the compiler to vectorize on the baseline ISA), so it
  * runs on any CPU; no -march, no run-time check. Tensors arrive as data pointers (Python
@@ -43,8 +45,19 @@ static inline float dot(const float *a, const float *b, idx_t n) {
     return total;
 }
 
-/* summed = x + residual (residual NULL: summed is x itself); out = summed * inv * weight with
- * inv = 1 / sqrt(mean(summed^2) + eps), per row of n. */
+/* o = src * inv * weight with inv = 1 / sqrt(mean(src^2) + eps): one row of n */
+static inline void norm_row(const float *src, const float *weight, float *o, idx_t n,
+                            float eps) {
+    float mean = dot(src, src, n) / (float)n;
+    float inv = 1.0f / sqrtf(mean + eps);
+    for (idx_t i = 0; i < n; i++) {
+        float scaled = src[i] * inv;
+        o[i] = scaled * weight[i];
+    }
+}
+
+/* summed = x + residual (residual NULL: summed is x itself); out = norm_row(summed), per row
+ * of n. */
 static void add_rms_norm(const float *x, const float *residual, const float *weight, float *out,
                          float *summed, idx_t rows, idx_t n, float eps) {
     for (idx_t r = 0; r < rows; r++) {
@@ -55,39 +68,50 @@ static void add_rms_norm(const float *x, const float *residual, const float *wei
             for (idx_t i = 0; i < n; i++) s[i] = src[i] + res[i];
             src = s;
         }
-        float mean = dot(src, src, n) / (float)n;
-        float inv = 1.0f / sqrtf(mean + eps);
-        float *o = out + r * n;
-        for (idx_t i = 0; i < n; i++) {
-            float scaled = src[i] * inv;
-            o[i] = scaled * weight[i];
-        }
+        norm_row(src, weight, out + r * n, n, eps);
     }
 }
 
-/* out[t, h] = x[t, h] * cos2[t] + swap(x[t, h]) * sin2[t], swap exchanging the halves of a
- * head: rotary_rows_ref's roundings (two products, then their sum). x's tokens are `stride`
+/* o = v * c + swap(v) * s for one head of dim, swap exchanging its halves: rotary_rows_ref's
+ * roundings (two products, then their sum). */
+static inline void rotate_head(const float *v, const float *c, const float *s, float *o,
+                               idx_t dim) {
+    idx_t half = dim / 2;
+    for (idx_t i = 0; i < half; i++) {
+        float a = v[i] * c[i];
+        float b = v[i + half] * s[i];
+        o[i] = a + b;
+    }
+    for (idx_t i = half; i < dim; i++) {
+        float a = v[i] * c[i];
+        float b = v[i - half] * s[i];
+        o[i] = a + b;
+    }
+}
+
+/* out[t, h] = rotate_head(x[t, h]) by row t of cos2 / sin2 [T, dim]. x's tokens are `stride`
  * floats apart (a view of the fused QKV rows), its heads contiguous; out is contiguous. */
 static void rotary_rows(const float *x, idx_t stride, const float *cos2, const float *sin2,
                         float *out, idx_t tokens, idx_t heads, idx_t dim) {
-    idx_t half = dim / 2;
-    for (idx_t t = 0; t < tokens; t++) {
-        const float *c = cos2 + t * dim, *s = sin2 + t * dim;
-        for (idx_t h = 0; h < heads; h++) {
-            const float *v = x + t * stride + h * dim;
-            float *o = out + (t * heads + h) * dim;
-            for (idx_t i = 0; i < half; i++) {
-                float a = v[i] * c[i];
-                float b = v[i + half] * s[i];
-                o[i] = a + b;
-            }
-            for (idx_t i = half; i < dim; i++) {
-                float a = v[i] * c[i];
-                float b = v[i - half] * s[i];
-                o[i] = a + b;
-            }
+    for (idx_t t = 0; t < tokens; t++)
+        for (idx_t h = 0; h < heads; h++)
+            rotate_head(x + t * stride + h * dim, cos2 + t * dim, sin2 + t * dim,
+                        out + (t * heads + h) * dim, dim);
+}
+
+/* Qwen3 / Gemma 3's QK-norm then rotary, per head: q_out[t, h] (h < hq) and k_out[t, h - hq]
+ * = rotate_head(norm_row(x[t, h], wq or wk)), the same arithmetic as add_rms_norm's rows then
+ * rotary_rows (bit-identical), with no [T, Hq + Hkv, D] in between: the normalized head
+ * stays in `tmp` (dim floats). x as rotary_rows' (a view of the fused QKV rows). */
+static void qk_norm_rotary(const float *x, idx_t stride, const float *wq, const float *wk,
+                           const float *cos2, const float *sin2, float *q_out, float *k_out,
+                           idx_t tokens, idx_t hq, idx_t hkv, idx_t dim, float eps, float *tmp) {
+    for (idx_t t = 0; t < tokens; t++)
+        for (idx_t h = 0; h < hq + hkv; h++) {
+            norm_row(x + t * stride + h * dim, h < hq ? wq : wk, tmp, dim, eps);
+            float *o = h < hq ? q_out + (t * hq + h) * dim : k_out + (t * hkv + h - hq) * dim;
+            rotate_head(tmp, cos2 + t * dim, sin2 + t * dim, o, dim);
         }
-    }
 }
 
 /* e^x for the SiLU, written so that the compiler vectorizes it (libm's expf is a call per
@@ -124,6 +148,25 @@ WIDE static void silu_mul(const float *x, float *out, idx_t tokens, idx_t inter)
         for (idx_t i = 0; i < inter; i++) {
             float silu = gate[i] / (1.0f + exp_vec(-gate[i]));
             o[i] = silu * up[i];
+        }
+    }
+}
+
+/* out[t, i] = gelu_tanh(x[t, i]) * x[t, inter + i] (Gemma's gelu_pytorch_tanh), rows as
+ * silu_mul's. torch's 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), rewritten as
+ * x / (1 + e^(-2u)) (the same function: 1 + tanh(u) = 2 / (1 + e^(-2u))) so that it costs one
+ * exp_vec and no cancellation near u = 0; far negative x gives -0 or a denormal-small value
+ * where torch's tanh saturates to 0. */
+WIDE static void gelu_tanh_mul(const float *x, float *out, idx_t tokens, idx_t inter) {
+    const float beta2 = 2.0f * 0.7978845608028654f, kappa = 0.044715f; /* 2 sqrt(2 / pi) */
+    for (idx_t t = 0; t < tokens; t++) {
+        const float *gate = x + t * 2 * inter, *up = gate + inter;
+        float *o = out + t * inter;
+        for (idx_t i = 0; i < inter; i++) {
+            float g = gate[i];
+            float inner = g + kappa * g * g * g;
+            float gelu = g / (1.0f + exp_vec(-beta2 * inner));
+            o[i] = gelu * up[i];
         }
     }
 }
@@ -214,14 +257,50 @@ static PyObject *py_rotary_rows(PyObject *UNUSED self, PyObject *const *args, Py
     Py_RETURN_NONE;
 }
 
+/* (x, out, tokens, inter) of an activation * up kernel, checked; 0 with an error set */
+static int act_mul_args(PyObject *const *args, Py_ssize_t nargs, const char *name,
+                        long long a[4]) {
+    if (!args_ok(nargs, 4, name) || !as_ints(args, 4, a)) return 0;
+    if (!a[0] || !a[1] || a[2] < 0 || a[3] < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: null pointer or bad size", name);
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *py_silu_mul(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[4];
-    if (!args_ok(nargs, 4, "silu_mul") || !as_ints(args, 4, a)) return NULL;
-    if (!a[0] || !a[1] || a[2] < 0 || a[3] < 1) {
-        PyErr_SetString(PyExc_ValueError, "silu_mul: null pointer or bad size");
+    if (!act_mul_args(args, nargs, "silu_mul", a)) return NULL;
+    silu_mul(PTR(a[0]), PTR(a[1]), a[2], a[3]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_gelu_tanh_mul(PyObject *UNUSED self, PyObject *const *args,
+                                  Py_ssize_t nargs) {
+    long long a[4];
+    if (!act_mul_args(args, nargs, "gelu_tanh_mul", a)) return NULL;
+    gelu_tanh_mul(PTR(a[0]), PTR(a[1]), a[2], a[3]);
+    Py_RETURN_NONE;
+}
+
+/* qk_norm_rotary(x, stride, wq, wk, cos2, sin2, q_out, k_out, tokens, hq, hkv, dim, eps) */
+static PyObject *py_qk_norm_rotary(PyObject *UNUSED self, PyObject *const *args,
+                                   Py_ssize_t nargs) {
+    long long a[12];
+    if (!args_ok(nargs, 13, "qk_norm_rotary") || !as_ints(args, 12, a)) return NULL;
+    double eps = PyFloat_AsDouble(args[12]);
+    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    long long tokens = a[8], hq = a[9], hkv = a[10], dim = a[11];
+    if (!a[0] || !a[2] || !a[3] || !a[4] || !a[5] || !a[6] || !a[7] || tokens < 0 || hq < 1 ||
+        hkv < 1 || dim < 2 || dim % 2 || a[1] < (hq + hkv) * dim) {
+        PyErr_SetString(PyExc_ValueError, "qk_norm_rotary: null pointer or bad size");
         return NULL;
     }
-    silu_mul(PTR(a[0]), PTR(a[1]), a[2], a[3]);
+    float *tmp = malloc((size_t)dim * sizeof(float));
+    if (!tmp) return PyErr_NoMemory();
+    qk_norm_rotary(PTR(a[0]), a[1], PTR(a[2]), PTR(a[3]), PTR(a[4]), PTR(a[5]), PTR(a[6]),
+                   PTR(a[7]), tokens, hq, hkv, dim, (float)eps, tmp);
+    free(tmp);
     Py_RETURN_NONE;
 }
 
@@ -298,6 +377,14 @@ static PyMethodDef METHODS[] = {
     {"silu_mul", (PyCFunction)(void (*)(void))py_silu_mul, METH_FASTCALL,
      "silu_mul(x, out, tokens, inter) -> None\n\n"
      "out = silu(x[:, :inter]) * x[:, inter:]; x float32 [T, 2 * inter], out [T, inter]."},
+    {"qk_norm_rotary", (PyCFunction)(void (*)(void))py_qk_norm_rotary, METH_FASTCALL,
+     "qk_norm_rotary(x, stride, wq, wk, cos2, sin2, q_out, k_out, tokens, hq, hkv, dim, eps)\n"
+     "-> None\n\n"
+     "q_out [T, hq, dim] / k_out [T, hkv, dim] = rotary(RMSNorm(head) * wq / wk) of the heads\n"
+     "x [T, hq + hkv, dim] (tokens `stride` floats apart); cos2/sin2 [T, dim] float32."},
+    {"gelu_tanh_mul", (PyCFunction)(void (*)(void))py_gelu_tanh_mul, METH_FASTCALL,
+     "gelu_tanh_mul(x, out, tokens, inter) -> None\n\n"
+     "out = gelu_tanh(x[:, :inter]) * x[:, inter:]; x float32 [T, 2 * inter], out [T, inter]."},
     {"store_kv", (PyCFunction)(void (*)(void))py_store_kv, METH_FASTCALL,
      "store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row) -> None\n\n"
      "pool[slots[t]] = new[t] for rows of `row` float32; slots int64 [tokens]."},

@@ -105,12 +105,19 @@ class DecoderAttention(nn.Module):
         if self.ops.rotary_rows is None:
             return self.ops.rotary(qk[:, :hq], qk[:, hq:], batch.positions, self.rope.cos,
                                    self.rope.sin)
+        out = self.ops.rotary_rows(qk, *self._rotary_tables(batch, qk.dtype))
+        return out[:, :hq], out[:, hq:]
+
+    def _rotary_tables(self, batch: ForwardBatch, dtype: torch.dtype
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """This layer's ``(cos, sin)`` rows [T, 1, D] at the batch's positions for
+        ``rotary_rows``: gathered by the first layer of its table and kept in ``batch.cache``
+        for the others."""
         cache, cos, sin = batch.cache, f"{self.rope.key}_cos", f"{self.rope.key}_sin"
         if cos not in cache:
-            cache[cos], cache[sin] = rotary_rows(
-                batch.positions, self.rope.cos, self.rope.sin, qk.dtype)
-        out = self.ops.rotary_rows(qk, cache[cos], cache[sin])
-        return out[:, :hq], out[:, hq:]
+            cache[cos], cache[sin] = rotary_rows(batch.positions, self.rope.cos, self.rope.sin,
+                                                 dtype)
+        return cache[cos], cache[sin]
 
     def _attend(
         self,
@@ -158,7 +165,7 @@ class GatedMLP(nn.Module):
         self.intermediate = cfg.intermediate_size
         # [T, 2 inter] (gate | up) -> [T, inter]
         self.act_mul = ((ops.silu_mul or silu_mul_ref) if cfg.hidden_act == "silu"
-                        else gelu_tanh_mul_ref)
+                        else ops.gelu_tanh_mul or gelu_tanh_mul_ref)
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * self.intermediate, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(self.intermediate, cfg.hidden_size, bias=cfg.mlp_bias)
 

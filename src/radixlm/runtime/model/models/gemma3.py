@@ -80,7 +80,9 @@ def embed_scale(hidden_size: int, dtype: torch.dtype) -> float:
 
 
 class Gemma3Attention(Qwen3Attention):
-    """QK-norm attention whose head norms are Gemma's (``1 + w``, float32)."""
+    """QK-norm attention whose head norms are Gemma's (``1 + w``, float32): on float32 heads
+    the set's ``rms_norm`` (:func:`gemma_rms_norm`), so the set's fused ``qk_norm_rotary``
+    applies there as it does to Qwen3's."""
 
     def _norm_heads(self, rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return gemma_rms_norm(self.ops, rows, weight, self.eps)
