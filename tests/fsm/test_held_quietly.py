@@ -45,3 +45,20 @@ def test_prefetches_in_a_quiet_hold_wake_the_worker_once_when_it_ends(vocab) -> 
         assert first.wait_advance_ready(brace, True, PATIENCE)
     finally:
         compiler.shutdown()
+
+
+def test_the_worker_computes_a_closing_distance_a_scheduler_deferred(vocab) -> None:  # noqa: ANN001
+    """prefetch_closing_dist: the search a jump-forward's budget check needs, made by the
+    worker (handed over when a quiet hold ends); the caller sleeps for it, computing nothing."""
+    compiler = GrammarCompiler(vocab, COLD)
+    try:
+        grammar = compiler.compile(GrammarSpec.json_schema(SCHEMA))
+        state = grammar.dfa.walk(grammar.initial_state, b'{"name": "ab')
+        assert not grammar.closing_dist_ready(state), "not searched yet"
+        assert not grammar.wait_closing_dist(state, 0.0)
+        with compiler.held_quietly():
+            compiler.prefetch_closing_dist(grammar, state)
+        assert grammar.wait_closing_dist(state, PATIENCE)
+        assert grammar.closing.cached_dist(state) == grammar.closing.dist(state) > 0
+    finally:
+        compiler.shutdown()

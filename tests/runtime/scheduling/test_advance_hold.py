@@ -63,7 +63,7 @@ def test_prefetches_inside_the_advances_wake_the_worker_after_them(make_schedule
     s = make_scheduler(grammar_mask_wait_ms=0)
     compiler = s.grammar.compiler
     inside, woken = [False], []
-    submit, held_quietly = compiler._submit_prefetch, compiler.held_quietly
+    submit, held_quietly = compiler._submit, compiler.held_quietly
 
     @contextmanager
     def watched_block():  # noqa: ANN202
@@ -74,10 +74,10 @@ def test_prefetches_inside_the_advances_wake_the_worker_after_them(make_schedule
             finally:
                 inside[0] = False
 
-    def watched_submit(grammar):  # noqa: ANN001, ANN202
+    def watched_submit(fn, *args):  # noqa: ANN001, ANN002, ANN202
         woken.append(inside[0])
-        return submit(grammar)
+        return submit(fn, *args)
 
-    compiler.held_quietly, compiler._submit_prefetch = watched_block, watched_submit
+    compiler.held_quietly, compiler._submit = watched_block, watched_submit
     matches_reference(make_scheduler, s)
     assert woken and not any(woken), "the worker woken for prefetches, never inside the block"

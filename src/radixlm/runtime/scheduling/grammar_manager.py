@@ -245,7 +245,7 @@ class GrammarManager:
             req = gate.held[0]
             pending = req.grammar_pending
             if pending is not None:
-                req.grammar.wait_advance_ready(pending.token, pending.jump, IDLE_WAIT_SECONDS)
+                pending.wait(req.grammar, IDLE_WAIT_SECONDS)
             elif req.grammar_closing:  # its closing row too
                 req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS, True)
             else:
@@ -365,10 +365,15 @@ class GrammarManager:
             with nullcontext() if ready else self._lent():  # inline: may build rows
                 step = self._advance(req, token)
         except GrammarError as exc:  # the lazy automaton grew past a budget
+            self.mask_waits.advanced(*self.advance_clock.stop(mark))
             req.grammar_error = str(exc)
             return self.error_reason(req)
-        finally:
-            self.mask_waits.advanced(*self.advance_clock.stop(mark))
+        if isinstance(step, AdvanceDeferred):  # undone: the jump's budget check searches
+            req.grammar_pending = step
+            self.prefetch(req)
+            self.mask_waits.deferred(*self.advance_clock.stop(mark))
+            return step
+        self.mask_waits.advanced(*self.advance_clock.stop(mark))
         if not isinstance(step, (FinishStop, FinishAbort)):
             self.prefetch(req)
         return step
@@ -389,8 +394,11 @@ class GrammarManager:
         the front of the worker's work."""
         if req.grammar is None or not req.grammar_active:
             return
-        if req.grammar_pending is not None:  # what it waits for is its advance
-            self.compiler.prefetch_advance(req.grammar, req.grammar_pending.token)
+        pending = req.grammar_pending
+        if pending is not None:  # what it waits for is its advance
+            self.compiler.prefetch_advance(req.grammar, pending.token)
+            if pending.closing_state is not None:
+                self.compiler.prefetch_closing_dist(req.grammar.grammar, pending.closing_state)
         else:
             self.compiler.prefetch(req.grammar)
 
@@ -408,7 +416,7 @@ class GrammarManager:
             # token that completed the grammar, reported as an EOS would be (the last token).
             return FinishStop(matched=token)
         if self._jumps(req):
-            return self.jump(req)
+            return self._jump_or_defer(req, token)
         return None
 
     def _maybe_activate(self, req: Req) -> None:
@@ -433,13 +441,38 @@ class GrammarManager:
 
         Skipped for requests that asked for logprobs: forced tokens are not sampled.
         """
-        extendable = self.compiler.vocab.extendable
-        plan = jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
-                            self._decode, extendable=lambda t: bool(extendable[t]))
+        plan = self._plan(req)
         if plan is not None and req.grammar_closing and not self._jump_fits(req, plan):
             undo_jump(req, plan)
             return None
         return plan
+
+    def _jump_or_defer(self, req: Req, token: int) -> JumpForwardPlan | AdvanceDeferred | None:
+        """:meth:`jump`; but where the request closes its output within its budget and the
+        jump ends at a state whose closing distance is not computed (a search, under the
+        grammar's lock), the jump and the token's accept are undone and the advance is
+        deferred to the compiler's worker (:class:`AdvanceDeferred` with ``closing_state``):
+        made again, the same plan, once the distance is there (unless inline)."""
+        if not (req.grammar_closing and self.defer_advances):
+            return self.jump(req)
+        plan = self._plan(req)
+        if plan is None:
+            return None
+        state = req.grammar.state
+        if not req.grammar.grammar.closing_dist_ready(state):
+            undo_jump(req, plan)
+            req.grammar.rollback(1)  # the token's accept: made again when resumed
+            return AdvanceDeferred(token, True, closing_state=state)
+        if not self._jump_fits(req, plan):
+            undo_jump(req, plan)
+            return None
+        return plan
+
+    def _plan(self, req: Req) -> JumpForwardPlan | None:
+        """The fsm's jump-forward plan from ``req``'s state, applied to its matcher."""
+        extendable = self.compiler.vocab.extendable
+        return jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
+                            self._decode, extendable=lambda t: bool(extendable[t]))
 
     def _jump_fits(self, req: Req, plan: JumpForwardPlan) -> bool:
         """:func:`jump_fits`, lending the worker the GIL when the distance it needs is not
