@@ -205,6 +205,29 @@ class CompiledGrammar(GrammarWarmUp):
         with self._lock:
             return self.index.next_state(state, token_id)
 
+    def closing_dist_ready(self, state: int) -> bool:
+        """Whether the closing distance of ``state`` (:meth:`ClosingIndex.dist`) is a
+        lookup now: no search, no lock."""
+        return self.closing.dist_ready(state)
+
+    def warm_closing_dist(self, state: int) -> None:
+        """Compute the closing distance of ``state`` (the compiler's worker, for a scheduler
+        that deferred a jump-forward's budget check) and wake those waiting for it."""
+        try:
+            self.closing.dist(state)
+        finally:
+            self._notify_mask()
+
+    def wait_closing_dist(self, state: int, seconds: float) -> bool:
+        """Sleep (the GIL released) until :meth:`closing_dist_ready`, at most about
+        ``seconds``; True when ready. Computes nothing itself."""
+        if self.closing_dist_ready(state):
+            return True
+        if seconds <= 0:
+            return False
+        with self._mask_added:
+            return self._mask_added.wait_for(lambda: self.closing_dist_ready(state), seconds)
+
     def _token_data(self, token_id: int) -> bytes | None:
         if not 0 <= token_id < self.vocab.vocab_size:
             return None

@@ -18,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from .compile.background_hold import MAX_PAUSE_SECONDS, BackgroundHold
@@ -99,6 +100,9 @@ class GrammarCompiler:
         self._closed = False
         # the worker's pause points park on this while a caller holds it (hold_background)
         self.background = BackgroundHold(max_background_pause)
+        # the worker's jobs asked for in a quiet hold, handed to it when it ends (held_quietly)
+        self._quiet_depth = 0
+        self._quiet_jobs: list[tuple[Callable[..., None], tuple]] = []
         self._compiling = 0  # compiles in progress (any thread)
         self._wanted = 0  # compiles asked for and not finished (queued behind a warm-up too)
         self._idle = threading.Event()  # set while none is: background warm-up waits for it
@@ -130,6 +134,26 @@ class GrammarCompiler:
     def release_background(self) -> None:
         """End one :meth:`hold_background`."""
         self.background.release()
+
+    @contextmanager
+    def held_quietly(self) -> Iterator[None]:
+        """:meth:`hold_background` for the block, and the worker not woken meanwhile: the
+        prefetches asked for in it are queued as usual, but the slice that computes them is
+        handed to the worker when the block ends. Waking a worker that would only park costs
+        the holder two thread switches and a GIL hand-over for each grammar prefetched (a
+        scheduler advancing 16 requests' grammars after a forward: tens of microseconds
+        each, and on a shared core the woken thread may run first). Call from one thread."""
+        self.hold_background()
+        self._quiet_depth += 1
+        try:
+            yield
+        finally:
+            self._quiet_depth -= 1
+            self.release_background()
+            if not self._quiet_depth:
+                jobs, self._quiet_jobs = self._quiet_jobs, []
+                for fn, args in jobs:
+                    self._submit(fn, *args)
 
     def key(self, spec: GrammarSpec) -> str:
         """Cache key of a spec on this vocabulary."""
@@ -230,7 +254,28 @@ class GrammarCompiler:
     def _schedule_prefetch(self, grammar: CompiledGrammar) -> None:
         if not grammar.prefetch_scheduled and not self._closed:
             grammar.prefetch_scheduled = True
-            self._pool.submit(self._prefetch_in_background, grammar)
+            self._queue(self._prefetch_in_background, grammar)
+
+    def prefetch_closing_dist(self, grammar: CompiledGrammar, state: int) -> None:
+        """Have the worker compute the closing distance of ``state`` (a search over the
+        automaton, building rows: :meth:`ClosingIndex.dist`), for a scheduler that deferred
+        the budget check of a jump-forward ending there. Never blocks."""
+        self._queue(self._closing_dist_in_background, grammar, state)
+
+    def _closing_dist_in_background(self, grammar: CompiledGrammar, state: int) -> None:
+        self.background.point()
+        grammar.warm_closing_dist(state)
+
+    def _queue(self, fn: Callable[..., None], *args: object) -> None:
+        """Hand ``fn(*args)`` to the worker, or when a quiet hold ends (held_quietly)."""
+        if self._quiet_depth:
+            self._quiet_jobs.append((fn, args))
+        else:
+            self._submit(fn, *args)
+
+    def _submit(self, fn: Callable[..., None], *args: object) -> None:
+        if not self._closed:
+            self._pool.submit(fn, *args)
 
     def _prefetch_in_background(self, grammar: CompiledGrammar) -> None:
         grammar.prefetch_scheduled = False  # prefetches from now on queue another slice

@@ -106,7 +106,7 @@ def test_native_generate_single_batch_stream_logprobs_flush(server):
     for name in ("radixlm_requests_total", "radixlm_time_to_first_token_seconds",
                  "radixlm_kv_usage", "radixlm_cache_hit_rate", "radixlm_queue_length",
                  "radixlm_grammar_step_ms_p50", "radixlm_grammar_step_ms_p99",
-                 "radixlm_grammar_step_ms_max"):
+                 "radixlm_grammar_step_ms_max", "radixlm_grammar_step_ms_p99_not_preempted"):
         assert name in metrics
     info = get(server, "/get_server_info").json()  # the scheduler's grammar time per step
     assert 0 <= info["grammar_step_ms_p50"] <= info["grammar_step_ms_p99"] \

@@ -112,3 +112,22 @@ def test_the_inline_setting_has_a_flag_and_is_validated():
     assert parse("--grammar-advance-inline").grammar_advance_inline is True
     with pytest.raises(ValueError, match="grammar_advance_inline must be True or False"):
         ServerArgs(model_path="m", grammar_advance_inline="no")
+
+
+@BOUNDS
+@pytest.mark.parametrize("wait_ms", [0.0, 1.0], ids=["holds", "gate waits"])
+def test_a_jumps_budget_check_that_would_search_is_deferred_with_the_same_tokens(
+        make_scheduler, wait_ms, inline):  # noqa: ANN001
+    """A request that closes its output within max_new_tokens checks that a jump-forward
+    leaves room to close: the closing distance of the state the jump ends at. One not
+    computed yet (a search under the grammar's lock) defers the whole advance to the worker
+    (undone, made again once the distance is there); inline, it is searched at once."""
+    s = make_scheduler(grammar_mask_wait_ms=wait_ms, grammar_advance_inline=inline)
+    checks = not_ready_at_first(s, "closing_dist_ready", 2)
+    info = matches_reference(make_scheduler, s)
+    if inline:  # searched when needed: never asked whether the distance is there
+        assert info["grammar_advances_deferred"] == 0 and not checks
+    else:
+        assert checks, "the request planned jumps whose budget it checked"
+        assert info["grammar_advances_deferred"] > 0
+    assert all(r.grammar_pending is None for r in s.running)

@@ -26,7 +26,9 @@ def test_empty_summary_is_zero() -> None:
                        "grammar_advance_ms_p50": 0.0, "grammar_advance_ms_p99": 0.0,
                        "grammar_advance_ms_max": 0.0, "grammar_steps": 0,
                        "grammar_step_ms_p50": 0.0, "grammar_step_ms_p99": 0.0,
-                       "grammar_step_ms_max": 0.0}
+                       "grammar_step_ms_max": 0.0, "grammar_step_ms_p50_not_preempted": 0.0,
+                       "grammar_step_ms_p99_not_preempted": 0.0,
+                       "grammar_step_ms_max_not_preempted": 0.0}
 
 
 @given(st.lists(st.integers(min_value=1, max_value=50), max_size=30))
@@ -117,6 +119,20 @@ def test_time_off_the_cpu_is_reported_apart() -> None:
     s = stats.summary()
     assert abs(s["mask_wait_ms_max"] - 5.0) < 1e-9
     assert abs(s["mask_wait_ms_max_not_preempted"] - 0.1) < 1e-9
+
+
+def test_a_steps_grammar_time_less_the_oss_preemption_of_its_masks_and_advances() -> None:
+    stats = MaskWaitStats()
+    stats.record(0.004, 0, preempted=0.003)  # masks: 1 ms its own
+    stats.advanced(0.002, preempted=0.0015)  # an advance: 0.5 ms its own
+    stats.deferred(0.0001)
+    stats.close_step()
+    stats.advanced(0.001, preempted=0.005)  # never more than the advance took
+    stats.close_step()
+    s = stats.summary()
+    assert s["grammar_step_ms_max"] == pytest.approx(6.1) and s["grammar_steps"] == 2
+    assert list(stats.grammar_step_seconds_not_preempted) == pytest.approx([0.0016, 0.0])
+    assert s["grammar_step_ms_max_not_preempted"] == pytest.approx(1.6)
 
 
 def test_the_run_queue_clock_never_goes_back() -> None:

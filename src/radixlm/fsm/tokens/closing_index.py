@@ -92,6 +92,7 @@ class ClosingIndex:
         self._byte_mask = sum(1 << int(b) for b in np.flatnonzero(self.byte_token))
         self._dist: dict[int, int] = {}
         self._unknown: set[int] = set()  # states a search could not bound (within its budget)
+        self._tried: set[int] = set()  # states whose search hit a budget (retried when asked)
         self._rows: dict[int, ClosingRow] = {}
         self._words = 0  # mask rows held by the closing rows
 
@@ -113,7 +114,15 @@ class ClosingIndex:
             try:
                 return self._search(state)
             except GrammarError:  # the automaton's budget or a deadline: undecided, retried
+                self._tried.add(state)
                 return None
+
+    def dist_ready(self, state: int) -> bool:
+        """Whether :meth:`dist` of ``state`` is a lookup now: computed (a distance, or none
+        found within the search's bound), or its search hit a budget (asking again
+        searches again)."""
+        return state == DEAD or state in self._dist or state in self._unknown or \
+            state in self._tried
 
     def cached_dist(self, state: int) -> int | None:
         """The cached distance of ``state`` (None if not computed or unknown)."""

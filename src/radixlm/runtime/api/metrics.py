@@ -14,11 +14,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 logger = logging.getLogger("radixlm.requests")
-# The scheduler's grammar time per step (masks + token advances, recent steps), milliseconds:
+# The scheduler's grammar time per step (masks + token advances, recent steps), milliseconds,
+# and the same less the time the OS kept the scheduler off the CPU (a loaded host's share):
 # read from /get_server_info's keys of the same name.
 GRAMMAR_STEP_GAUGES = tuple(
-    (f"grammar_step_ms_{q}", f"{label} of the scheduler's grammar time per step (masks and "
-                             f"token advances, recent steps), ms")
+    (f"grammar_step_ms_{q}{own}", f"{label} of the scheduler's grammar time per step (masks "
+                                  f"and token advances, recent steps{note}), ms")
+    for own, note in (("", ""), ("_not_preempted", ", less the OS's preemption"))
     for q, label in (("p50", "Median"), ("p99", "99th percentile"), ("max", "Longest")))
 # Speculative decoding (--speculative-algorithm): read from /get_server_info's keys of the same
 # name (0 while it is off).

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from ...fsm import (
 )
 from ...fsm.automaton import work_clock
 from ..wire.messages import FinishAbort, FinishStop, GrammarReq
+from .advance_clock import AdvanceClock
 from .budget_closing import close_within_budget, jump_fits, undo_jump
 from .gate_reserve import GateReserve
 from .mask_gate import StepMaskGate
@@ -108,6 +110,7 @@ class GrammarManager:
         self.mask_waits = MaskWaitStats()
         self.mask_wait_bound = args.grammar_mask_wait_ms / 1e3  # seconds, per step
         self.run_queue = RunQueueClock()  # the scheduler thread's time off the CPU
+        self.advance_clock = AdvanceClock(self.run_queue)  # times the token advances
         # what the steps' mask time is measured on (wall, the thread's CPU; fakes in tests)
         self.clock, self.cpu_clock = clock, cpu_clock
         self.gate_reserve = GateReserve()  # what the gate keeps from sleeping, learnt
@@ -236,12 +239,13 @@ class GrammarManager:
                                    gate.preempted + late.preempted, gate.waited,
                                    gate.gc_paused + late.gc_paused, gate.blocked)
         self.mask_waits.close_step()  # the step's masks and advances, as one grammar time
+        self.advance_clock.new_step()
         if not ran and gate.held:
             start = time.perf_counter()
             req = gate.held[0]
             pending = req.grammar_pending
             if pending is not None:
-                req.grammar.wait_advance_ready(pending.token, pending.jump, IDLE_WAIT_SECONDS)
+                pending.wait(req.grammar, IDLE_WAIT_SECONDS)
             elif req.grammar_closing:  # its closing row too
                 req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS, True)
             else:
@@ -290,6 +294,35 @@ class GrammarManager:
         return _LateFills(len(reqs), self.clock() - start, self._rows.cold - cold_before,
                           self.run_queue.seconds() - off_cpu, work_clock.gc_seconds() - gc_before)
 
+    def advancing(self) -> AbstractContextManager[None]:
+        """The block in which a step's sampled tokens advance their grammars (the output
+        processor's loop over the step's requests): the compiler's worker is held off the
+        GIL, and woken only at the end for the prefetches asked for (see
+        :meth:`GrammarCompiler.held_quietly`). Else it takes the GIL (on one core, the CPU)
+        from the scheduler at every switch interval and every call that releases it (a
+        tokenizer's encode in a jump-forward plan), and each prefetch wakes it: advances
+        that cost 0.05-0.4 ms of CPU had a p99 of 3.7-3.9 ms on an idle core
+        (``benchmarks/json_e2e.py --scheduler``). An advance that may take a grammar's
+        lock, which the parked worker may hold, lends it the GIL first (:meth:`_lent`)."""
+        if self._compiler is None:
+            return nullcontext()
+        return self._compiler.held_quietly()
+
+    @contextmanager
+    def _lent(self) -> Iterator[None]:
+        """Work that may wait for a grammar's lock: a hold in force (the gate's, or
+        :meth:`advancing`'s) is lifted meanwhile, so that a worker parked inside a mask
+        finishes it and frees the lock instead of waiting out its park's cap."""
+        compiler = self._compiler
+        if compiler is None or not compiler.background.held:
+            yield
+            return
+        compiler.release_background()
+        try:
+            yield
+        finally:
+            compiler.hold_background()
+
     def after_token(self, req: Req, token: int) -> GrammarStep:
         """Advance ``req``'s grammar by its new token (already appended to its output).
 
@@ -303,14 +336,15 @@ class GrammarManager:
         if not req.grammar_active:
             self._maybe_activate(req)
             return None
-        start = time.perf_counter()
+        mark = self.advance_clock.start()
         jump = self._jumps(req)
-        if self.defer_advances and not req.grammar.advance_ready(token, jump):
+        ready = req.grammar.advance_ready(token, jump)
+        if self.defer_advances and not ready:
             req.grammar_pending = AdvanceDeferred(token, jump)
             self.compiler.prefetch_advance(req.grammar, token)
-            self.mask_waits.deferred(time.perf_counter() - start)
+            self.mask_waits.deferred(*self.advance_clock.stop(mark))
             return req.grammar_pending
-        return self._timed_advance(req, token, start)
+        return self._timed_advance(req, token, mark, ready)
 
     def resume_advance(self, req: Req) -> GrammarStep:
         """Make the advance ``req`` deferred (:class:`AdvanceDeferred`), once the gate says it
@@ -321,16 +355,25 @@ class GrammarManager:
         if error is not None:  # the worker hit a budget preparing it: the same message
             req.grammar_error = str(error)
             return self.error_reason(req)
-        return self._timed_advance(req, pending.token, time.perf_counter())
+        return self._timed_advance(req, pending.token, self.advance_clock.start(), True)
 
-    def _timed_advance(self, req: Req, token: int, start: float) -> GrammarStep:
+    def _timed_advance(self, req: Req, token: int, mark: tuple[float, float],
+                       ready: bool) -> GrammarStep:
+        """Make the advance; ``ready``: it builds nothing (:meth:`GrammarMatcher.advance_ready`),
+        else (inline) the worker is lent the GIL meanwhile (:meth:`_lent`)."""
         try:
-            step = self._advance(req, token)
+            with nullcontext() if ready else self._lent():  # inline: may build rows
+                step = self._advance(req, token)
         except GrammarError as exc:  # the lazy automaton grew past a budget
+            self.mask_waits.advanced(*self.advance_clock.stop(mark))
             req.grammar_error = str(exc)
             return self.error_reason(req)
-        finally:
-            self.mask_waits.advanced(time.perf_counter() - start)
+        if isinstance(step, AdvanceDeferred):  # undone: the jump's budget check searches
+            req.grammar_pending = step
+            self.prefetch(req)
+            self.mask_waits.deferred(*self.advance_clock.stop(mark))
+            return step
+        self.mask_waits.advanced(*self.advance_clock.stop(mark))
         if not isinstance(step, (FinishStop, FinishAbort)):
             self.prefetch(req)
         return step
@@ -351,8 +394,11 @@ class GrammarManager:
         the front of the worker's work."""
         if req.grammar is None or not req.grammar_active:
             return
-        if req.grammar_pending is not None:  # what it waits for is its advance
-            self.compiler.prefetch_advance(req.grammar, req.grammar_pending.token)
+        pending = req.grammar_pending
+        if pending is not None:  # what it waits for is its advance
+            self.compiler.prefetch_advance(req.grammar, pending.token)
+            if pending.closing_state is not None:
+                self.compiler.prefetch_closing_dist(req.grammar.grammar, pending.closing_state)
         else:
             self.compiler.prefetch(req.grammar)
 
@@ -370,7 +416,7 @@ class GrammarManager:
             # token that completed the grammar, reported as an EOS would be (the last token).
             return FinishStop(matched=token)
         if self._jumps(req):
-            return self.jump(req)
+            return self._jump_or_defer(req, token)
         return None
 
     def _maybe_activate(self, req: Req) -> None:
@@ -395,13 +441,47 @@ class GrammarManager:
 
         Skipped for requests that asked for logprobs: forced tokens are not sampled.
         """
-        extendable = self.compiler.vocab.extendable
-        plan = jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
-                            self._decode, extendable=lambda t: bool(extendable[t]))
-        if plan is not None and req.grammar_closing and not jump_fits(req, plan):
+        plan = self._plan(req)
+        if plan is not None and req.grammar_closing and not self._jump_fits(req, plan):
             undo_jump(req, plan)
             return None
         return plan
+
+    def _jump_or_defer(self, req: Req, token: int) -> JumpForwardPlan | AdvanceDeferred | None:
+        """:meth:`jump`; but where the request closes its output within its budget and the
+        jump ends at a state whose closing distance is not computed (a search, under the
+        grammar's lock), the jump and the token's accept are undone and the advance is
+        deferred to the compiler's worker (:class:`AdvanceDeferred` with ``closing_state``):
+        made again, the same plan, once the distance is there (unless inline)."""
+        if not (req.grammar_closing and self.defer_advances):
+            return self.jump(req)
+        plan = self._plan(req)
+        if plan is None:
+            return None
+        state = req.grammar.state
+        if not req.grammar.grammar.closing_dist_ready(state):
+            undo_jump(req, plan)
+            req.grammar.rollback(1)  # the token's accept: made again when resumed
+            return AdvanceDeferred(token, True, closing_state=state)
+        if not self._jump_fits(req, plan):
+            undo_jump(req, plan)
+            return None
+        return plan
+
+    def _plan(self, req: Req) -> JumpForwardPlan | None:
+        """The fsm's jump-forward plan from ``req``'s state, applied to its matcher."""
+        extendable = self.compiler.vocab.extendable
+        return jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
+                            self._decode, extendable=lambda t: bool(extendable[t]))
+
+    def _jump_fits(self, req: Req, plan: JumpForwardPlan) -> bool:
+        """:func:`jump_fits`, lending the worker the GIL when the distance it needs is not
+        cached (a search under the grammar's lock)."""
+        closing = getattr(req.grammar.grammar, "closing", None)
+        if closing is not None and closing.cached_dist(req.grammar.state) is not None:
+            return jump_fits(req, plan)
+        with self._lent():
+            return jump_fits(req, plan)
 
     def release(self, req: Req) -> None:
         req.grammar = None

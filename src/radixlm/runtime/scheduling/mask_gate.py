@@ -133,10 +133,9 @@ class StepMaskGate:
         then makes it before asking :meth:`ready`; False holds the request this step."""
         pending = req.grammar_pending
         matcher = req.grammar
-        token, jump = pending.token, pending.jump
         with self._measured() as start:
-            return matcher.advance_ready(token, jump) or self._wait(
-                start, lambda left: matcher.wait_advance_ready(token, jump, left))
+            return pending.ready(matcher) or self._wait(
+                start, lambda left: pending.wait(matcher, left))
 
     def _hold(self, req: Req) -> None:
         req.mask_held_steps += 1

@@ -16,7 +16,9 @@ that would build automaton rows is not made there but handed to the compiler's w
 (``grammar_advances_deferred``; its check is timed as an advance, and the advance again when
 the gate finds it ready), the request held meanwhile like one whose mask is not ready
 (unless ``--grammar-advance-inline``). The scheduler's whole grammar time in a step, its masks
-and its advances together, is reported per step too (``grammar_step_ms_*``).
+and its advances together, is reported per step too (``grammar_step_ms_*``), and less the
+time the OS kept the scheduler off the CPU (``grammar_step_ms_*_not_preempted``, the advances'
+share read as the gate's is: see :meth:`MaskWaitStats.advanced`).
 A garbage collection stops every thread, so one running while a step waits or fills (started
 by the scheduler or by the compiler's worker allocating automaton terms) is in that step's
 time: kept there, and counted apart too (steps with one, the longest inside one step).
@@ -127,9 +129,13 @@ class MaskWaitStats:
     deferred_advances: int = 0  # of them, handed to the compiler's worker, since start
     # per step with grammar work, its mask time (as step_seconds) plus its advances' times
     grammar_step_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    # the same less the time the OS kept the scheduler off the CPU
+    grammar_step_seconds_not_preempted: deque[float] = field(
+        default_factory=lambda: deque(maxlen=WINDOW))
     # the open step's mask time once recorded, and its advances' time once one is made
     _step_masks: float | None = field(default=None, init=False, repr=False)
     _step_advances: float | None = field(default=None, init=False, repr=False)
+    _step_preempted: float = field(default=0.0, init=False, repr=False)  # of both, the OS's
 
     def record(self, seconds: float, cold: int, preempted: float = 0.0,
                gate: float = 0.0, gc_paused: float = 0.0, blocked: float = 0.0) -> None:
@@ -148,17 +154,20 @@ class MaskWaitStats:
         self.steps += 1
         self.cold_fills += cold
         self._step_masks = (self._step_masks or 0.0) + seconds
+        self._step_preempted += min(preempted, seconds)
 
-    def advanced(self, seconds: float) -> None:
-        """One token's grammar advance took ``seconds`` on the scheduler's thread."""
+    def advanced(self, seconds: float, preempted: float = 0.0) -> None:
+        """One token's grammar advance took ``seconds`` on the scheduler's thread,
+        ``preempted`` of them runnable but off the CPU (the OS's doing, not the advance's)."""
         self.advance_seconds.append(seconds)
         self._step_advances = (self._step_advances or 0.0) + seconds
+        self._step_preempted += min(preempted, seconds)
 
-    def deferred(self, seconds: float) -> None:
+    def deferred(self, seconds: float, preempted: float = 0.0) -> None:
         """One token's advance was found to need automaton rows (the check took
         ``seconds``) and was handed to the compiler's worker; it is timed again when made."""
         self.deferred_advances += 1
-        self.advanced(seconds)
+        self.advanced(seconds, preempted)
 
     def close_step(self) -> None:
         """The step's grammar work is over: its mask time (:meth:`record`) and its advances'
@@ -166,8 +175,11 @@ class MaskWaitStats:
         a step that did neither records none."""
         if self._step_masks is None and self._step_advances is None:
             return
-        self.grammar_step_seconds.append((self._step_masks or 0.0) + (self._step_advances or 0.0))
+        total = (self._step_masks or 0.0) + (self._step_advances or 0.0)
+        self.grammar_step_seconds.append(total)
+        self.grammar_step_seconds_not_preempted.append(max(0.0, total - self._step_preempted))
         self._step_masks = self._step_advances = None
+        self._step_preempted = 0.0
 
     def held(self, n: int) -> None:
         """``n`` requests were held out of one step."""
@@ -187,6 +199,7 @@ class MaskWaitStats:
         fill = sorted(t - g for t, g in zip(self.step_seconds, self.gate_seconds, strict=True))
         advance = sorted(self.advance_seconds)
         grammar = sorted(self.grammar_step_seconds)
+        grammar_own = sorted(self.grammar_step_seconds_not_preempted)
         return {
             "mask_wait_steps": self.steps,
             "mask_wait_cold_fills": self.cold_fills,
@@ -217,4 +230,7 @@ class MaskWaitStats:
             "grammar_step_ms_p50": 1e3 * _percentile(grammar, 0.50),
             "grammar_step_ms_p99": 1e3 * _percentile(grammar, 0.99),
             "grammar_step_ms_max": 1e3 * (grammar[-1] if grammar else 0.0),
+            "grammar_step_ms_p50_not_preempted": 1e3 * _percentile(grammar_own, 0.50),
+            "grammar_step_ms_p99_not_preempted": 1e3 * _percentile(grammar_own, 0.99),
+            "grammar_step_ms_max_not_preempted": 1e3 * (grammar_own[-1] if grammar_own else 0.0),
         }

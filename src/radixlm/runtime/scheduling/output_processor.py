@@ -167,11 +167,12 @@ class OutputProcessor:
         index = torch.tensor([row for _, row in items])
         reqs = [r for r, _ in items]
         draws = self._draw(step, reqs, logits, index)
-        for req, draw in zip(reqs, draws):
-            if draw is None:  # faulted while masking or sampling
-                continue
-            with step.isolate(req, "advancing the output"):
-                self._advance(step, req, draw)
+        with self.grammar.advancing():  # the compiler's worker held off the GIL meanwhile
+            for req, draw in zip(reqs, draws):
+                if draw is None:  # faulted while masking or sampling
+                    continue
+                with step.isolate(req, "advancing the output"):
+                    self._advance(step, req, draw)
 
     def _draw(self, step: StepOutput, reqs: list[Req], logits: torch.Tensor,
               index: torch.Tensor) -> list[Draw | None]:

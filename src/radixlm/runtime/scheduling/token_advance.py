@@ -7,8 +7,9 @@ an advance handed to the compiler's worker. Imports only the fsm package and wir
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 from ...fsm import JumpForwardPlan
 from ..wire.messages import FinishReason
@@ -22,10 +23,29 @@ class AdvanceDeferred:
     :meth:`~.mask_gate.StepMaskGate.advance_ready`), when the owner makes it
     (:meth:`~.grammar_manager.GrammarManager.resume_advance`). ``jump``: whether the advance
     plans a jump-forward, so whether the forced run after the token must be ready too.
-    Never made with ``--grammar-advance-inline``."""
+    ``closing_state``: set when the advance was begun and undone because the jump it plans
+    ends at a state whose closing distance (the budget check of a request that closes its
+    output within ``max_new_tokens``: :mod:`.budget_closing`) is not computed yet: a search
+    the worker makes. Never made with ``--grammar-advance-inline``."""
 
     token: int
     jump: bool
+    closing_state: int | None = None
+
+    def ready(self, matcher: Any) -> bool:
+        """Whether the advance can be made now building nothing and searching nothing."""
+        return matcher.advance_ready(self.token, self.jump) and (
+            self.closing_state is None or matcher.grammar.closing_dist_ready(self.closing_state))
+
+    def wait(self, matcher: Any, seconds: float) -> bool:
+        """Sleep (the GIL released) at most about ``seconds`` for :meth:`ready`."""
+        start = time.perf_counter()
+        if not matcher.wait_advance_ready(self.token, self.jump, seconds):
+            return False
+        if self.closing_state is None:
+            return True
+        left = seconds - (time.perf_counter() - start)
+        return matcher.grammar.wait_closing_dist(self.closing_state, left)
 
 
 # After a token: a finish reason (the grammar ended the output, or the constraint failed), or
