@@ -243,7 +243,7 @@ class GrammarManager:
             if pending is not None:
                 req.grammar.wait_advance_ready(pending.token, pending.jump, IDLE_WAIT_SECONDS)
             elif req.grammar_closing:  # its closing row too
-                req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS, True)
+                req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS, _remaining(req))
             else:
                 req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
@@ -353,8 +353,8 @@ class GrammarManager:
             return
         if req.grammar_pending is not None:  # what it waits for is its advance
             self.compiler.prefetch_advance(req.grammar, req.grammar_pending.token)
-        else:
-            self.compiler.prefetch(req.grammar)
+        else:  # closing: its row only where the budget left may cut (fsm's prefetch)
+            self.compiler.prefetch(req.grammar, _remaining(req) if req.grammar_closing else None)
 
     @staticmethod
     def error_reason(req: Req) -> FinishAbort:
@@ -410,3 +410,8 @@ class GrammarManager:
     def flush(self) -> None:
         """Compiled grammars stay cached (they depend only on the spec and vocabulary)."""
         return None
+
+
+def _remaining(req: Req) -> int:
+    """The tokens ``req`` may still output: the budget its mask is cut to (``mask_rows``)."""
+    return req.sampling.max_new_tokens - req.num_output
