@@ -9,22 +9,10 @@ import random
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_closing_index import EOS, QUIET, TOKENS, TREES  # the same random grammars
 
-from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarSpec, TokenVocabulary
+from radixlm.fsm import GrammarCompiler, GrammarSpec, TokenVocabulary
 from radixlm.fsm.regex import tree as ra
-
-EOS = 0
-TOKENS = [b"", b"a", b"b", b"c", b"ab", b"cc", b"abc", b"bca", b"ccc", b"ba"]
-QUIET = CompileBudget(background_warmup_states=0)
-LEAVES = st.sampled_from([ra.lit("a"), ra.lit("b"), ra.lit("cc"), ra.lit("abc"),
-                          ra.char_set("ab")])
-TREES = st.recursive(LEAVES, lambda inner: st.one_of(
-    st.lists(inner, min_size=2, max_size=3).map(lambda xs: ra.seq(*xs)),
-    st.lists(inner, min_size=2, max_size=3).map(lambda xs: ra.alt(*xs)),
-    st.tuples(inner, st.integers(0, 3), st.integers(0, 5)).map(
-        lambda t: ra.repeat(t[0], min(t[1], t[2]), max(t[1], t[2]))),
-    inner.map(ra.star),
-), max_leaves=6)
 
 
 def _compiler() -> GrammarCompiler:
