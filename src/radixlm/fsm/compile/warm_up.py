@@ -324,10 +324,12 @@ class GrammarWarmUp:
 
     def _warm_closing(self, state: int) -> None:
         """The closing row of ``state`` (a trie walk and distance searches), or only its
-        span (the distance searches) where the budget prefetched with it cuts nothing."""
+        span (the distance searches over the mask walk's successors, when it kept them) where
+        the budget prefetched with it cuts nothing."""
         remaining = self._closing_budgets.pop(state, None)
-        if remaining is not None:
-            self.closing.span(state, self.index.successors(state)[0])
+        successors = self.index.cached_successors(state)
+        if remaining is not None and successors is not None:  # else the row walks once
+            self.closing.span(state, successors)
         if remaining is None or self.closing.cuts(state, remaining):
             self.closing.row(state)
         self._notify_mask()
