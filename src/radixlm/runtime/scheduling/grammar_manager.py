@@ -353,8 +353,10 @@ class GrammarManager:
             return
         if req.grammar_pending is not None:  # what it waits for is its advance
             self.compiler.prefetch_advance(req.grammar, req.grammar_pending.token)
-        else:  # closing: its row only where the budget left may cut (fsm's prefetch)
-            self.compiler.prefetch(req.grammar, _remaining(req) if req.grammar_closing else None)
+        elif req.grammar_closing:  # its closing row only where the budget left may cut
+            self.compiler.prefetch(req.grammar, _remaining(req))
+        else:
+            self.compiler.prefetch(req.grammar)
 
     @staticmethod
     def error_reason(req: Req) -> FinishAbort:
