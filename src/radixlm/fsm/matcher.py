@@ -118,16 +118,14 @@ class GrammarMatcher:
                 return False
         return True
 
-    def mask_ready(self, closing: bool | int = False) -> bool:
+    def mask_ready(self, closing: bool = False) -> bool:
         """Whether :meth:`fill_bitmask` would cost one copy now (no mask to compute); with
-        ``closing``, :meth:`close_within` too (True: the state's closing row is ready; an
-        int, the ``remaining`` passed to :meth:`close_within`: what it needs for that budget
-        is, the row only where that budget may cut the mask)."""
+        ``closing``, :meth:`close_within` too (the state's closing row is ready)."""
         state = self._history[-1]
         return state == _FINISHED or self.grammar.mask_ready(state) and (
-            closing is False or self.grammar.closing_ready(state, _budget(closing)))
+            not closing or self.grammar.closing_ready(state))
 
-    def wait_mask_ready(self, seconds: float, closing: bool | int = False) -> bool:
+    def wait_mask_ready(self, seconds: float, closing: bool = False) -> bool:
         """Wait up to about ``seconds`` (sleeping, the GIL released) for the background
         warm-up to make :meth:`mask_ready` true; computes nothing on the caller's thread.
         Prefetch the state first (:meth:`GrammarCompiler.prefetch`) or nothing computes it
@@ -135,17 +133,16 @@ class GrammarMatcher:
         state = self._history[-1]
         if state == _FINISHED:
             return True
-        if closing is not False:  # True (the row) or an int (that budget: see mask_ready)
-            return self.grammar.wait_closing(state, seconds, _budget(closing))
+        if closing:
+            return self.grammar.wait_closing(state, seconds)
         return self.grammar.wait_mask(state, seconds)
 
-    def prefetch(self, remaining: int | None = None) -> bool:
+    def prefetch(self) -> bool:
         """Queue the current state's mask (and its successors') for the background warm-up;
         True when it is ready already. See :meth:`GrammarCompiler.prefetch`, which also
-        schedules the warm-up. ``remaining``: the budget :meth:`close_within` will be given
-        (its closing row is then computed only where that budget may cut the mask)."""
+        schedules the warm-up."""
         state = self._history[-1]
-        return state == _FINISHED or self.grammar.prefetch(state, remaining)
+        return state == _FINISHED or self.grammar.prefetch(state)
 
     def fill_bitmask(self, out: torch.Tensor | np.ndarray) -> None:
         """Write the allowed-token bitmask (int32 ``[ceil(V/32)]`` row) into ``out``.
@@ -241,8 +238,3 @@ class GrammarMatcher:
         if self.is_finished():
             return ""
         return self.grammar.compressed.jump_string(self._history[-1])
-
-
-def _budget(closing: bool | int) -> int | None:
-    """The ``remaining`` of a ``closing`` argument: None for True (the whole closing row)."""
-    return None if closing is True else int(closing)
