@@ -233,13 +233,15 @@ class GrammarCompiler:
         if grammar.warm_up_pending and left - done > 0 and not self._closed:
             self._pool.submit(self._warm_in_background, grammar, left - done)
 
-    def prefetch(self, matcher: GrammarMatcher) -> bool:
+    def prefetch(self, matcher: GrammarMatcher, remaining: int | None = None) -> bool:
         """Have the worker compute the mask of ``matcher``'s state and of the states one
         token after it, ahead of the breadth-first warm-up; True when the current mask is
         ready already. Call it after each accepted token, before the model's next forward:
         the masks are then usually computed while the forward runs. Never blocks.
+        ``remaining``: the budget the request closes its output within (see
+        :meth:`GrammarMatcher.prefetch`).
         """
-        ready = matcher.prefetch()
+        ready = matcher.prefetch(remaining)
         self._schedule_prefetch(matcher.grammar)
         return ready
 

@@ -118,14 +118,16 @@ class GrammarMatcher:
                 return False
         return True
 
-    def mask_ready(self, closing: bool = False) -> bool:
+    def mask_ready(self, closing: bool | int = False) -> bool:
         """Whether :meth:`fill_bitmask` would cost one copy now (no mask to compute); with
-        ``closing``, :meth:`close_within` too (the state's closing row is ready)."""
+        ``closing``, :meth:`close_within` too (True: the state's closing row is ready; an
+        int, the ``remaining`` passed to :meth:`close_within`: what it needs for that budget
+        is, the row only where that budget may cut the mask)."""
         state = self._history[-1]
         return state == _FINISHED or self.grammar.mask_ready(state) and (
-            not closing or self.grammar.closing_ready(state))
+            closing is False or self.grammar.closing_ready(state, _budget(closing)))
 
-    def wait_mask_ready(self, seconds: float, closing: bool = False) -> bool:
+    def wait_mask_ready(self, seconds: float, closing: bool | int = False) -> bool:
         """Wait up to about ``seconds`` (sleeping, the GIL released) for the background
         warm-up to make :meth:`mask_ready` true; computes nothing on the caller's thread.
         Prefetch the state first (:meth:`GrammarCompiler.prefetch`) or nothing computes it
@@ -133,16 +135,17 @@ class GrammarMatcher:
         state = self._history[-1]
         if state == _FINISHED:
             return True
-        if closing:
-            return self.grammar.wait_closing(state, seconds)
+        if closing is not False:  # True (the row) or an int (that budget: see mask_ready)
+            return self.grammar.wait_closing(state, seconds, _budget(closing))
         return self.grammar.wait_mask(state, seconds)
 
-    def prefetch(self) -> bool:
+    def prefetch(self, remaining: int | None = None) -> bool:
         """Queue the current state's mask (and its successors') for the background warm-up;
         True when it is ready already. See :meth:`GrammarCompiler.prefetch`, which also
-        schedules the warm-up."""
+        schedules the warm-up. ``remaining``: the budget :meth:`close_within` will be given
+        (its closing row is then computed only where that budget may cut the mask)."""
         state = self._history[-1]
-        return state == _FINISHED or self.grammar.prefetch(state)
+        return state == _FINISHED or self.grammar.prefetch(state, remaining)
 
     def fill_bitmask(self, out: torch.Tensor | np.ndarray) -> None:
         """Write the allowed-token bitmask (int32 ``[ceil(V/32)]`` row) into ``out``.
@@ -238,3 +241,8 @@ class GrammarMatcher:
         if self.is_finished():
             return ""
         return self.grammar.compressed.jump_string(self._history[-1])
+
+
+def _budget(closing: bool | int) -> int | None:
+    """The ``remaining`` of a ``closing`` argument: None for True (the whole closing row)."""
+    return None if closing is True else int(closing)

@@ -70,16 +70,22 @@ class GrammarWarmUp:
         # set once a request closes its output within its token budget with this grammar:
         # the warm-up then computes the closing row of each state prefetched (depth 0)
         self.closing_used = False
+        self._closing_budgets: dict[int, int] = {}  # state -> the least remaining prefetched
 
-    def closing_ready(self, state: int) -> bool:
-        """Whether the closing row of ``state`` is a lookup now (or its mask failed)."""
-        return self.closing.row_ready(state) or state in self._failed
+    def closing_ready(self, state: int, remaining: int | None = None) -> bool:
+        """Whether the closing row of ``state`` is a lookup now (or its mask failed); with
+        ``remaining``, whether cutting the mask to that budget is (the row, or a span showing
+        that the budget cuts nothing: :meth:`ClosingIndex.cuts`)."""
+        if self.closing.row_ready(state) or state in self._failed:
+            return True
+        return remaining is not None and self.closing.cuts(state, remaining) is False
 
-    def wait_closing(self, state: int, seconds: float) -> bool:
-        """Sleep (the GIL released) until the mask and closing row of ``state`` are ready,
-        at most about ``seconds``; True when ready (prefetch the state first)."""
+    def wait_closing(self, state: int, seconds: float, remaining: int | None = None) -> bool:
+        """Sleep (the GIL released) until the mask and closing row of ``state`` are ready
+        (with ``remaining``: see :meth:`closing_ready`), at most about ``seconds``; True when
+        ready (prefetch the state first)."""
         def ready() -> bool:
-            return self.mask_ready(state) and self.closing_ready(state)
+            return self.mask_ready(state) and self.closing_ready(state, remaining)
 
         if ready():
             return True
@@ -108,12 +114,15 @@ class GrammarWarmUp:
         with self._mask_added:
             self._mask_added.notify_all()
 
-    def prefetch(self, state: int) -> bool:
+    def prefetch(self, state: int, remaining: int | None = None) -> bool:
         """Ask the warm-up to compute ``state``'s mask, then those of the states one token
         after it, before anything else; True when ``state``'s mask is ready already (its
         successors are queued either way). Cheap: call it after every accepted token.
         """
         ready = self.mask_ready(state)
+        if remaining is not None:  # the closing row only where that budget may cut
+            self._closing_budgets[state] = min(remaining,
+                                               self._closing_budgets.get(state, remaining))
         self._hot.appendleft((state, 0))
         if len(self._hot) > _MAX_HOT:  # oldest requests are stale: decoding moved on
             self._hot.pop()
@@ -306,13 +315,24 @@ class GrammarWarmUp:
                 self._notify_mask()
             if depth == 0:
                 if self.closing_used and not self.closing.row_ready(state):
-                    self.closing.row(state)  # a trie walk (numpy) and distance searches
-                    self._notify_mask()
+                    self._warm_closing(state)
                 states, _ = self.index.successors(state)
                 fresh = [s for s in states.tolist()[:_MAX_HOT]
                          if s != DEAD and s not in self.cached_np_masks]
                 self._hot.extend((s, 1) for s in fresh)
         return computed
+
+    def _warm_closing(self, state: int) -> None:
+        """The closing row of ``state`` (a trie walk and distance searches), or only its
+        span (the distance searches over the mask walk's successors, when it kept them) where
+        the budget prefetched with it cuts nothing."""
+        remaining = self._closing_budgets.pop(state, None)
+        successors = self.index.cached_successors(state)
+        if remaining is not None and successors is not None:  # else the row walks once
+            self.closing.span(state, successors)
+        if remaining is None or self.closing.cuts(state, remaining):
+            self.closing.row(state)
+        self._notify_mask()
 
     @property
     def warm_up_pending(self) -> bool:

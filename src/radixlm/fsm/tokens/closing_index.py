@@ -94,6 +94,9 @@ class ClosingIndex:
         self._unknown: set[int] = set()  # states a search could not bound (within its budget)
         self._tried: set[int] = set()  # states whose search hit a budget (retried when asked)
         self._rows: dict[int, ClosingRow] = {}
+        # state -> (widest, unknown) of its row, from the mask walk's distinct successors:
+        # enough to tell that a budget cuts nothing without building the row (see span)
+        self._spans: dict[int, tuple[int, bool]] = {}
         self._words = 0  # mask rows held by the closing rows
 
     @property
@@ -151,11 +154,43 @@ class ClosingIndex:
         """Whether :meth:`row` of ``state`` is a dict lookup now."""
         return state in self._rows
 
+    def span(self, state: int, successors: np.ndarray) -> tuple[int, bool]:
+        """The ``(widest, unknown)`` of ``state``'s row (see :class:`ClosingRow`) from
+        ``successors``, the distinct states its allowed tokens lead to (the mask walk's,
+        :meth:`TokenIndex.successors`): the largest known distance after a token and whether
+        some successor's is unknown. The same values as the row's, at the cost of a distance
+        search per successor (cached), without the row's trie walk and bitmasks. Cached."""
+        hit = self._spans.get(state)
+        if hit is not None:
+            return hit
+        row = self._rows.get(state)
+        if row is not None:
+            return row.widest, row.unknown
+        dists = [self.dist(int(s)) for s in successors.tolist()]
+        known = [d for d in dists if d is not None]
+        span = (max(known, default=-1), len(known) < len(dists))
+        self._spans[state] = span
+        return span
+
+    def cuts(self, state: int, remaining: int) -> bool | None:
+        """Whether :meth:`closing_words` of ``state`` with ``remaining`` tokens left may
+        cut the mask (then it needs the row); None: not known yet (no row, no span)."""
+        row = self._rows.get(state)
+        if row is not None:
+            return not (row is UNCLOSABLE or (remaining - 1 >= row.widest and not row.unknown))
+        span = self._spans.get(state)
+        if span is None:
+            return None
+        return span[1] or remaining - 1 < span[0]
+
     def closing_words(self, state: int, remaining: int) -> np.ndarray | None:
         """The tokens allowed from ``state`` with ``remaining`` tokens left (this one
         included), or None when the budget removes nothing (every allowed token leaves a
         completion that fits). EOS bits are not included (the caller keeps those of the
-        grammar's mask: EOS ends the output, which fits any budget)."""
+        grammar's mask: EOS ends the output, which fits any budget). Where the state's span
+        (:meth:`span`) shows that nothing is cut, the row is not built."""
+        if self.cuts(state, remaining) is False:
+            return None
         row = self.row(state)
         limit = remaining - 1
         # a successor of unknown distance is always cut: from there no budget could be

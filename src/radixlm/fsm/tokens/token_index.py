@@ -285,6 +285,12 @@ class TokenIndex:
                 hit = self._successors[state]
         return hit
 
+    def cached_successors(self, state: int) -> np.ndarray | None:
+        """The distinct states one token leads to from ``state`` if its mask walk kept them
+        (a state computed under its own mask key), else None (no walk made here)."""
+        hit = self._successors.get(state)
+        return None if hit is None else hit[0]
+
     def next_state(self, state: int, token_id: int) -> int:
         """State after ``token_id`` (:data:`DEAD` if not allowed; EOS is not a text token)."""
         if not 0 <= token_id < self.vocab.vocab_size:

@@ -247,7 +247,7 @@ class GrammarManager:
             if pending is not None:
                 pending.wait(req.grammar, IDLE_WAIT_SECONDS)
             elif req.grammar_closing:  # its closing row too
-                req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS, True)
+                req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS, _remaining(req))
             else:
                 req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
@@ -399,6 +399,8 @@ class GrammarManager:
             self.compiler.prefetch_advance(req.grammar, pending.token)
             if pending.closing_state is not None:
                 self.compiler.prefetch_closing_dist(req.grammar.grammar, pending.closing_state)
+        elif req.grammar_closing:  # its closing row only where the budget left may cut
+            self.compiler.prefetch(req.grammar, _remaining(req))
         else:
             self.compiler.prefetch(req.grammar)
 
@@ -490,3 +492,8 @@ class GrammarManager:
     def flush(self) -> None:
         """Compiled grammars stay cached (they depend only on the spec and vocabulary)."""
         return None
+
+
+def _remaining(req: Req) -> int:
+    """The tokens ``req`` may still output: the budget its mask is cut to (``mask_rows``)."""
+    return req.sampling.max_new_tokens - req.num_output

@@ -123,8 +123,9 @@ class StepMaskGate:
         matcher = req.grammar
         if not req.grammar_closing:
             return matcher.mask_ready() or self._wait(start, matcher.wait_mask_ready)
-        return matcher.mask_ready(True) or self._wait(
-            start, lambda left: matcher.wait_mask_ready(left, True))
+        remaining = req.sampling.max_new_tokens - req.num_output  # as mask_rows cuts to
+        return matcher.mask_ready(remaining) or self._wait(
+            start, lambda left: matcher.wait_mask_ready(left, remaining))
 
     def advance_ready(self, req: Req) -> bool:
         """Whether the grammar advance ``req`` deferred to the compiler's worker (its
