@@ -330,7 +330,8 @@ class GrammarWarmUp:
         successors = self.index.cached_successors(state)
         if remaining is not None and successors is not None:  # else the row walks once
             self.closing.span(state, successors)
-        if remaining is None or self.closing.cuts(state, remaining):
+        # cuts() is None where there is no span either (no successors kept): build the row
+        if remaining is None or self.closing.cuts(state, remaining) is not False:
             self.closing.row(state)
         self._notify_mask()
 
