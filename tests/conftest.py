@@ -24,6 +24,38 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+def _memoise_gguf_reader() -> None:
+    """One parse of each unchanged GGUF file per test session.
+
+    ``gguf.GGUFReader`` builds every metadata field as numpy views, one per string: Gemma 3's
+    262k-token vocabulary takes ~13 s a parse, and transformers parses the file again for
+    each config, state dict and tokenizer it loads (the oracles here, and the tokenizer
+    conversion). Readers are only read, so the same file (path, size and mtime unchanged)
+    gets the same reader: the oracle reads what it read before, once."""
+    try:
+        import gguf
+    except ImportError:  # the tests that need it skip on their own
+        return
+    reader_class = gguf.GGUFReader
+    cache: dict[tuple, object] = {}
+
+    def reader(path, mode: str = "r"):  # noqa: ANN001, ANN202
+        if mode != "r":
+            return reader_class(path, mode)
+        stat = os.stat(path)
+        key = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
+        if key not in cache:
+            if len(cache) >= 4:  # the real files and a few written ones, not every tmp file
+                cache.pop(next(iter(cache)))
+            cache[key] = reader_class(path, mode)
+        return cache[key]
+
+    gguf.GGUFReader = reader
+
+
+_memoise_gguf_reader()
+
+
 def _build(tmp_path_factory: pytest.TempPathFactory, arch: str) -> Path:
     from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
 

@@ -13,7 +13,8 @@ W.T`` is computed by the native module without decoding W to memory:
   keeps ``2^-24``. The float32-faithful 24-bit activations of :mod:`.q4_gemv` (three int8
   digit planes) would cost three times the integer work on this layout;
   ``benchmarks/gguf_block_kernels.py`` times that kernel on its repacked tiles beside these;
-* **paths**: AVX-512 VNNI where the CPU has it, else the portable C loop (same integers),
+* **paths**: AVX-512 VNNI where the CPU has it, else the portable C loop (same integers; an
+  AVX2 clone of it where the CPU has AVX2, bit-identical to the baseline x86-64 one),
   else (module not built) the torch reference :func:`~..reference.gguf_blocks.gguf_linear_ref`;
   ``path=`` forces one (tests); ``"tiled"`` is the alternative prefill below;
 * **rows**: decode (1..8 rows) streams W once; prefill and batched decode (more rows) run

@@ -145,6 +145,8 @@ static void dequantize_rows(const uint8_t *raw, idx_t stride, idx_t r0, idx_t co
 }
 
 /* the portable GEMM: per block, exact int sums, then one float multiply-add per row */
+/* an AVX2 clone where the CPU has it: the same C, so the same integers and float32 order */
+__attribute__((target_clones("avx2", "default")))
 static void gemm_portable(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
                           const Prep *p, int M, float *y) {
     Block blk;
