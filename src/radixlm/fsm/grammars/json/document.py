@@ -13,11 +13,15 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import unquote
 
-import jsonschema
+from .deferred_iri_syntax import defer_iri_syntax
 
-from ...errors import GrammarError
-from .facts import Ctx
-from .formats import DRAFT_FORMATS
+defer_iri_syntax()  # before jsonschema's first import (it would build a parser: 2.5 s)
+
+import jsonschema  # noqa: E402
+
+from ...errors import GrammarError  # noqa: E402
+from .facts import Ctx  # noqa: E402
+from .formats import DRAFT_FORMATS  # noqa: E402
 
 _LEGACY_REF_DRAFTS = ("Draft3Validator", "Draft4Validator", "Draft6Validator", "Draft7Validator")
 _BOOLEAN_EXCLUSIVE_DRAFTS = ("Draft3Validator", "Draft4Validator")
