@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import Any
 
 from bench_common import add_common_args, resolve_model, setup_threads, write_results
-from speculative import setup, task_requests
+from speculative import prepare, setup, task_requests
 from speculative_rows import apply_outputs
 
 from radixlm.runtime.scheduling.scheduler import Scheduler
@@ -147,6 +147,7 @@ def main() -> None:
     tokenizer, runner, common, spec_args, _ = setup(args, resolve_model(args.model))
     sides = {"off": Scheduler(ServerArgs(**common), runner, tokenizer),
              "on": Scheduler(ServerArgs(**common, **spec_args), runner, tokenizer)}
+    prepare(*sides.values())
     reqs = task_requests(tokenizer, 8)[args.task]
     totals = {side: {"all": {}, "decode_phase": {}} for side in sides}
     ids: dict[str, list] = {side: [] for side in sides}
