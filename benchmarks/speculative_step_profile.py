@@ -10,6 +10,12 @@ and the time outside it (scheduling, drafting, sampling, verification), tokens e
 The ``decode phase`` line is what ``speculative.py`` rates: the steps after every request
 has its first token.
 
+``--one-by-one`` runs each request alone, as ``speculative.py``'s batch-1 rows do (``--task
+json --requests 3 --one-by-one``). On SmolLM2's GGUF blocks the forward is ~85% of a JSON
+row's decode time on both sides: a verify of k drafts costs ~1 + 0.28 k plain forwards (the
+block kernel's passes of up to 8 rows are compute-bound), so the rows, not the drafting
+(~2%) or the verification's masks and sampling (~12%), bound the speed-up.
+
     OMP_WAIT_POLICY=PASSIVE python benchmarks/speculative_step_profile.py --task rag8
 """
 
@@ -21,7 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 from bench_common import add_common_args, resolve_model, setup_threads, write_results
-from speculative import setup, task_requests
+from speculative import prepare, setup, task_requests
 from speculative_rows import apply_outputs
 
 from radixlm.runtime.scheduling.scheduler import Scheduler
@@ -136,7 +142,10 @@ def show(side: str, part: str, t: Tally) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, "speculative_step_profile")
-    parser.add_argument("--task", default="rag8", help="rag8, rag, chat or streams32")
+    parser.add_argument("--task", default="rag8", help="rag8, rag, json, chat or streams32")
+    parser.add_argument("--requests", type=int, default=8, help="the task's first N requests")
+    parser.add_argument("--one-by-one", action="store_true",
+                        help="each request alone (the batch-1 rows of speculative.py)")
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--num-draft-tokens", type=int, default=8)
@@ -147,17 +156,20 @@ def main() -> None:
     tokenizer, runner, common, spec_args, _ = setup(args, resolve_model(args.model))
     sides = {"off": Scheduler(ServerArgs(**common), runner, tokenizer),
              "on": Scheduler(ServerArgs(**common, **spec_args), runner, tokenizer)}
-    reqs = task_requests(tokenizer, 8)[args.task]
+    prepare(*sides.values())
+    reqs = task_requests(tokenizer, args.requests)[args.task][: args.requests]
     totals = {side: {"all": {}, "decode_phase": {}} for side in sides}
     ids: dict[str, list] = {side: [] for side in sides}
     spec: dict[str, int] = defaultdict(int)
+    groups = [[r] for r in reqs] if args.one_by_one else [reqs]
     for r in range(args.rounds):
-        for side, s in sides.items():
-            out = run(s, f"{args.task}{r}-{side}", reqs, args.new_tokens)
-            merge(totals[side], out)
-            ids[side].append(out["ids"])
-            for k, v in out["spec"].items():
-                spec[k] += v
+        for g, group in enumerate(groups):
+            for side, s in sides.items():
+                out = run(s, f"{args.task}{r}-{g}-{side}", group, args.new_tokens)
+                merge(totals[side], out)
+                ids[side].append(out["ids"])
+                for k, v in out["spec"].items():
+                    spec[k] += v
     for side in sides:
         for part in ("all", "decode_phase"):
             show(side, part, totals[side][part])

@@ -291,6 +291,32 @@ def test_a_request_can_opt_out(make_scheduler):
     assert got == outputs(make_scheduler(), [greedy("out", COPY_PROMPT, new=30)])[0]
 
 
+def test_a_drafts_price_is_fitted_to_the_forward_alone(make_scheduler):
+    """A one-off cost outside the forward (a vocabulary built on the first lookup) must not
+    read as "rows are free": the fit sees each forward's time, fixed + per row."""
+    reqs = [greedy("copy", COPY_PROMPT, new=60)]
+    expected, _ = outputs(make_scheduler(), reqs)
+    s = make_scheduler(**SPEC)
+    oracle(s, expected)  # long chains, some cut: steps of many row counts
+    now, fixed, per_row = [0.0], 0.010, 0.003
+    s.clock = lambda: now[0]
+    real_forward, real_draft = s.runner.forward, s.speculator.draft
+
+    def forward(batch):  # noqa: ANN001, ANN202
+        now[0] += fixed + per_row * batch.num_tokens
+        return real_forward(batch)
+
+    def draft(decodes, chunks=()):  # noqa: ANN001, ANN202
+        if s.counters["steps"] == 2:
+            now[0] += 5.0  # once, outside the forward
+        return real_draft(decodes, chunks)
+
+    s.runner.forward, s.speculator.draft = forward, draft
+    assert outputs(s, reqs)[0] == expected
+    assert s.speculator.stats.summary()["spec_verify_steps"] > 0
+    assert s.speculator.cost.fixed_rows == pytest.approx(fixed / per_row, rel=1e-6)
+
+
 def test_rejected_drafts_never_enter_the_radix_cache(make_scheduler):
     s = make_scheduler(**SPEC)
     oracle(s, {"x": [1] * 40}, wrong_every=1)  # every chain wrong: all 1s

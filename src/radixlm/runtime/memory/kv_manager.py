@@ -113,7 +113,11 @@ class KVManager:
         pages wholly past the new end go back to the pool. Never cuts into cached pages."""
         if not kv.tree_len <= length <= kv.kv_len:
             raise ValueError(f"truncate to {length} outside [{kv.tree_len}, {kv.kv_len}]")
-        keep = set(pages_of(self.table[kv.row, :length].tolist(), self.page_size))
+        # Owned pages hold only positions from the cached prefix's (page-aligned) end on:
+        # the pages before it are the cache's, so only [start, length) can keep an owned one
+        # (O(own tokens), not O(context): a verification truncates every step).
+        start = kv.tree_len - kv.tree_len % self.page_size
+        keep = set(pages_of(self.table[kv.row, start:length].tolist(), self.page_size))
         drop = [p for p in kv.own_pages if p not in keep]
         self.allocator.free(drop)
         kv.own_pages = [p for p in kv.own_pages if p in keep]

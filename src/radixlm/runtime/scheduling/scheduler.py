@@ -128,7 +128,6 @@ class Scheduler:
 
     def step(self) -> list[ReqOut]:
         """Schedule, run one forward, sample, and return the outputs to send."""
-        started = self.clock()
         # Constrained requests whose mask is not ready within the bound sit this step out.
         gate = self._start_grammar(self.step_grammar.start(self.running, self.waiting))
         decodes = self._reserve_decodes(gate)
@@ -142,7 +141,9 @@ class Scheduler:
         drafts = self.speculator.draft(decodes, chunks) if self.speculator is not None else {}
         batch = build_step_batch(decodes, chunks, self.kv.table, self.runner, self.max_context,
                                  drafts)
+        forward_started = self.clock()
         logits = self.runner.forward(batch)
+        forward_s = self.clock() - forward_started
         self.counters["steps"] += 1
         result = self.output.process(batch, decodes, chunks, logits, drafts)
         self.grammar.end_step(ran=True)
@@ -153,7 +154,7 @@ class Scheduler:
         outs.extend(result.outs)
         self.last_step_time = time.monotonic()
         if self.speculator is not None and not chunks:  # a draft row's price, measured
-            self.speculator.observe(batch.num_tokens, self.clock() - started)
+            self.speculator.observe(batch.num_tokens, forward_s)
         return outs
 
     def _start_grammar(self, start: GrammarStart) -> StepMaskGate:

@@ -16,7 +16,7 @@ The chain's slots are reserved only from free pages: drafting never evicts the p
 nor retracts a request; without room a request decodes one token as usual. The verification
 after the forward is :mod:`speculative_verify`'s. A draft's price in the budget is the row
 cost at the step's batch that :class:`~..speculative.step_cost.StepCostModel` fits to the
-scheduler's decode steps (:meth:`Speculator.observe`).
+forwards of the scheduler's decode steps (:meth:`Speculator.observe`).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class Speculator:
         self.row_cost = self.cost.row_cost(1)
 
     def observe(self, rows: int, seconds: float) -> None:
-        """A step of decodes (and verifications) only ran ``rows`` forward tokens in
+        """The forward of a step of decodes (and verifications) only ran ``rows`` tokens in
         ``seconds`` (the scheduler's clock: thread CPU time at one torch thread)."""
         self.cost.observe(rows, seconds)
 

@@ -17,9 +17,13 @@ plain steps (about ``1.25 + 0.24 k``: ``F`` about 3); forward only, 8 requests o
 ``F`` about 3.4). The block kernels' passes are compute-bound at a few rows, so a row costs
 nearly as much as a token of a small model. With float32 weights (dequantized) the step
 streams 4x the bytes and ``F`` is ~25-100. So ``F`` is measured: a decayed least-squares fit
-of step time against rows over the pure decode steps (no prefill chunk), in the scheduler's
-thread CPU time when torch runs on one thread, else wall time; :data:`PRIOR_FIXED_ROWS`
-until the steps seen differ enough in rows to fit.
+of the forward's time against rows over the pure decode steps (no prefill chunk), in the
+scheduler's thread CPU time when torch runs on one thread, else wall time;
+:data:`PRIOR_FIXED_ROWS` until the steps seen differ enough in rows to fit. Only the forward
+is timed: the rest of a step holds one-off costs (a vocabulary or a mask built on first
+use: ~260 ms once in a RAG run) that a fit of whole steps read as "a 1-row step is dear,
+rows are free", so it drafted 8 tokens a step at a row cost near 0 for the next ~50 steps;
+the verify path's own fixed part is :data:`~.draft_budget.VERIFY_COST`.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ class StepCostModel:
         self.w = self.sx = self.sy = self.sxx = self.sxy = 0.0
 
     def observe(self, rows: int, seconds: float) -> None:
-        """A decode step (no prefill chunk) of ``rows`` forward tokens took ``seconds``."""
+        """A decode step's forward (no prefill chunk) of ``rows`` tokens took ``seconds``."""
         if rows <= 0 or seconds <= 0.0:
             return
         self.w = DECAY * self.w + 1.0
