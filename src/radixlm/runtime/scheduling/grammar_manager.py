@@ -38,11 +38,11 @@ from ...fsm import (
     WhitespacePolicy,
     jump_forward,
 )
-from ...fsm.automaton import work_clock
 from ..wire.messages import FinishAbort, FinishStop, GrammarReq
 from .advance_clock import AdvanceClock
 from .budget_closing import close_within_budget, jump_fits, undo_jump
 from .gate_reserve import GateReserve
+from .late_fills import LateFills, fill_late
 from .mask_gate import StepMaskGate
 from .mask_rows import StepMaskRows
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
@@ -63,23 +63,6 @@ class CompilePoll:
 
     ready: list[Req] = field(default_factory=list)
     failed: list[tuple[Req, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _LateFills:
-    """Mask rows filled after the gate in one step: how many, the seconds they took, how
-    many computed their mask, and of the seconds, off the CPU and in garbage collection."""
-
-    rows: int = 0
-    seconds: float = 0.0
-    cold: int = 0
-    preempted: float = 0.0
-    gc_paused: float = 0.0
-
-    def plus(self, other: _LateFills) -> _LateFills:
-        return _LateFills(self.rows + other.rows, self.seconds + other.seconds,
-                          self.cold + other.cold, self.preempted + other.preempted,
-                          self.gc_paused + other.gc_paused)
 
 
 IDLE_WAIT_SECONDS = 0.005  # longest sleep when only held requests could run
@@ -115,7 +98,7 @@ class GrammarManager:
         self.clock, self.cpu_clock = clock, cpu_clock
         self.gate_reserve = GateReserve()  # what the gate keeps from sleeping, learnt
         self._gate: StepMaskGate | None = None  # the current step's (begin_step .. end_step)
-        self._late = _LateFills()  # fills the gate did not make, this step
+        self._late = LateFills()  # fills the gate did not make, this step
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -216,7 +199,7 @@ class GrammarManager:
         if self._gate is not None:  # a step that raised before end_step: never left held
             self._gate.leave()
         self._rows.clear()
-        self._late = _LateFills()
+        self._late = LateFills()
         background = self._compiler.background if self._compiler is not None else None
         self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch,
                                   self._rows.fill, self.gate_reserve, self.run_queue,
@@ -232,12 +215,13 @@ class GrammarManager:
             return
         gate.close()
         self.mask_waits.held(len(gate.held))
-        late, self._late = self._late, _LateFills()
+        late, self._late = self._late, LateFills()
         self._rows.clear()
         if gate.checked or late.rows:
             self.mask_waits.record(gate.spent + late.seconds, late.cold,
                                    gate.preempted + late.preempted, gate.waited,
-                                   gate.gc_paused + late.gc_paused, gate.blocked)
+                                   gate.gc_paused + late.gc_paused, gate.blocked,
+                                   cpu=gate.cpu_spent + late.cpu)
         self.mask_waits.close_step()  # the step's masks and advances, as one grammar time
         self.advance_clock.new_step()
         if not ran and gate.held:
@@ -253,10 +237,12 @@ class GrammarManager:
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
 
     def stats(self) -> dict[str, float | int]:
-        """The steps' mask waits (:meth:`MaskWaitStats.summary`), then how often, and how long
-        in all, the compiler's worker parked for the gate."""
+        """The steps' mask waits (:meth:`MaskWaitStats.summary`), their grammar time as thread
+        CPU time (:meth:`MaskWaitStats.cpu_summary`), then how often, and how long in all, the
+        compiler's worker parked for the gate."""
         hold = self._compiler.background if self._compiler is not None else None
-        return {**self.mask_waits.summary(), "grammar_worker_pauses": hold.pauses if hold else 0,
+        return {**self.mask_waits.summary(), **self.mask_waits.cpu_summary(),
+                "grammar_worker_pauses": hold.pauses if hold else 0,
                 "grammar_worker_paused_ms": 1e3 * hold.paused_seconds if hold else 0.0}
 
     def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> list[tuple[Req, Exception]]:
@@ -274,25 +260,18 @@ class GrammarManager:
         constrained = [reqs[i] for i in rows]
         late = [r for r in constrained if not self._rows.has(r)]
         if late:
-            self._late = self._late.plus(self._fill_late(late))
+            self._late = self._late.plus(fill_late(self._rows, late, self.clock,
+                                                   self.cpu_clock, self.run_queue))
         masks, faults = self._rows.gather(constrained)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
         if self._gate is None:  # no step open (a caller outside the scheduler's loop)
-            late, self._late = self._late, _LateFills()
-            self.mask_waits.record(late.seconds, late.cold, late.preempted, 0.0, late.gc_paused)
+            late, self._late = self._late, LateFills()
+            self.mask_waits.record(late.seconds, late.cold, late.preempted, 0.0, late.gc_paused,
+                                   cpu=late.cpu)
             self.mask_waits.close_step()
             self._rows.clear()
         return faults
-
-    def _fill_late(self, reqs: list[Req]) -> _LateFills:
-        """Fill the rows the gate did not, timed as the step's fill loop."""
-        start, off_cpu, gc_before = self.clock(), self.run_queue.seconds(), work_clock.gc_seconds()
-        cold_before = self._rows.cold
-        for req in reqs:
-            self._rows.fill(req)
-        return _LateFills(len(reqs), self.clock() - start, self._rows.cold - cold_before,
-                          self.run_queue.seconds() - off_cpu, work_clock.gc_seconds() - gc_before)
 
     def advancing(self) -> AbstractContextManager[None]:
         """The block in which a step's sampled tokens advance their grammars (the output
@@ -342,7 +321,7 @@ class GrammarManager:
         if self.defer_advances and not ready:
             req.grammar_pending = AdvanceDeferred(token, jump)
             self.compiler.prefetch_advance(req.grammar, token)
-            self.mask_waits.deferred(*self.advance_clock.stop(mark))
+            self.advance_clock.record(self.mask_waits, mark, deferred=True)
             return req.grammar_pending
         return self._timed_advance(req, token, mark, ready)
 
@@ -365,15 +344,15 @@ class GrammarManager:
             with nullcontext() if ready else self._lent():  # inline: may build rows
                 step = self._advance(req, token)
         except GrammarError as exc:  # the lazy automaton grew past a budget
-            self.mask_waits.advanced(*self.advance_clock.stop(mark))
+            self.advance_clock.record(self.mask_waits, mark)
             req.grammar_error = str(exc)
             return self.error_reason(req)
         if isinstance(step, AdvanceDeferred):  # undone: the jump's budget check searches
             req.grammar_pending = step
             self.prefetch(req)
-            self.mask_waits.deferred(*self.advance_clock.stop(mark))
+            self.advance_clock.record(self.mask_waits, mark, deferred=True)
             return step
-        self.mask_waits.advanced(*self.advance_clock.stop(mark))
+        self.advance_clock.record(self.mask_waits, mark)
         if not isinstance(step, (FinishStop, FinishAbort)):
             self.prefetch(req)
         return step
