@@ -45,7 +45,8 @@ GATE_KEYS = ("mask_gate_sleeps", "mask_blocked_ms_p99", "mask_blocked_ms_max",
              "grammar_step_ms_p99", "grammar_step_ms_max", "grammar_step_ms_p50_not_preempted",
              "grammar_step_ms_p99_not_preempted", "grammar_step_ms_max_not_preempted",
              "grammar_step_ms_p50_thread_cpu", "grammar_step_ms_p99_thread_cpu",
-             "grammar_step_ms_max_thread_cpu")
+             "grammar_step_ms_max_thread_cpu", "grammar_jumps_planned_ahead",
+             "grammar_jumps_committed")
 GC_KEYS = ("gc_pauses", "gc_full_pauses", "gc_pause_ms_p99", "gc_pause_ms_max",
            "gc_full_pause_ms_max", "gc_pause_ms_total", "gc_frozen_objects")
 
@@ -149,7 +150,9 @@ def run(args: argparse.Namespace) -> None:
         print(f"    grammar advances (accept, end check, jump plan; outside the gate) "
               f"{r['grammar_advances']}: p50 {r['grammar_advance_ms_p50']:.3f} / p99 "
               f"{r['grammar_advance_ms_p99']:.3f} / max {r['grammar_advance_ms_max']:.3f} ms, "
-              f"{r['grammar_advances_deferred']} deferred to the worker")
+              f"{r['grammar_advances_deferred']} deferred to the worker (their jump-forwards "
+              f"planned there: {r['grammar_jumps_planned_ahead']}, committed "
+              f"{r['grammar_jumps_committed']})")
         print(f"    the scheduler's grammar time per step (masks + advances), "
               f"{r['grammar_steps']} steps: p50 {r['grammar_step_ms_p50']:.3f} / p99 "
               f"{r['grammar_step_ms_p99']:.3f} / max {r['grammar_step_ms_max']:.3f} ms; less the "
