@@ -11,7 +11,9 @@ CPU-bound process for milliseconds), fills that computed a mask in the step, and
 (request-steps held out, holds, the longest), steps a garbage collection ran in ("gc st")
 and the longest collection time inside one ("gc in", ms), with the outputs' validity and the
 wall time; and per accepted token, the scheduler's time advancing the grammar (accepting it,
-the end check, the jump-forward plan), which the gate does not cover.
+the end check, the jump-forward plan), which the gate does not cover; and the step's grammar
+time as the scheduler thread's CPU time too (meaningful on a shared core, where the wall
+time carries other processes' turns).
 The masks are cold (no disk cache, fresh process): the worst case for the critical path.
 """
 
@@ -41,7 +43,10 @@ GATE_KEYS = ("mask_gate_sleeps", "mask_blocked_ms_p99", "mask_blocked_ms_max",
              "grammar_advance_ms_p50", "grammar_advance_ms_p99", "grammar_advance_ms_max",
              "grammar_advances_deferred", "grammar_steps", "grammar_step_ms_p50",
              "grammar_step_ms_p99", "grammar_step_ms_max", "grammar_step_ms_p50_not_preempted",
-             "grammar_step_ms_p99_not_preempted", "grammar_step_ms_max_not_preempted")
+             "grammar_step_ms_p99_not_preempted", "grammar_step_ms_max_not_preempted",
+             "grammar_step_ms_p50_thread_cpu", "grammar_step_ms_p99_thread_cpu",
+             "grammar_step_ms_max_thread_cpu", "grammar_jumps_planned_ahead",
+             "grammar_jumps_committed")
 GC_KEYS = ("gc_pauses", "gc_full_pauses", "gc_pause_ms_p99", "gc_pause_ms_max",
            "gc_full_pause_ms_max", "gc_pause_ms_total", "gc_frozen_objects")
 
@@ -145,13 +150,18 @@ def run(args: argparse.Namespace) -> None:
         print(f"    grammar advances (accept, end check, jump plan; outside the gate) "
               f"{r['grammar_advances']}: p50 {r['grammar_advance_ms_p50']:.3f} / p99 "
               f"{r['grammar_advance_ms_p99']:.3f} / max {r['grammar_advance_ms_max']:.3f} ms, "
-              f"{r['grammar_advances_deferred']} deferred to the worker")
+              f"{r['grammar_advances_deferred']} deferred to the worker (their jump-forwards "
+              f"planned there: {r['grammar_jumps_planned_ahead']}, committed "
+              f"{r['grammar_jumps_committed']})")
         print(f"    the scheduler's grammar time per step (masks + advances), "
               f"{r['grammar_steps']} steps: p50 {r['grammar_step_ms_p50']:.3f} / p99 "
               f"{r['grammar_step_ms_p99']:.3f} / max {r['grammar_step_ms_max']:.3f} ms; less the "
               f"OS's preemption p50 {r['grammar_step_ms_p50_not_preempted']:.3f} / p99 "
               f"{r['grammar_step_ms_p99_not_preempted']:.3f} / max "
-              f"{r['grammar_step_ms_max_not_preempted']:.3f} ms")
+              f"{r['grammar_step_ms_max_not_preempted']:.3f} ms; the scheduler thread's CPU "
+              f"time p50 {r['grammar_step_ms_p50_thread_cpu']:.3f} / p99 "
+              f"{r['grammar_step_ms_p99_thread_cpu']:.3f} / max "
+              f"{r['grammar_step_ms_max_thread_cpu']:.3f} ms")
         for e in r["errors"]:
             print(f"  error: {e}")
     write_results(args.out, {"machine": machine(), "model": model.describe(),

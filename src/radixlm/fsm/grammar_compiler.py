@@ -268,6 +268,17 @@ class GrammarCompiler:
         self.background.point()
         grammar.warm_closing_dist(state)
 
+    def run_in_background(self, fn: Callable[..., None], *args: object) -> None:
+        """Hand ``fn(*args)`` to the worker, behind what is queued already (in a quiet hold,
+        when the hold ends: :meth:`held_quietly`); it parks first while a hold is in force.
+        For work a decoding caller needs soon and would rather not do itself (a scheduler's
+        jump-forward plan). Never blocks."""
+        self._queue(self._parked_call, fn, args)
+
+    def _parked_call(self, fn: Callable[..., None], args: tuple) -> None:
+        self.background.point()
+        fn(*args)
+
     def _queue(self, fn: Callable[..., None], *args: object) -> None:
         """Hand ``fn(*args)`` to the worker, or when a quiet hold ends (held_quietly)."""
         if self._quiet_depth:

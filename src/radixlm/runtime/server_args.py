@@ -95,11 +95,13 @@ class ServerArgs:
     disable_jump_forward: bool = False
     grammar_compile_timeout: float = 10.0
     grammar_max_states: int = 200_000
-    grammar_mask_wait_ms: float = field(default=1.0, metadata={
-        "help": "longest a decode step waits for token masks not ready yet (all requests "
-                "together); a request whose mask is still not ready sits that step out and "
-                "rejoins when it is (same tokens). Lower: steps never stall longer, more "
-                "skipped steps for requests on hard schemas; 0: never wait"})
+    grammar_mask_wait_ms: float = field(default=0.0, metadata={
+        "help": "longest a decode step waits for token masks (or deferred grammar advances) "
+                "not ready yet (all requests together); a request whose mask is still not "
+                "ready sits that step out and rejoins when it is (same tokens). 0 (default): "
+                "never wait, so a step's grammar time is its checks and copies alone; higher: "
+                "fewer skipped steps for requests on hard schemas, every step of the batch "
+                "possibly that much longer"})
     grammar_advance_inline: bool = field(default=False, metadata={
         "help": "make every sampled token's grammar advance (accept, end check, jump-forward "
                 "plan) on the scheduler's thread, even one that builds automaton rows; by "

@@ -15,12 +15,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 logger = logging.getLogger("radixlm.requests")
 # The scheduler's grammar time per step (masks + token advances, recent steps), milliseconds,
-# and the same less the time the OS kept the scheduler off the CPU (a loaded host's share):
-# read from /get_server_info's keys of the same name.
+# the same less the time the OS kept the scheduler off the CPU (a loaded host's share), and
+# the scheduler thread's CPU time in it: read from /get_server_info's keys of the same name.
 GRAMMAR_STEP_GAUGES = tuple(
     (f"grammar_step_ms_{q}{own}", f"{label} of the scheduler's grammar time per step (masks "
                                   f"and token advances, recent steps{note}), ms")
-    for own, note in (("", ""), ("_not_preempted", ", less the OS's preemption"))
+    for own, note in (("", ""), ("_not_preempted", ", less the OS's preemption"),
+                      ("_thread_cpu", ", the scheduler thread's CPU time"))
     for q, label in (("p50", "Median"), ("p99", "99th percentile"), ("max", "Longest")))
 # Speculative decoding (--speculative-algorithm): read from /get_server_info's keys of the same
 # name (0 while it is off).

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .mask_wait_stats import RunQueueClock
+from .mask_wait_stats import MaskWaitStats, RunQueueClock
 
 # Off the CPU for longer than this in one advance, the run-queue clock is read to tell the
 # OS's preemption from a wait for the GIL or a lock (a read costs 1-80 us: not paid on every
@@ -48,6 +48,14 @@ class AdvanceClock:
         preempted = min(off_cpu, max(0.0, now - self._run_delay))
         self._run_delay = now
         return wall, preempted
+
+    def record(self, stats: MaskWaitStats, mark: tuple[float, float],
+               deferred: bool = False) -> None:
+        """Record the advance begun at ``mark`` in ``stats`` (:meth:`MaskWaitStats.advanced`,
+        or :meth:`MaskWaitStats.deferred`): its wall time, the OS's share, its CPU time."""
+        wall, preempted = self.stop(mark)
+        cpu = self.cpu_clock() - mark[1]
+        (stats.deferred if deferred else stats.advanced)(wall, preempted, cpu=cpu)
 
     def new_step(self) -> None:
         """The step ended: the next advance reads the run-queue clock afresh."""

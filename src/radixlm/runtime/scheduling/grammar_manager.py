@@ -36,13 +36,13 @@ from ...fsm import (
     JumpForwardPlan,
     TokenVocabulary,
     WhitespacePolicy,
-    jump_forward,
 )
-from ...fsm.automaton import work_clock
 from ..wire.messages import FinishAbort, FinishStop, GrammarReq
 from .advance_clock import AdvanceClock
 from .budget_closing import close_within_budget, jump_fits, undo_jump
 from .gate_reserve import GateReserve
+from .jump_planner import JumpPlanner, PreparedJump
+from .late_fills import LateFills, fill_late
 from .mask_gate import StepMaskGate
 from .mask_rows import StepMaskRows
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
@@ -63,23 +63,6 @@ class CompilePoll:
 
     ready: list[Req] = field(default_factory=list)
     failed: list[tuple[Req, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _LateFills:
-    """Mask rows filled after the gate in one step: how many, the seconds they took, how
-    many computed their mask, and of the seconds, off the CPU and in garbage collection."""
-
-    rows: int = 0
-    seconds: float = 0.0
-    cold: int = 0
-    preempted: float = 0.0
-    gc_paused: float = 0.0
-
-    def plus(self, other: _LateFills) -> _LateFills:
-        return _LateFills(self.rows + other.rows, self.seconds + other.seconds,
-                          self.cold + other.cold, self.preempted + other.preempted,
-                          self.gc_paused + other.gc_paused)
 
 
 IDLE_WAIT_SECONDS = 0.005  # longest sleep when only held requests could run
@@ -115,7 +98,9 @@ class GrammarManager:
         self.clock, self.cpu_clock = clock, cpu_clock
         self.gate_reserve = GateReserve()  # what the gate keeps from sleeping, learnt
         self._gate: StepMaskGate | None = None  # the current step's (begin_step .. end_step)
-        self._late = _LateFills()  # fills the gate did not make, this step
+        self._late = LateFills()  # fills the gate did not make, this step
+        self.jumps = JumpPlanner(tokenizer, lambda: self.compiler)
+        self._prepared: PreparedJump | None = None  # the deferred advance being made's plan
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -216,7 +201,7 @@ class GrammarManager:
         if self._gate is not None:  # a step that raised before end_step: never left held
             self._gate.leave()
         self._rows.clear()
-        self._late = _LateFills()
+        self._late = LateFills()
         background = self._compiler.background if self._compiler is not None else None
         self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch,
                                   self._rows.fill, self.gate_reserve, self.run_queue,
@@ -232,12 +217,13 @@ class GrammarManager:
             return
         gate.close()
         self.mask_waits.held(len(gate.held))
-        late, self._late = self._late, _LateFills()
+        late, self._late = self._late, LateFills()
         self._rows.clear()
         if gate.checked or late.rows:
             self.mask_waits.record(gate.spent + late.seconds, late.cold,
                                    gate.preempted + late.preempted, gate.waited,
-                                   gate.gc_paused + late.gc_paused, gate.blocked)
+                                   gate.gc_paused + late.gc_paused, gate.blocked,
+                                   cpu=gate.cpu_spent + late.cpu)
         self.mask_waits.close_step()  # the step's masks and advances, as one grammar time
         self.advance_clock.new_step()
         if not ran and gate.held:
@@ -253,10 +239,15 @@ class GrammarManager:
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
 
     def stats(self) -> dict[str, float | int]:
-        """The steps' mask waits (:meth:`MaskWaitStats.summary`), then how often, and how long
-        in all, the compiler's worker parked for the gate."""
+        """The steps' mask waits (:meth:`MaskWaitStats.summary`), their grammar time as thread
+        CPU time (:meth:`MaskWaitStats.cpu_summary`), the jump-forwards the worker planned
+        ahead and those the scheduler committed (:class:`JumpPlanner`), then how often, and
+        how long in all, the compiler's worker parked for the gate."""
         hold = self._compiler.background if self._compiler is not None else None
-        return {**self.mask_waits.summary(), "grammar_worker_pauses": hold.pauses if hold else 0,
+        return {**self.mask_waits.summary(), **self.mask_waits.cpu_summary(),
+                "grammar_jumps_planned_ahead": self.jumps.prepared,
+                "grammar_jumps_committed": self.jumps.committed,
+                "grammar_worker_pauses": hold.pauses if hold else 0,
                 "grammar_worker_paused_ms": 1e3 * hold.paused_seconds if hold else 0.0}
 
     def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> list[tuple[Req, Exception]]:
@@ -274,25 +265,18 @@ class GrammarManager:
         constrained = [reqs[i] for i in rows]
         late = [r for r in constrained if not self._rows.has(r)]
         if late:
-            self._late = self._late.plus(self._fill_late(late))
+            self._late = self._late.plus(fill_late(self._rows, late, self.clock,
+                                                   self.cpu_clock, self.run_queue))
         masks, faults = self._rows.gather(constrained)
         index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         self.ops.apply_token_bitmask(logits, masks.to(logits.device), index)
         if self._gate is None:  # no step open (a caller outside the scheduler's loop)
-            late, self._late = self._late, _LateFills()
-            self.mask_waits.record(late.seconds, late.cold, late.preempted, 0.0, late.gc_paused)
+            late, self._late = self._late, LateFills()
+            self.mask_waits.record(late.seconds, late.cold, late.preempted, 0.0, late.gc_paused,
+                                   cpu=late.cpu)
             self.mask_waits.close_step()
             self._rows.clear()
         return faults
-
-    def _fill_late(self, reqs: list[Req]) -> _LateFills:
-        """Fill the rows the gate did not, timed as the step's fill loop."""
-        start, off_cpu, gc_before = self.clock(), self.run_queue.seconds(), work_clock.gc_seconds()
-        cold_before = self._rows.cold
-        for req in reqs:
-            self._rows.fill(req)
-        return _LateFills(len(reqs), self.clock() - start, self._rows.cold - cold_before,
-                          self.run_queue.seconds() - off_cpu, work_clock.gc_seconds() - gc_before)
 
     def advancing(self) -> AbstractContextManager[None]:
         """The block in which a step's sampled tokens advance their grammars (the output
@@ -340,9 +324,11 @@ class GrammarManager:
         jump = self._jumps(req)
         ready = req.grammar.advance_ready(token, jump)
         if self.defer_advances and not ready:
-            req.grammar_pending = AdvanceDeferred(token, jump)
             self.compiler.prefetch_advance(req.grammar, token)
-            self.mask_waits.deferred(*self.advance_clock.stop(mark))
+            # the jump after it planned by the worker too, queued behind the advance's rows
+            prepared = self.jumps.prepare(req, token) if jump else None
+            req.grammar_pending = AdvanceDeferred(token, jump, prepared=prepared)
+            self.advance_clock.record(self.mask_waits, mark, deferred=True)
             return req.grammar_pending
         return self._timed_advance(req, token, mark, ready)
 
@@ -355,7 +341,11 @@ class GrammarManager:
         if error is not None:  # the worker hit a budget preparing it: the same message
             req.grammar_error = str(error)
             return self.error_reason(req)
-        return self._timed_advance(req, pending.token, self.advance_clock.start(), True)
+        self._prepared = pending.prepared  # the jump the worker planned: committed if it fits
+        try:
+            return self._timed_advance(req, pending.token, self.advance_clock.start(), True)
+        finally:
+            self._prepared = None
 
     def _timed_advance(self, req: Req, token: int, mark: tuple[float, float],
                        ready: bool) -> GrammarStep:
@@ -365,15 +355,15 @@ class GrammarManager:
             with nullcontext() if ready else self._lent():  # inline: may build rows
                 step = self._advance(req, token)
         except GrammarError as exc:  # the lazy automaton grew past a budget
-            self.mask_waits.advanced(*self.advance_clock.stop(mark))
+            self.advance_clock.record(self.mask_waits, mark)
             req.grammar_error = str(exc)
             return self.error_reason(req)
         if isinstance(step, AdvanceDeferred):  # undone: the jump's budget check searches
             req.grammar_pending = step
             self.prefetch(req)
-            self.mask_waits.deferred(*self.advance_clock.stop(mark))
+            self.advance_clock.record(self.mask_waits, mark, deferred=True)
             return step
-        self.mask_waits.advanced(*self.advance_clock.stop(mark))
+        self.advance_clock.record(self.mask_waits, mark)
         if not isinstance(step, (FinishStop, FinishAbort)):
             self.prefetch(req)
         return step
@@ -418,7 +408,7 @@ class GrammarManager:
             # token that completed the grammar, reported as an EOS would be (the last token).
             return FinishStop(matched=token)
         if self._jumps(req):
-            return self._jump_or_defer(req, token)
+            return self._jump_or_defer(req, token, self._prepared)
         return None
 
     def _maybe_activate(self, req: Req) -> None:
@@ -429,52 +419,43 @@ class GrammarManager:
             req.grammar_active = True
             req.grammar_start = req.num_output
 
-    def _encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    def _decode(self, ids: list[int]) -> str:
-        return self.compiler.vocab.decode_bytes(ids).decode("utf-8", errors="replace")
-
-    def jump(self, req: Req) -> JumpForwardPlan | None:
-        """Plan the text the grammar forces next and advance the matcher over it: the fsm
-        plans it (the last few output tokens retokenized with the forced text, trailing
-        extendable tokens held back); the owner applies the plan to the output and prefills
-        the new tokens in one step.
-
-        Skipped for requests that asked for logprobs: forced tokens are not sampled.
-        """
-        plan = self._plan(req)
+    def jump(self, req: Req, prepared: PreparedJump | None = None) -> JumpForwardPlan | None:
+        """Plan the text the grammar forces next and advance the matcher over it
+        (:meth:`JumpPlanner.jump`: the last few output tokens retokenized with the forced
+        text, trailing extendable tokens held back; ``prepared``, the worker's plan, committed
+        where it fits); the owner applies the plan to the output and prefills the new tokens
+        in one step. Skipped for requests that asked for logprobs: forced tokens are not
+        sampled."""
+        plan = self.jumps.jump(req, prepared)
         if plan is not None and req.grammar_closing and not self._jump_fits(req, plan):
             undo_jump(req, plan)
             return None
         return plan
 
-    def _jump_or_defer(self, req: Req, token: int) -> JumpForwardPlan | AdvanceDeferred | None:
+    def _jump_or_defer(self, req: Req, token: int, prepared: PreparedJump | None
+                       ) -> JumpForwardPlan | AdvanceDeferred | None:
         """:meth:`jump`; but where the request closes its output within its budget and the
         jump ends at a state whose closing distance is not computed (a search, under the
         grammar's lock), the jump and the token's accept are undone and the advance is
         deferred to the compiler's worker (:class:`AdvanceDeferred` with ``closing_state``):
-        made again, the same plan, once the distance is there (unless inline)."""
+        made again, the same plan (kept, not planned again), once the distance is there
+        (unless inline)."""
         if not (req.grammar_closing and self.defer_advances):
-            return self.jump(req)
-        plan = self._plan(req)
+            return self.jump(req, prepared)
+        forced = req.grammar.jump_forward_string()
+        plan = self.jumps.jump(req, prepared)
         if plan is None:
             return None
         state = req.grammar.state
         if not req.grammar.grammar.closing_dist_ready(state):
             undo_jump(req, plan)
             req.grammar.rollback(1)  # the token's accept: made again when resumed
-            return AdvanceDeferred(token, True, closing_state=state)
+            made = PreparedJump.made(req.output_ids[req.grammar_start:], forced, plan)
+            return AdvanceDeferred(token, True, closing_state=state, prepared=made)
         if not self._jump_fits(req, plan):
             undo_jump(req, plan)
             return None
         return plan
-
-    def _plan(self, req: Req) -> JumpForwardPlan | None:
-        """The fsm's jump-forward plan from ``req``'s state, applied to its matcher."""
-        extendable = self.compiler.vocab.extendable
-        return jump_forward(req.grammar, req.output_ids[req.grammar_start:], self._encode,
-                            self._decode, extendable=lambda t: bool(extendable[t]))
 
     def _jump_fits(self, req: Req, plan: JumpForwardPlan) -> bool:
         """:func:`jump_fits`, lending the worker the GIL when the distance it needs is not

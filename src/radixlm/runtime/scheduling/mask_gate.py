@@ -87,6 +87,7 @@ class StepMaskGate:
         self.background = background
         self._holding = False  # the worker's hold is in force (first check .. leave)
         self.spent = 0.0  # seconds in ready() for constrained requests: checks, sleeps, copies
+        self.cpu_spent = 0.0  # of the thread's CPU time in them (sleeping takes none)
         self.waited = 0.0  # of them, sleeping for masks (the wake-up included)
         self.preempted = 0.0  # of them, runnable but kept off the CPU by the OS
         self.gc_paused = 0.0  # of them, the garbage collector running (any thread's)
@@ -160,7 +161,9 @@ class StepMaskGate:
         finally:
             elapsed = self.clock() - start
             self.spent += elapsed
-            off_cpu = elapsed - (self.cpu_clock() - cpu) - (self._asleep_off_cpu - asleep)
+            used = self.cpu_clock() - cpu
+            self.cpu_spent += used
+            off_cpu = elapsed - used - (self._asleep_off_cpu - asleep)
             self.gc_paused += work_clock.gc_seconds() - gc_before
             if off_cpu > OFF_CPU_CHECK_SECONDS:
                 self._off_cpu_awake(off_cpu)

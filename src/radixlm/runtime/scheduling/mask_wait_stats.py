@@ -18,7 +18,9 @@ the gate finds it ready), the request held meanwhile like one whose mask is not 
 (unless ``--grammar-advance-inline``). The scheduler's whole grammar time in a step, its masks
 and its advances together, is reported per step too (``grammar_step_ms_*``), and less the
 time the OS kept the scheduler off the CPU (``grammar_step_ms_*_not_preempted``, the advances'
-share read as the gate's is: see :meth:`MaskWaitStats.advanced`).
+share read as the gate's is: see :meth:`MaskWaitStats.advanced`), and as the scheduler
+thread's CPU time (``grammar_step_ms_*_thread_cpu``: what its own work cost, whatever else ran
+on the core; the gate's sleeping for the worker takes none, so it is not in it).
 A garbage collection stops every thread, so one running while a step waits or fills (started
 by the scheduler or by the compiler's worker allocating automaton terms) is in that step's
 time: kept there, and counted apart too (steps with one, the longest inside one step).
@@ -132,17 +134,22 @@ class MaskWaitStats:
     # the same less the time the OS kept the scheduler off the CPU
     grammar_step_seconds_not_preempted: deque[float] = field(
         default_factory=lambda: deque(maxlen=WINDOW))
+    # the same steps' CPU time on the scheduler's thread (where the callers measured it)
+    grammar_step_cpu_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     # the open step's mask time once recorded, and its advances' time once one is made
     _step_masks: float | None = field(default=None, init=False, repr=False)
     _step_advances: float | None = field(default=None, init=False, repr=False)
     _step_preempted: float = field(default=0.0, init=False, repr=False)  # of both, the OS's
+    _step_cpu: float = field(default=0.0, init=False, repr=False)  # of both, the thread's CPU
 
     def record(self, seconds: float, cold: int, preempted: float = 0.0,
-               gate: float = 0.0, gc_paused: float = 0.0, blocked: float = 0.0) -> None:
+               gate: float = 0.0, gc_paused: float = 0.0, blocked: float = 0.0,
+               cpu: float = 0.0) -> None:
         """One step waited ``seconds`` for masks (filling included), ``preempted`` of them
         off the CPU (the OS's doing), ``gate`` of them in the gate's wait before the forward,
         ``gc_paused`` of them in garbage collections, ``blocked`` of them for the GIL held
-        by the compiler's worker; ``cold`` of its fills computed a mask."""
+        by the compiler's worker; ``cold`` of its fills computed a mask; ``cpu``: the
+        scheduler thread's CPU time in those ``seconds``."""
         if gc_paused > 0:
             self.gc_steps += 1
             self.gc_max_seconds = max(self.gc_max_seconds, gc_paused)
@@ -155,19 +162,22 @@ class MaskWaitStats:
         self.cold_fills += cold
         self._step_masks = (self._step_masks or 0.0) + seconds
         self._step_preempted += min(preempted, seconds)
+        self._step_cpu += cpu
 
-    def advanced(self, seconds: float, preempted: float = 0.0) -> None:
+    def advanced(self, seconds: float, preempted: float = 0.0, cpu: float = 0.0) -> None:
         """One token's grammar advance took ``seconds`` on the scheduler's thread,
-        ``preempted`` of them runnable but off the CPU (the OS's doing, not the advance's)."""
+        ``preempted`` of them runnable but off the CPU (the OS's doing, not the advance's),
+        ``cpu`` of the thread's CPU time."""
         self.advance_seconds.append(seconds)
         self._step_advances = (self._step_advances or 0.0) + seconds
         self._step_preempted += min(preempted, seconds)
+        self._step_cpu += cpu
 
-    def deferred(self, seconds: float, preempted: float = 0.0) -> None:
+    def deferred(self, seconds: float, preempted: float = 0.0, cpu: float = 0.0) -> None:
         """One token's advance was found to need automaton rows (the check took
         ``seconds``) and was handed to the compiler's worker; it is timed again when made."""
         self.deferred_advances += 1
-        self.advanced(seconds, preempted)
+        self.advanced(seconds, preempted, cpu)
 
     def close_step(self) -> None:
         """The step's grammar work is over: its mask time (:meth:`record`) and its advances'
@@ -178,8 +188,9 @@ class MaskWaitStats:
         total = (self._step_masks or 0.0) + (self._step_advances or 0.0)
         self.grammar_step_seconds.append(total)
         self.grammar_step_seconds_not_preempted.append(max(0.0, total - self._step_preempted))
+        self.grammar_step_cpu_seconds.append(self._step_cpu)
         self._step_masks = self._step_advances = None
-        self._step_preempted = 0.0
+        self._step_preempted = self._step_cpu = 0.0
 
     def held(self, n: int) -> None:
         """``n`` requests were held out of one step."""
@@ -189,6 +200,14 @@ class MaskWaitStats:
         """A request held ``steps`` consecutive steps has its mask and runs again."""
         self.holds += 1
         self.max_hold_steps = max(self.max_hold_steps, steps)
+
+    def cpu_summary(self) -> dict[str, float]:
+        """The steps' grammar time as the scheduler thread's CPU time: p50 / p99 / max in
+        milliseconds over the recent window."""
+        cpu = sorted(self.grammar_step_cpu_seconds)
+        return {"grammar_step_ms_p50_thread_cpu": 1e3 * _percentile(cpu, 0.50),
+                "grammar_step_ms_p99_thread_cpu": 1e3 * _percentile(cpu, 0.99),
+                "grammar_step_ms_max_thread_cpu": 1e3 * (cpu[-1] if cpu else 0.0)}
 
     def summary(self) -> dict[str, float | int]:
         """Counts since start; p50 / p99 / max in milliseconds over the recent window."""

@@ -26,26 +26,33 @@ class AdvanceDeferred:
     ``closing_state``: set when the advance was begun and undone because the jump it plans
     ends at a state whose closing distance (the budget check of a request that closes its
     output within ``max_new_tokens``: :mod:`.budget_closing`) is not computed yet: a search
-    the worker makes. Never made with ``--grammar-advance-inline``."""
+    the worker makes. Never made with ``--grammar-advance-inline``. ``prepared``: the
+    jump-forward after the token, planned by the worker too (a
+    :class:`~.jump_planner.PreparedJump`, set once made): the advance waits for it, so that
+    the scheduler only commits the plan."""
 
     token: int
     jump: bool
     closing_state: int | None = None
+    prepared: Any = None
 
     def ready(self, matcher: Any) -> bool:
-        """Whether the advance can be made now building nothing and searching nothing."""
+        """Whether the advance can be made now building nothing, searching nothing and
+        planning nothing."""
         return matcher.advance_ready(self.token, self.jump) and (
-            self.closing_state is None or matcher.grammar.closing_dist_ready(self.closing_state))
+            self.closing_state is None or matcher.grammar.closing_dist_ready(self.closing_state)
+        ) and (self.prepared is None or self.prepared.done.is_set())
 
     def wait(self, matcher: Any, seconds: float) -> bool:
         """Sleep (the GIL released) at most about ``seconds`` for :meth:`ready`."""
-        start = time.perf_counter()
+        end = time.perf_counter() + seconds
         if not matcher.wait_advance_ready(self.token, self.jump, seconds):
             return False
-        if self.closing_state is None:
-            return True
-        left = seconds - (time.perf_counter() - start)
-        return matcher.grammar.wait_closing_dist(self.closing_state, left)
+        if self.closing_state is not None and not matcher.grammar.wait_closing_dist(
+                self.closing_state, end - time.perf_counter()):
+            return False
+        return self.prepared is None or self.prepared.done.wait(
+            max(0.0, end - time.perf_counter()))
 
 
 # After a token: a finish reason (the grammar ended the output, or the constraint failed), or
