@@ -188,6 +188,18 @@ VNNI INLINE void row32(const uint8_t *row, idx_t k, int type, const Prep *p, int
     for (int m = 0; m < M; m++) out[m] = hsum(_mm256_add_ps(acc[m], acc2[m]));
 }
 
+/* Q4_K/Q5_K: scale_min_k4 four bytes at a time: the 8 sub-blocks' scales (returned) and
+   mins (*mn) as int32 lanes, lane j sub-block j's */
+VNNI INLINE __m256i scales_mins_k4(const uint8_t *b, __m256i *mn) {
+    uint32_t w[3];
+    memcpy(w, b + 4, 12);
+    const __m128i sm = _mm_setr_epi32(
+        (int)(w[0] & 0x3f3f3f3f), (int)((w[2] & 0x0f0f0f0f) | ((w[0] >> 2) & 0x30303030)),
+        (int)(w[1] & 0x3f3f3f3f), (int)(((w[2] >> 4) & 0x0f0f0f0f) | ((w[1] >> 2) & 0x30303030)));
+    *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8));
+    return _mm256_cvtepu8_epi32(sm);
+}
+
 /* A K-quant super-block's 8 code vectors u[t] (elements 32t..32t+31) and each vector's
    int32 scale lanes sc[t] (an int16 scale in the low half, 0 in the high one, for
    vpdpwssd); Q4_K/Q5_K: mins mn (lane j: sub-block j's); Q6_K: scn[2], -32 sc per 16. */
@@ -218,15 +230,8 @@ VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, _
         }
         return;
     }
-    /* scale_min_k4 four bytes at a time: scales, mins as u8 [8] -> int32 lanes */
-    uint32_t w[3];
-    memcpy(w, b + 4, 12);
-    const __m128i sm = _mm_setr_epi32(
-        (int)(w[0] & 0x3f3f3f3f), (int)((w[2] & 0x0f0f0f0f) | ((w[0] >> 2) & 0x30303030)),
-        (int)(w[1] & 0x3f3f3f3f), (int)(((w[2] >> 4) & 0x0f0f0f0f) | ((w[1] >> 2) & 0x30303030)));
     int32_t s[8];
-    _mm256_storeu_si256((__m256i *)s, _mm256_cvtepu8_epi32(sm));
-    *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8));
+    _mm256_storeu_si256((__m256i *)s, scales_mins_k4(b, mn));
     const uint8_t *qs = b + (type == Q5_K ? 48 : 16);
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
     for (int j = 0; j < 8; j++) {
@@ -373,6 +378,12 @@ static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), G
                                                GEMM_ROW(Q6_K)};
 
 #include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 32 rows */
+#include "gguf_blocks_lanes.h" /* the tiles' float order for 1..8 rows */
+/* up to how many rows a call runs the lanes kernel rather than the tiles (both the tiles'
+   order: bit-identical, so the choice is speed's) */
+#ifndef LANES_ROWS
+#define LANES_ROWS 8
+#endif
 
 /* -- Python entry points ------------------------------------------------------------- */
 DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
@@ -392,9 +403,10 @@ static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, P
 static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
                         idx_t rows, float *y, int vnni, int tiled, const Prep *p) {
     const int E = ELEMS[type];
-    tiles_fn tiles = vnni && tiled && rows > MAX_ROWS ? TILES[type] : NULL;
+    tiles_fn tiles = vnni && tiled && rows > LANES_ROWS ? TILES[type] : NULL;
     Prep t = {0};
-    if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: passes */
+    if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: lanes */
+    const gemm_fn *few = tiled ? LANES[type] : GEMM[type]; /* passes of up to 8 rows */
     const int pass = tiles || !vnni ? TILE_ROWS : MAX_ROWS;
     for (idx_t m0 = 0; m0 < rows;) {
         const int M = rows - m0 < pass ? (int)(rows - m0) : pass;
@@ -405,7 +417,7 @@ static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int 
         else if (tiles)
             tiles(raw, stride, n, k, &t, rows, m0, M, y + m0 * n);
         else
-            GEMM[type][M - 1](raw, stride, n, k, &q, y + m0 * n);
+            few[M - 1](raw, stride, n, k, &q, y + m0 * n);
         m0 += M;
     }
     free_tiles(&t);
