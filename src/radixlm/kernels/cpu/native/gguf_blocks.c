@@ -378,12 +378,7 @@ static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), G
                                                GEMM_ROW(Q6_K)};
 
 #include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 32 rows */
-#include "gguf_blocks_lanes.h" /* the tiles' float order for 1..8 rows */
-/* up to how many rows a call runs the lanes kernel rather than the tiles (both the tiles'
-   order: bit-identical, so the choice is speed's) */
-#ifndef LANES_ROWS
-#define LANES_ROWS 8
-#endif
+#include "gguf_blocks_lanes.h" /* the tiles' float order for one row */
 
 /* -- Python entry points ------------------------------------------------------------- */
 DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
@@ -403,11 +398,11 @@ static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, P
 static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
                         idx_t rows, float *y, int vnni, int tiled, const Prep *p) {
     const int E = ELEMS[type];
-    tiles_fn tiles = vnni && tiled && rows > LANES_ROWS ? TILES[type] : NULL;
+    tiles_fn tiles = vnni && tiled && rows > 1 ? TILES[type] : NULL;
     Prep t = {0};
     if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: lanes */
-    const gemm_fn *few = tiled ? LANES[type] : GEMM[type]; /* passes of up to 8 rows */
-    const int pass = tiles || !vnni ? TILE_ROWS : MAX_ROWS;
+    const int lanes = vnni && tiled && !tiles; /* the tiles' order, a row at a time */
+    const int pass = tiles || !vnni ? TILE_ROWS : lanes ? 1 : MAX_ROWS;
     for (idx_t m0 = 0; m0 < rows;) {
         const int M = rows - m0 < pass ? (int)(rows - m0) : pass;
         Prep q = {p->X + m0 * k, p->dx + m0 * (k / E), p->xs + m0 * (k / 32),
@@ -417,7 +412,7 @@ static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int 
         else if (tiles)
             tiles(raw, stride, n, k, &t, rows, m0, M, y + m0 * n);
         else
-            few[M - 1](raw, stride, n, k, &q, y + m0 * n);
+            (lanes ? LANES[type] : GEMM[type][M - 1])(raw, stride, n, k, &q, y + m0 * n);
         m0 += M;
     }
     free_tiles(&t);
