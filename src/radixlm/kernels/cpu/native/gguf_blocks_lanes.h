@@ -22,6 +22,10 @@
 #ifndef RADIXLM_GGUF_BLOCKS_LANES_H
 #define RADIXLM_GGUF_BLOCKS_LANES_H
 
+#ifndef LANES_R
+#define LANES_R 2 /* the 32-weight types' output rows side by side */
+#endif
+
 /* r[j] = the sum of the 8 lanes of P[j] (integers: any order is exact) */
 VNNI INLINE __m256i reduce8(const __m256i *P) {
     __m256i a[4], b[2];
@@ -123,47 +127,70 @@ VNNI INLINE __m512i dwords16(const uint8_t *b, int bytes, int cnt) {
                               _mm256_set_m128i(q[3], q[2]), 1);
 }
 
-/* Blocks 16 g .. 16 g + cnt - 1 (cnt <= 16) of a 32-weight row for M rows into acc[m]
-   (first: the ragged last group, which sets acc as the tiles' step32 does) */
-VNNI INLINE void group_lanes32(const uint8_t *row, idx_t g, int cnt, int first, idx_t k,
-                               int type, const Prep *p, int M, __m512 *acc) {
-    const idx_t nb = k / 32;
+/* codes32 of the blocks at b and b + bytes in one 512-bit vector (the first in the low
+   half), decoding both at once: half the nibble work of two codes32 */
+VNNI INLINE __m512i codes32x2(int type, const uint8_t *b, int bytes) {
+    if (type == Q8_0)
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(
+            _mm256_loadu_si256((const __m256i *)(b + 2))),
+            _mm256_loadu_si256((const __m256i *)(b + bytes + 2)), 1),
+            _mm512_set1_epi8((char)0x80));
+    const int at = type == Q4_0 ? 2 : type == Q4_1 ? 4 : 6; /* the nibbles' offset */
+    const __m256i q = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + at))),
+        _mm_loadu_si128((const __m128i *)(b + bytes + at)), 1);
+    /* 128-bit chunks [first, first, second, second]; the high nibbles in chunks 1 and 3 */
+    __m512i u = _mm512_shuffle_i64x2(_mm512_castsi256_si512(q), _mm512_castsi256_si512(q),
+                                     0x50);
+    u = _mm512_and_si512(_mm512_mask_srli_epi16(u, 0xFF00FF00u, u, 4), _mm512_set1_epi8(15));
+    if (type != Q5_0) return u;
+    uint32_t h0, h1; /* bit i: element i's fifth bit, per block */
+    memcpy(&h0, b + 2, 4);
+    memcpy(&h1, b + bytes + 2, 4);
+    return _mm512_mask_add_epi8(u, (__mmask64)h0 | (__mmask64)h1 << 32, u,
+                                _mm512_set1_epi8(16));
+}
+
+/* Blocks 16 g .. 16 g + cnt - 1 (cnt <= 16) of R output rows (row, row + stride, ...) for
+   the one activation row into acc[r] (first: the ragged last group, which sets acc as the
+   tiles' step32 does). R rows side by side: independent chains for the scheduler. */
+VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g, int cnt,
+                               int first, idx_t k, int type, const Prep *p, __m512 *acc) {
     const int bytes = BYTES[type];
-    const uint8_t *b = row + 16 * g * bytes;
     const __m512i Z = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
     const __mmask16 live = (__mmask16)((1u << cnt) - 1);
-    prefetch_ahead(b, cnt * bytes);
-    /* the blocks' float16 A (Q4_1: and m above it), decode32's values (zeros past cnt) */
-    const __m512i heads = dwords16(b, bytes, cnt);
-    const __m512 A = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads));
-    const __m512 w = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(
-        _mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))));
-    __m512i u[8]; /* blocks 2 i, 2 i + 1 */
-    for (int i = 0; i < 8; i++) {
-        const __m256i c0 = 2 * i < cnt ? codes32(type, b + 2 * i * bytes)
-                                       : _mm256_setzero_si256();
-        const __m256i c1 = 2 * i + 1 < cnt ? codes32(type, b + (2 * i + 1) * bytes)
-                                           : _mm256_setzero_si256();
-        u[i] = _mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1);
+    const int8_t *X = p->X + 512 * g;
+    __m512i x[8]; /* blocks 2 i, 2 i + 1 of the activations (no reads past the last) */
+    for (int i = 0; i < 8 && 2 * i < cnt; i++) {
+        if (cnt == 16) {
+            x[i] = _mm512_loadu_si512(X + 64 * i);
+            continue;
+        }
+        const __m256i x1 = 2 * i + 1 < cnt
+            ? _mm256_loadu_si256((const __m256i *)(X + 64 * i + 32)) : _mm256_setzero_si256();
+        x[i] = _mm512_inserti64x4(_mm512_castsi256_si512(
+            _mm256_loadu_si256((const __m256i *)(X + 64 * i))), x1, 1);
     }
-    for (int m = 0; m < M; m++) {
-        const int8_t *X = p->X + m * k + 512 * g;
+    const __m512 dx = _mm512_maskz_loadu_ps(live, p->dx + 16 * g);
+    const __m512 xs = type == Q4_1 ? _mm512_maskz_loadu_ps(live, p->xs + 16 * g) : dx;
+    /* the codes are q + off: the exact sum of q X starts at -off S */
+    const __m512i start = _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(live, p->s32 + 16 * g),
+                                             _mm512_set1_epi32(-OFFSET[type]));
+    for (int r = 0; r < R; r++) {
+        const uint8_t *b = row + r * stride + 16 * g * bytes;
+        prefetch_ahead(b, cnt * bytes);
+        /* the blocks' float16 A (Q4_1: and m above it), decode32's values (zeros past cnt) */
+        const __m512i heads = dwords16(b, bytes, cnt);
         __m512i P[8];
         for (int i = 0; i < 8; i++) {
-            __m512i x;
-            if (cnt == 16) {
-                x = _mm512_loadu_si512(X + 64 * i);
-            } else { /* no reads past the row's last block */
-                const __m256i x0 = 2 * i < cnt ? _mm256_loadu_si256((const __m256i *)(X + 64 * i))
-                                               : _mm256_setzero_si256();
-                const __m256i x1 = 2 * i + 1 < cnt
-                    ? _mm256_loadu_si256((const __m256i *)(X + 64 * i + 32))
-                    : _mm256_setzero_si256();
-                x = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
+            if (2 * i >= cnt) { /* a constant cnt (row32_lanes' switch): no work here */
+                P[i] = _mm512_setzero_si512();
+                continue;
             }
-            /* a constant cnt (row32_lanes' switch): no work for pairs past the last block */
-            P[i] = 2 * i < cnt ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[i], x)
-                               : _mm512_setzero_si512();
+            const __m512i u = 2 * i + 1 < cnt
+                ? codes32x2(type, b + 2 * i * bytes, bytes)
+                : _mm512_castsi256_si512(codes32(type, b + 2 * i * bytes)); /* zeros above */
+            P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, x[i]);
         }
         /* reduce_chunks4: blocks [0 2 4 6 | 1 3 5 7] and [8 10 12 14 | 9 11 13 15] per
            chunk pair; their chunks added: [0 2 4 6 1 3 5 7 8 10 12 14 9 11 13 15] */
@@ -172,59 +199,60 @@ VNNI INLINE void group_lanes32(const uint8_t *row, idx_t g, int cnt, int first, 
         __m512i I = _mm512_add_epi32(_mm512_shuffle_i64x2(c0, c1, 0x88),
                                      _mm512_shuffle_i64x2(c0, c1, 0xDD));
         I = _mm512_permutexvar_epi32(Z, I);
-        if (OFFSET[type]) /* the codes are q + off: the exact sum of q X starts at -off S */
-            I = _mm512_add_epi32(I, _mm512_mullo_epi32(
-                _mm512_maskz_loadu_epi32(live, p->s32 + m * nb + 16 * g),
-                _mm512_set1_epi32(-OFFSET[type])));
-        const __m512 dx = _mm512_maskz_loadu_ps(live, p->dx + m * nb + 16 * g);
+        if (OFFSET[type]) I = _mm512_add_epi32(I, start);
+        const __m512 A = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads));
         const __m512 f = _mm512_cvtepi32_ps(I), scale = _mm512_mul_ps(A, dx);
         if (first && cnt <= 8) /* the tiles' step32 on 8 or 4 lanes: a product */
-            acc[m] = _mm512_mul_ps(f, scale);
+            acc[r] = _mm512_mul_ps(f, scale);
         else
-            acc[m] = _mm512_fmadd_ps(f, scale, first ? _mm512_setzero_ps() : acc[m]);
-        if (type == Q4_1)
-            acc[m] = _mm512_fnmadd_ps(w, _mm512_maskz_loadu_ps(live, p->xs + m * nb + 16 * g),
-                                      acc[m]);
+            acc[r] = _mm512_fmadd_ps(f, scale, first ? _mm512_setzero_ps() : acc[r]);
+        if (type == Q4_1) {
+            const __m512 w = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(
+                _mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))));
+            acc[r] = _mm512_fnmadd_ps(w, xs, acc[r]);
+        }
     }
 }
 
-/* A 32-weight type's output row for M activation rows -> v[m] (acc's halves added) */
-VNNI INLINE void row32_lanes(const uint8_t *row, idx_t k, int type, const Prep *p, int M,
-                             __m256 *v) {
+/* R output rows of a 32-weight type for the one activation row -> v[r] (acc's halves
+   added) */
+VNNI INLINE void rows32_lanes(const uint8_t *row, idx_t stride, int R, idx_t k, int type,
+                              const Prep *p, __m256 *v) {
     const idx_t full = k / 512;
     const int last = (int)(k / 32 - 16 * full);
-    __m512 acc[MAX_ROWS];
-    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
+    __m512 acc[LANES_R];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     switch (last) { /* the ragged last group first, its count a constant */
-#define LAST(c) case c: group_lanes32(row, full, c, 1, k, type, p, M, acc); break;
+#define LAST(c) case c: group_lanes32(row, stride, R, full, c, 1, k, type, p, acc); break;
         LAST(1) LAST(2) LAST(3) LAST(4) LAST(5) LAST(6) LAST(7) LAST(8)
         LAST(9) LAST(10) LAST(11) LAST(12) LAST(13) LAST(14) LAST(15)
 #undef LAST
     }
-    for (idx_t g = 0; g < full; g++) group_lanes32(row, g, 16, 0, k, type, p, M, acc);
-    for (int m = 0; m < M; m++)
-        v[m] = _mm256_add_ps(_mm512_castps512_ps256(acc[m]), high8(acc[m]));
+    for (idx_t g = 0; g < full; g++) group_lanes32(row, stride, R, g, 16, 0, k, type, p, acc);
+    for (int r = 0; r < R; r++)
+        v[r] = _mm256_add_ps(_mm512_castps512_ps256(acc[r]), high8(acc[r]));
 }
 
-/* all n output rows for M (<= MAX_ROWS) activation rows -> y [M][n]: 8 output rows' sums at
-   a time through hsum8 (each slot by the same tree) */
-VNNI INLINE void gemm_lanes_m(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
-                              const Prep *p, int M, float *y) {
-    __m256 v[MAX_ROWS][8], one[MAX_ROWS];
+/* all n output rows for one activation row -> y [n]: 8 output rows' sums at a time through
+   hsum8 (each slot by the same tree); the 32-weight types LANES_R rows side by side */
+VNNI INLINE void gemm_lanes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
+                            const Prep *p, float *y) {
+    __m256 v[8];
     float s[8];
     for (idx_t r0 = 0; r0 < n; r0 += 8) {
         const int C = n - r0 < 8 ? (int)(n - r0) : 8;
-        for (int c = 0; c < 8; c++) {
-            if (c < C && ELEMS[type] == 32)
-                row32_lanes(raw + (r0 + c) * stride, k, type, p, M, one);
-            else if (c < C)
-                row256_lanes(raw + (r0 + c) * stride, k, type, p, M, one);
-            for (int m = 0; m < M; m++) v[m][c] = c < C ? one[m] : _mm256_setzero_ps();
+        int c = 0;
+        for (; ELEMS[type] == 32 && c + LANES_R <= C; c += LANES_R)
+            rows32_lanes(raw + (r0 + c) * stride, stride, LANES_R, k, type, p, v + c);
+        for (; c < C; c++) {
+            if (ELEMS[type] == 32)
+                rows32_lanes(raw + (r0 + c) * stride, stride, 1, k, type, p, v + c);
+            else
+                row256_lanes(raw + (r0 + c) * stride, k, type, p, 1, v + c);
         }
-        for (int m = 0; m < M; m++) {
-            hsum8(v[m], s);
-            for (int c = 0; c < C; c++) y[m * n + r0 + c] = s[c];
-        }
+        for (; c < 8; c++) v[c] = _mm256_setzero_ps();
+        hsum8(v, s);
+        for (c = 0; c < C; c++) y[r0 + c] = s[c];
     }
 }
 
@@ -232,7 +260,7 @@ VNNI INLINE void gemm_lanes_m(const uint8_t *raw, idx_t stride, idx_t n, idx_t k
 #define LANES_FOR(T)                                                                      \
     VNNI static void lanes_##T(const uint8_t *raw, idx_t stride, idx_t n, idx_t k,        \
                                const Prep *p, float *y) {                                 \
-        gemm_lanes_m(raw, stride, n, k, T, p, 1, y);                                      \
+        gemm_lanes(raw, stride, n, k, T, p, y);                                           \
     }
 LANES_FOR(Q4_0) LANES_FOR(Q4_1) LANES_FOR(Q5_0) LANES_FOR(Q8_0)
 LANES_FOR(Q4_K) LANES_FOR(Q5_K) LANES_FOR(Q6_K)
