@@ -161,7 +161,7 @@ VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g,
     const __mmask16 live = (__mmask16)((1u << cnt) - 1);
     const int8_t *X = p->X + 512 * g;
     __m512i x[8]; /* blocks 2 i, 2 i + 1 of the activations (no reads past the last) */
-    for (int i = 0; i < 8 && 2 * i < cnt; i++) {
+    for (int i = 0; i < 8 && 2 * i < cnt && cnt > 4; i++) {
         if (cnt == 16) {
             x[i] = _mm512_loadu_si512(X + 64 * i);
             continue;
@@ -181,24 +181,39 @@ VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g,
         prefetch_ahead(b, cnt * bytes);
         /* the blocks' float16 A (Q4_1: and m above it), decode32's values (zeros past cnt) */
         const __m512i heads = dwords16(b, bytes, cnt);
-        __m512i P[8];
-        for (int i = 0; i < 8; i++) {
-            if (2 * i >= cnt) { /* a constant cnt (row32_lanes' switch): no work here */
-                P[i] = _mm512_setzero_si512();
-                continue;
-            }
-            const __m512i u = 2 * i + 1 < cnt
-                ? codes32x2(type, b + 2 * i * bytes, bytes)
-                : _mm512_castsi256_si512(codes32(type, b + 2 * i * bytes)); /* zeros above */
-            P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, x[i]);
+        __m512i I;
+        if (cnt <= 4) { /* a short last group: 256-bit dots, reduced on 128 bits */
+            __m256i P4[4], a[2];
+            for (int j = 0; j < 4; j++)
+                P4[j] = j < cnt ? _mm256_dpbusd_epi32(
+                    _mm256_setzero_si256(), codes32(type, b + j * bytes),
+                    _mm256_loadu_si256((const __m256i *)(X + 32 * j))) : _mm256_setzero_si256();
+            for (int i = 0; i < 2; i++)
+                a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(P4[2 * i], P4[2 * i + 1]),
+                                        _mm256_unpackhi_epi32(P4[2 * i], P4[2 * i + 1]));
+            const __m256i h = _mm256_add_epi32(_mm256_unpacklo_epi64(a[0], a[1]),
+                                               _mm256_unpackhi_epi64(a[0], a[1]));
+            I = _mm512_zextsi128_si512(_mm_add_epi32(_mm256_castsi256_si128(h),
+                                                     _mm256_extracti128_si256(h, 1)));
+        } else {
+            __m512i P[8];
+            for (int i = 0; i < 8; i++) {
+                if (2 * i >= cnt) { /* a constant cnt (row32_lanes' switch): no work here */
+                    P[i] = _mm512_setzero_si512();
+                    continue;
+                }
+                const __m512i u = 2 * i + 1 < cnt
+                    ? codes32x2(type, b + 2 * i * bytes, bytes)
+                    : _mm512_castsi256_si512(codes32(type, b + 2 * i * bytes)); /* zeros above */
+                P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, x[i]);
         }
         /* reduce_chunks4: blocks [0 2 4 6 | 1 3 5 7] and [8 10 12 14 | 9 11 13 15] per
            chunk pair; their chunks added: [0 2 4 6 1 3 5 7 8 10 12 14 9 11 13 15] */
         const __m512i c0 = reduce_chunks4(P);
         const __m512i c1 = cnt > 8 ? reduce_chunks4(P + 4) : _mm512_setzero_si512();
-        __m512i I = _mm512_add_epi32(_mm512_shuffle_i64x2(c0, c1, 0x88),
-                                     _mm512_shuffle_i64x2(c0, c1, 0xDD));
-        I = _mm512_permutexvar_epi32(Z, I);
+        I = _mm512_permutexvar_epi32(Z, _mm512_add_epi32(_mm512_shuffle_i64x2(c0, c1, 0x88),
+                                                         _mm512_shuffle_i64x2(c0, c1, 0xDD)));
+        }
         if (OFFSET[type]) I = _mm512_add_epi32(I, start);
         const __m512 A = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads));
         const __m512 f = _mm512_cvtepi32_ps(I), scale = _mm512_mul_ps(A, dx);
