@@ -1,6 +1,7 @@
 /* y = x @ W.T straight on a GGUF matrix's raw blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
-   Q6_K), 1..8 activation rows per pass over the weight; more rows run in the tiled kernel
-   of gguf_blocks_tiles.h (passes of 32 rows), or on request in passes of 8 of this one.
+   Q6_K): by default the tiled kernel of gguf_blocks_tiles.h (passes of 32 rows) and, at
+   one row, gguf_blocks_lanes.h in its order; on request (tiled=False) the streaming one
+   here, 1..8 activation rows per pass over the weight.
 
    Weights (kernels/reference/gguf_blocks.py gives the bit layouts): raw [n, row_stride]
    bytes, each row k / E blocks of E = 32 or 256 weights. Every type is, per element e of
@@ -25,14 +26,17 @@
    for an error llama.cpp's own kernels accept (benchmarks/gguf_block_kernels.py times the
    24-bit kernel on its repacked tiles beside these).
 
-   Decode at one activation row runs 4 output rows a pass (gguf_blocks_decode.h: the same
-   float operations per row, bit-identical, with 8 FMA chains instead of 2); otherwise,
-   loop order: one output row at a time, its blocks in file order (the weight streams once
-   per pass), every activation row of the pass against each decoded block; one horizontal
-   sum per output and row. Prefill and batched decode (more than 8 rows) run the tiles of
-   gguf_blocks_tiles.h (about half the work per row, not bit-identical to these passes:
-   its header says why); passes of 8 over W (tiled=False, and the portable path's passes
-   of 32) measured faster at 128 rows than dequantizing W in tiles into torch's GEMM.
+   Two summation orders on the VNNI path, each the same for every row count (a row's bits
+   never depend on how many rows share its call: the runtime's exactness needs it):
+   tiled (the default): more than one row runs the tiles of gguf_blocks_tiles.h (a lane per
+   sub-block, about half the work per row), one row the lanes kernel of gguf_blocks_lanes.h
+   (the tiles' float operations in their order, bit-identical). tiled=False: the streaming
+   kernel below, passes of up to 8 rows, one output row at a time, its blocks in file
+   order (the weight streams once per pass), every activation row of the pass against each
+   decoded block, one horizontal sum per output and row; at one row 4 output rows a pass
+   (gguf_blocks_decode.h: the same float operations per row, bit-identical). The portable
+   path runs passes of 32, each row's operations the same in any pass. Passes of 8 over W
+   measured faster at 128 rows than dequantizing W in tiles into torch's GEMM.
 
    Two paths, the same integers: AVX-512 VNNI on 256-bit vectors (Zen 4 runs 512-bit ones
    as two halves anyway; a 32-weight sub-block is one vector, in the file's own element
@@ -393,8 +397,9 @@ static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, P
 }
 
 /* y [rows, n] from prepared activations: passes of up to 8 rows over W (the streaming
-   kernel), or with `tiled` (VNNI) one tiled kernel for all rows of a call: passes of up to
-   32 rows, each block decoded once per pass */
+   kernel), or with `tiled` (VNNI) the tiled kernel for 2+ rows (passes of up to 32, each
+   block decoded once per pass) and the lanes kernel for 1 (or, the tiles' memory short,
+   for each row in turn): the same order either way */
 static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
                         idx_t rows, float *y, int vnni, int tiled, const Prep *p) {
     const int E = ELEMS[type];
@@ -459,7 +464,7 @@ static char *prep_alloc(Prep *p, idx_t rows, idx_t k, int E, size_t extra) {
 }
 
 /* gemm(raw, row_stride, n, k, type, x, rows, y, vnni[, tiled]): x f32 [rows, k] -> y f32
-   [rows, n]; tiled (default True): the tiled kernel for passes of more than 8 rows (VNNI) */
+   [rows, n]; tiled (default True, VNNI): the tiles' order (tiles above 1 row, lanes at 1) */
 static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
     unsigned long long raw, x, y;
     Py_ssize_t stride, n, k, rows;
