@@ -4,8 +4,8 @@ For each type and matrix shape (random blocks; the values do not matter to the s
 thread, median thread CPU time of ``--reps`` calls (ms; CPU time, so other processes on a
 shared machine do not count):
 
-* ``blocks``: :class:`GGUFBlockLinear` on the raw blocks (VNNI; above 8 rows the tiled
-  kernel, passes of 32 rows);
+* ``blocks``: :class:`GGUFBlockLinear` on the raw blocks (VNNI, the default tiles' order:
+  above 1 row the tiled kernel, passes of 32 rows; at 1 row the lanes kernel);
 * ``passes8`` (above 8 rows): the same in passes of 8 rows over W for every type
   (``tiles=False``, the kernel before the tiles), and ``passes8/blocks``, its time over
   ``blocks``' (side by side in one run: the ratio is what to compare on a shared machine);

@@ -17,16 +17,21 @@ W.T`` is computed by the native module without decoding W to memory:
   AVX2 clone of it where the CPU has AVX2, bit-identical to the baseline x86-64 one),
   else (module not built) the torch reference :func:`~..reference.gguf_blocks.gguf_linear_ref`;
   ``path=`` forces one (tests); ``"tiled"`` is the alternative prefill below;
-* **rows**: decode (1..8 rows) streams W once; prefill and batched decode (more rows) run
-  the streaming kernel in passes of 8 rows over W (the portable loop: passes of 32), or on
-  VNNI with ``tiles=True`` the tiled kernel (``native/gguf_blocks_tiles.h``; opt-in, see
-  :data:`TILES_DEFAULT`): passes of 32 rows, each block decoded once per pass, a lane per
-  sub-block so about half the work per row; the same int8 activations and exact integer
-  sums per sub-block, float32 sums in another order (within the same bound, not
-  bit-identical to the passes of 8). Measured against the alternative, W dequantized tile
-  by tile to float32 into torch's GEMM (``path="tiled"``): on Zen 4 (1 thread) at 128 rows
-  the passes of 8 take 0.5-0.9x the time of the float32 GEMM alone, before any
-  dequantizing (``benchmarks/gguf_block_kernels.py`` times all three).
+* **rows**: on VNNI with ``tiles=True`` (the default, :data:`TILES_DEFAULT`) more than one
+  row runs the tiled kernel (``native/gguf_blocks_tiles.h``): passes of 32 rows, each block
+  decoded once per pass, a lane per sub-block (block) so about half the work per row; one
+  row (decode) runs ``native/gguf_blocks_lanes.h``, the same float32 operations in the same
+  lanes and order (the lane sums by reducing the dot products instead of transposing the
+  codes). So a row's bits do not depend on how many rows share its call
+  (``tests/kernels/cpu/test_gguf_blocks_row_invariance.py``). ``tiles=False``: the
+  streaming kernel, W streamed once per pass of up to 8 rows (one row: 4 output rows a pass,
+  ``native/gguf_blocks_decode.h``), also row-invariant, in its own order (another rounding
+  of the same exact integers per sub-block, within the same bound). The portable loop runs
+  passes of 32 rows, each row's float operations the same whatever the pass. Measured
+  against the alternative, W dequantized tile by tile to float32 into torch's GEMM
+  (``path="tiled"``): on Zen 4 (1 thread) at 128 rows the passes of 8 take 0.5-0.9x the
+  time of the float32 GEMM alone, before any dequantizing
+  (``benchmarks/gguf_block_kernels.py`` times all three).
 
 Everything runs on the caller's thread with the GIL released.
 """
@@ -44,18 +49,17 @@ _TYPE_IDS = {name: i for i, name in enumerate(
     ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K"))}
 assert set(_TYPE_IDS) == set(GGUF_BLOCKS)
 PATHS = ("auto", "vnni", "portable", "reference", "tiled")
-# whether more than 8 rows run the tiled kernel by default (VNNI): off. The tiles are
-# 1.3-1.9x the passes of 8 in prefill and differ only in float32 summation order (perplexity
-# on 1,876 tokens, test_quantized_real_model.py, bound 1% of float32's 25.69: passes of 8
-# +0.49%, tiles +0.79%, portable +0.88%), but with int8 activations the last bit moves greedy
-# tokens at near ties, and the kernel is chosen by the row count: a row's result would then
-# depend on how many rows share its step. That breaks what the runtime promises bit for bit
-# on a GGUF: a cached prefix's continuation equals the cold run's
-# (test_gguf_real_model.py::test_prefix_cache_hit_gives_the_cold_runs_tokens fails with the
-# tiles at token 7) and a speculative verify's rows equal the one-token steps (a verify of 8+
-# drafts runs > 8 rows). On by default needs one summation order for every row count (the
-# tiles' lanes in the streaming and 1-row kernels), or tiles for prefill-only rows.
-TILES_DEFAULT = False
+# whether the VNNI path runs the tiles' summation order (tiles for 2+ rows, the lanes kernel
+# for 1) rather than the streaming kernel's: on. The tiles are 1.3-1.9x the passes of 8 in
+# prefill; the two orders differ only in float32 rounding (perplexity on 1,876 tokens,
+# test_quantized_real_model.py, bound 1% of float32's 25.69: passes of 8 +0.49%, tiles
+# +0.79%, portable +0.88%). Each order is the same for every row count (a row's bits never
+# depend on how many rows share its call), which the runtime's exactness needs with int8
+# activations (the last bit moves greedy tokens at near ties): a cached prefix's
+# continuation equals the cold run's (test_gguf_real_model.py::
+# test_prefix_cache_hit_gives_the_cold_runs_tokens) and a speculative verify's rows equal
+# the one-token steps.
+TILES_DEFAULT = True
 # float32 bytes of one dequantized tile of W (path="tiled"): torch's GEMM wants tall tiles
 # (1 MiB ones, 18 rows at 14336 inputs, ran 2x slower than 8 MiB)
 TILE_BYTES = 8 << 20
@@ -138,8 +142,8 @@ def _tiled(x: torch.Tensor, raw: torch.Tensor, type_name: str, cols: int) -> tor
 def gguf_block_linear(x: torch.Tensor, raw: torch.Tensor, type_name: str, cols: int,
                       path: str = "auto", tiles: bool = TILES_DEFAULT) -> torch.Tensor:
     """``x @ W.T``: x ``[T, cols]`` (float32/16, bfloat16) -> float32 ``[T, rows]``, W the GGUF
-    blocks ``raw`` (module docstring; ``path`` one of :data:`PATHS`; ``tiles=True``: more
-    than 8 rows in the tiled kernel, else in passes of 8 of the streaming one)."""
+    blocks ``raw`` (module docstring; ``path`` one of :data:`PATHS`; ``tiles``: on VNNI the
+    tiles' order (tiles above 1 row, the lanes kernel at 1), else the streaming kernel's)."""
     check_tensor("x", x, ndim=2, dtypes=FLOAT_DTYPES)
     check_dim("x", x, 1, cols)
     _check_layout(raw, type_name, cols)

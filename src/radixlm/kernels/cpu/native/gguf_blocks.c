@@ -1,6 +1,7 @@
 /* y = x @ W.T straight on a GGUF matrix's raw blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
-   Q6_K), 1..8 activation rows per pass over the weight; more rows run in the tiled kernel
-   of gguf_blocks_tiles.h (passes of 32 rows), or on request in passes of 8 of this one.
+   Q6_K): by default the tiled kernel of gguf_blocks_tiles.h (passes of 32 rows) and, at
+   one row, gguf_blocks_lanes.h in its order; on request (tiled=False) the streaming one
+   here, 1..8 activation rows per pass over the weight.
 
    Weights (kernels/reference/gguf_blocks.py gives the bit layouts): raw [n, row_stride]
    bytes, each row k / E blocks of E = 32 or 256 weights. Every type is, per element e of
@@ -25,14 +26,17 @@
    for an error llama.cpp's own kernels accept (benchmarks/gguf_block_kernels.py times the
    24-bit kernel on its repacked tiles beside these).
 
-   Decode at one activation row runs 4 output rows a pass (gguf_blocks_decode.h: the same
-   float operations per row, bit-identical, with 8 FMA chains instead of 2); otherwise,
-   loop order: one output row at a time, its blocks in file order (the weight streams once
-   per pass), every activation row of the pass against each decoded block; one horizontal
-   sum per output and row. Prefill and batched decode (more than 8 rows) run the tiles of
-   gguf_blocks_tiles.h (about half the work per row, not bit-identical to these passes:
-   its header says why); passes of 8 over W (tiled=False, and the portable path's passes
-   of 32) measured faster at 128 rows than dequantizing W in tiles into torch's GEMM.
+   Two summation orders on the VNNI path, each the same for every row count (a row's bits
+   never depend on how many rows share its call: the runtime's exactness needs it):
+   tiled (the default): more than one row runs the tiles of gguf_blocks_tiles.h (a lane per
+   sub-block, about half the work per row), one row the lanes kernel of gguf_blocks_lanes.h
+   (the tiles' float operations in their order, bit-identical). tiled=False: the streaming
+   kernel below, passes of up to 8 rows, one output row at a time, its blocks in file
+   order (the weight streams once per pass), every activation row of the pass against each
+   decoded block, one horizontal sum per output and row; at one row 4 output rows a pass
+   (gguf_blocks_decode.h: the same float operations per row, bit-identical). The portable
+   path runs passes of 32, each row's operations the same in any pass. Passes of 8 over W
+   measured faster at 128 rows than dequantizing W in tiles into torch's GEMM.
 
    Two paths, the same integers: AVX-512 VNNI on 256-bit vectors (Zen 4 runs 512-bit ones
    as two halves anyway; a 32-weight sub-block is one vector, in the file's own element
@@ -188,6 +192,18 @@ VNNI INLINE void row32(const uint8_t *row, idx_t k, int type, const Prep *p, int
     for (int m = 0; m < M; m++) out[m] = hsum(_mm256_add_ps(acc[m], acc2[m]));
 }
 
+/* Q4_K/Q5_K: scale_min_k4 four bytes at a time: the 8 sub-blocks' scales (returned) and
+   mins (*mn) as int32 lanes, lane j sub-block j's */
+VNNI INLINE __m256i scales_mins_k4(const uint8_t *b, __m256i *mn) {
+    uint32_t w[3];
+    memcpy(w, b + 4, 12);
+    const __m128i sm = _mm_setr_epi32(
+        (int)(w[0] & 0x3f3f3f3f), (int)((w[2] & 0x0f0f0f0f) | ((w[0] >> 2) & 0x30303030)),
+        (int)(w[1] & 0x3f3f3f3f), (int)(((w[2] >> 4) & 0x0f0f0f0f) | ((w[1] >> 2) & 0x30303030)));
+    *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8));
+    return _mm256_cvtepu8_epi32(sm);
+}
+
 /* A K-quant super-block's 8 code vectors u[t] (elements 32t..32t+31) and each vector's
    int32 scale lanes sc[t] (an int16 scale in the low half, 0 in the high one, for
    vpdpwssd); Q4_K/Q5_K: mins mn (lane j: sub-block j's); Q6_K: scn[2], -32 sc per 16. */
@@ -218,15 +234,8 @@ VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, _
         }
         return;
     }
-    /* scale_min_k4 four bytes at a time: scales, mins as u8 [8] -> int32 lanes */
-    uint32_t w[3];
-    memcpy(w, b + 4, 12);
-    const __m128i sm = _mm_setr_epi32(
-        (int)(w[0] & 0x3f3f3f3f), (int)((w[2] & 0x0f0f0f0f) | ((w[0] >> 2) & 0x30303030)),
-        (int)(w[1] & 0x3f3f3f3f), (int)(((w[2] >> 4) & 0x0f0f0f0f) | ((w[1] >> 2) & 0x30303030)));
     int32_t s[8];
-    _mm256_storeu_si256((__m256i *)s, _mm256_cvtepu8_epi32(sm));
-    *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8));
+    _mm256_storeu_si256((__m256i *)s, scales_mins_k4(b, mn));
     const uint8_t *qs = b + (type == Q5_K ? 48 : 16);
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
     for (int j = 0; j < 8; j++) {
@@ -373,6 +382,7 @@ static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), G
                                                GEMM_ROW(Q6_K)};
 
 #include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 32 rows */
+#include "gguf_blocks_lanes.h" /* the tiles' float order for one row */
 
 /* -- Python entry points ------------------------------------------------------------- */
 DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
@@ -387,15 +397,17 @@ static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, P
 }
 
 /* y [rows, n] from prepared activations: passes of up to 8 rows over W (the streaming
-   kernel), or with `tiled` (VNNI) one tiled kernel for all rows of a call: passes of up to
-   32 rows, each block decoded once per pass */
+   kernel), or with `tiled` (VNNI) the tiled kernel for 2+ rows (passes of up to 32, each
+   block decoded once per pass) and the lanes kernel for 1 (or, the tiles' memory short,
+   for each row in turn): the same order either way */
 static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
                         idx_t rows, float *y, int vnni, int tiled, const Prep *p) {
     const int E = ELEMS[type];
-    tiles_fn tiles = vnni && tiled && rows > MAX_ROWS ? TILES[type] : NULL;
+    tiles_fn tiles = vnni && tiled && rows > 1 ? TILES[type] : NULL;
     Prep t = {0};
-    if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: passes */
-    const int pass = tiles || !vnni ? TILE_ROWS : MAX_ROWS;
+    if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: lanes */
+    const int lanes = vnni && tiled && !tiles; /* the tiles' order, a row at a time */
+    const int pass = tiles || !vnni ? TILE_ROWS : lanes ? 1 : MAX_ROWS;
     for (idx_t m0 = 0; m0 < rows;) {
         const int M = rows - m0 < pass ? (int)(rows - m0) : pass;
         Prep q = {p->X + m0 * k, p->dx + m0 * (k / E), p->xs + m0 * (k / 32),
@@ -405,7 +417,7 @@ static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int 
         else if (tiles)
             tiles(raw, stride, n, k, &t, rows, m0, M, y + m0 * n);
         else
-            GEMM[type][M - 1](raw, stride, n, k, &q, y + m0 * n);
+            (lanes ? LANES[type] : GEMM[type][M - 1])(raw, stride, n, k, &q, y + m0 * n);
         m0 += M;
     }
     free_tiles(&t);
@@ -452,7 +464,7 @@ static char *prep_alloc(Prep *p, idx_t rows, idx_t k, int E, size_t extra) {
 }
 
 /* gemm(raw, row_stride, n, k, type, x, rows, y, vnni[, tiled]): x f32 [rows, k] -> y f32
-   [rows, n]; tiled (default True): the tiled kernel for passes of more than 8 rows (VNNI) */
+   [rows, n]; tiled (default True, VNNI): the tiles' order (tiles above 1 row, lanes at 1) */
 static PyObject *py_gemm(PyObject *UNUSED self, PyObject *args) {
     unsigned long long raw, x, y;
     Py_ssize_t stride, n, k, rows;

@@ -1,5 +1,5 @@
 /* The tiled VNNI kernel of gguf_blocks.c (its only includer, after its VNNI decoders):
- * batched decode and prefill, more than 8 activation rows, every type. Each weight block is
+ * batched decode and prefill, more than 1 activation row, every type. Each weight block is
  * read and decoded once per pass of up to TILE_ROWS (32) rows instead of once per 8, and its
  * work per row is about half the streaming kernel's (row256, row32) or less.
  *
@@ -19,9 +19,9 @@
  * as the streaming kernel (Q4_0/Q5_0/Q8_0: of the signed codes q = u - off, as the portable
  * path; the streaming kernel takes off S in float), grouped in other lanes (|I| < 2^24:
  * converted exactly), so the float32 sums differ in rounding order only: not bit-identical
- * to the passes of 8, within the same bound (tests/kernels/cpu/test_gguf_blocks.py). A call
- * runs one kernel for all its rows (more than 8: the tiles), and a row's float operations
- * do not depend on where it falls in a pass, so its result does not depend on the others.
+ * to the passes of 8, within the same bound (tests/kernels/cpu/test_gguf_blocks.py). A row's
+ * float operations do not depend on where it falls in a pass, and a call of one row runs
+ * them in gguf_blocks_lanes.h, so its result does not depend on the others.
  *
  * Tile (K-quants): TILE_COLS (2) output rows x M <= 32 activation rows: the two columns'
  * transposed codes stay in registers while the pass's rows run against them four at a time

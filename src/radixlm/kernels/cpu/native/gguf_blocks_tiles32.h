@@ -1,5 +1,5 @@
 /* The 32-weight types' part of the tiled kernel (gguf_blocks_tiles.h, its only includer,
- * after its transposes and hsum8): Q4_0, Q4_1, Q5_0, Q8_0 above 8 activation rows.
+ * after its transposes and hsum8): Q4_0, Q4_1, Q5_0, Q8_0 above 1 activation row.
  *
  * Lanes: a group of 16 blocks (512 weights) of one output row is decoded once per pass and
  * transposed so that lane j of 512-bit vector i holds dword i of block j (8 vectors); the
