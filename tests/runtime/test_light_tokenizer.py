@@ -134,6 +134,34 @@ def test_same_incremental_detokenization(folder: Path) -> None:
         assert _detokenize(light, ids, params) == _detokenize(full, ids, params)
 
 
+def test_decode_only_decodes_the_same(folder: Path) -> None:
+    """The detokenizer's tokenizer, built without the BPE merges: the same text."""
+    light, full = _pair(folder)
+    decoder = load_light_tokenizer(folder, decode_only=True)
+    assert decoder is not None and len(decoder) == len(full)
+    ids = _ids(full)
+    for skip in (False, True):
+        assert decoder.decode(ids, skip_special_tokens=skip) == \
+            full.decode(ids, skip_special_tokens=skip)
+        params = DetokParams(skip_special_tokens=skip)
+        assert _detokenize(decoder, ids, params) == _detokenize(full, ids, params)
+
+
+def test_merges_cut_where_they_are_not_last(tiny_llama_path: Path, tmp_path: Path) -> None:
+    """A tokenizer.json whose model keys come in another order: the merges found by parsing."""
+    folder = tmp_path / "tok"
+    shutil.copytree(tiny_llama_path, folder)
+    data = json.loads((folder / "tokenizer.json").read_text())
+    model = data["model"]
+    data["model"] = {"merges": model.pop("merges"), **model}  # merges first, vocab last
+    (folder / "tokenizer.json").write_text(json.dumps(data))
+    decoder = load_light_tokenizer(folder, decode_only=True)
+    assert json.loads(decoder.backend_tokenizer.to_str())["model"]["merges"] == []
+    full = AutoTokenizer.from_pretrained(tiny_llama_path)
+    ids = _ids(full)
+    assert decoder.decode(ids) == full.decode(ids)
+
+
 def test_loads_without_transformers(tiny_llama_path: Path) -> None:
     """A process serving a plain folder never imports transformers (nor torch)."""
     code = ("import sys; from radixlm.runtime.light_tokenizer import load_hf_tokenizer as f; "

@@ -129,7 +129,7 @@ def _load_tokenizer(path: str) -> Any:
     from ..load_memory import load_tokenizer, release_freed_heap
     from ..torch_block import block_torch
 
-    light = load_light_tokenizer(path)
+    light = load_light_tokenizer(path, decode_only=True)  # this process never encodes
     if light is not None:
         release_freed_heap()
         return light
