@@ -21,6 +21,9 @@ from setuptools import Extension, setup
 
 NATIVE = Path("src/radixlm/kernels/cpu/native")
 HEADERS = [str(header) for header in sorted(NATIVE.glob("*.h"))]
+# the fsm's own native loop (plain C, no shared header: radixlm.fsm imports no other radixlm
+# package), beside its Python wrapper trie_walk_kernel.py
+FSM_NATIVE = [("radixlm.fsm.tokens.trie_walk_native", "src/radixlm/fsm/tokens/trie_walk_native.c")]
 
 setup(
     ext_modules=[
@@ -32,5 +35,9 @@ setup(
             optional=True,
         )
         for source in sorted(NATIVE.glob("*.c"))
+    ] + [
+        Extension(name, sources=[source], extra_compile_args=["-O3", "-std=c11", "-Wall"],
+                  optional=True)
+        for name, source in FSM_NATIVE
     ],
 )

@@ -52,6 +52,20 @@ def load_tokenizer(path: str) -> Any:
     return tokenizer
 
 
+def load_server_tokenizer(path: str) -> Any:
+    """The tokenizer a server process loads for itself: a
+    :class:`~radixlm.runtime.light_tokenizer.LightTokenizer` (``AutoTokenizer``'s results
+    without importing transformers) where the folder allows one, else :func:`load_tokenizer`;
+    the parse's freed heap given back either way."""
+    from .light_tokenizer import load_light_tokenizer
+
+    light = load_light_tokenizer(path)
+    if light is None:
+        return load_tokenizer(path)
+    release_freed_heap()
+    return light
+
+
 def release_freed_heap() -> bool:
     """Return the C heap's free pages to the system (glibc ``malloc_trim``); False where the
     C library has none (musl, macOS)."""

@@ -25,13 +25,20 @@ Python (derivatives): the loop stops where it is about to descend into a state w
 and returns where to resume and that state; the caller builds the row and calls again (the
 stack and outputs are kept in the arrays passed in).
 
-On by default where numba imports (``CompileBudget.native_trie_walk``); numba is an optional
-dependency (``pip install radixlm[native]``). Where it cannot be imported, :data:`AVAILABLE` is
-False and :class:`~radixlm.fsm.tokens.token_trie.TokenTrie` walks with numpy (the same result: tests
-compare both, on real vocabularies too). Importing numba and loading the loop (1-3 s on a loaded
-2-core host; the JIT compile, about 1 s more, once per machine: numba's on-disk cache) happens
-in :func:`warm`, which :class:`~radixlm.fsm.grammar_compiler.GrammarCompiler` runs in a thread
-of its own at construction; masks computed before it is :func:`ready` use the numpy walk.
+The loop is also built as plain C (``trie_walk_native.c``, the same loop line for line, built
+by ``setup.py`` like the CPU kernels): where that module is built it runs instead of numba's,
+so a process never imports numba and llvmlite (~150 MiB of RSS in the scheduler). Tests
+compare the C loop, numba's and numpy's walks.
+
+On by default where the C module is built or numba imports
+(``CompileBudget.native_trie_walk``); numba is an optional dependency (``pip install
+radixlm[native]``). Where neither is there, :data:`AVAILABLE` is False and
+:class:`~radixlm.fsm.tokens.token_trie.TokenTrie` walks with numpy (the same result: tests
+compare both, on real vocabularies too). Without the C module, importing numba and loading
+the loop (1-3 s on a loaded 2-core host; the JIT compile, about 1 s more, once per machine:
+numba's on-disk cache) happens in :func:`warm`, which
+:class:`~radixlm.fsm.grammar_compiler.GrammarCompiler` runs in a thread of its own at
+construction; masks computed before it is :func:`ready` use the numpy walk.
 """
 
 from __future__ import annotations
@@ -45,7 +52,11 @@ import numpy as np
 
 # numba's import and the loop's load cost 1-3 s (more on first use on a machine, when it is
 # compiled): paid by warm() in a thread of its own, not by every process importing radixlm.fsm
-AVAILABLE = importlib.util.find_spec("numba") is not None
+try:  # the C loop (setup.py builds it; absent without a C compiler)
+    from . import trie_walk_native as _c_loop
+except ImportError:
+    _c_loop = None
+AVAILABLE = _c_loop is not None or importlib.util.find_spec("numba") is not None
 _compiled: Callable | None = None
 _compile_lock = threading.Lock()
 _ready = threading.Event()  # set by warm() once the loop is loaded
@@ -61,7 +72,15 @@ def ready() -> bool:
 
 
 def walk_preorder(*args: object) -> tuple[int, int, int, int]:
-    """:func:`_walk_preorder` compiled (on first use; cached on disk by numba)."""
+    """:func:`_walk_preorder` in C where built, else compiled by numba (on first use; cached
+    on disk by numba)."""
+    if _c_loop is not None:
+        return _c_loop.walk_preorder(*args)
+    return numba_walk_preorder(*args)
+
+
+def numba_walk_preorder(*args: object) -> tuple[int, int, int, int]:
+    """:func:`_walk_preorder` compiled by numba (tests compare it with the C loop)."""
     global _compiled
     if _compiled is None:
         with _compile_lock:
@@ -80,6 +99,9 @@ def warm() -> None:
     same masks)."""
     global AVAILABLE
     if not AVAILABLE or _ready.is_set():
+        return
+    if _c_loop is not None:  # nothing to load or compile
+        _ready.set()
         return
     index = np.array([1, 1], dtype=NODE_INDEX)  # one node, skip[0] = 1 (past it)
     try:

@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from ..light_tokenizer import load_hf_tokenizer
 from ..server_args import ServerArgs
 from ..wire.launch import EngineProcesses, launch_engine_processes
 from .request_limits import RequestLimits
@@ -67,9 +68,9 @@ class Engine:
                              "--dp-size N`)")
         server_args = server_args.with_local_checkpoint()  # a .gguf: config/tokenizer folder
         self.server_args = server_args
-        from transformers import AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(server_args.resolved_tokenizer_path)
+        # AutoTokenizer's tokenizer, without importing transformers (and torch) where the
+        # folder is a plain tokenizer.json (light_tokenizer.py)
+        self.tokenizer = load_hf_tokenizer(server_args.resolved_tokenizer_path)
         self._procs: EngineProcesses | None = launch_engine_processes(server_args)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,

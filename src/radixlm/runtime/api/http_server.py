@@ -203,11 +203,11 @@ def launch_server(args: ServerArgs) -> int:
     the engine dies (:data:`ENGINE_DIED_EXIT_CODE`); returns the process exit code."""
     import uvicorn
 
-    from ..load_memory import load_tokenizer
+    from ..load_memory import load_server_tokenizer
     from ..wire.launch import launch_engine_processes
 
     args = args.with_local_checkpoint()  # a .gguf: its config/tokenizer folder (made once)
-    tokenizer = load_tokenizer(args.resolved_tokenizer_path)  # this process is the server's
+    tokenizer = load_server_tokenizer(args.resolved_tokenizer_path)  # this process is the server's
     procs = launch_engine_processes(args)
     try:
         app = create_app(args, procs, tokenizer)

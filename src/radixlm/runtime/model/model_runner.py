@@ -178,7 +178,12 @@ class ModelRunner:
         skip: frozenset[str] = frozenset()
         if self.config.quantization == "gguf":  # the block linears never get float weights
             skip = self._attach_gguf_blocks(model)
-        model = model.to_empty(device=self.device).to(self.dtype)
+        # Module.to_empty's empty_like on meta tensors runs torch's Python refs, which import
+        # torch.fx's symbolic shapes and sympy (~34 MiB of RSS, never used): the same
+        # uninitialized tensors from torch.empty
+        device = self.device
+        model = model._apply(lambda t: torch.empty(t.shape, dtype=t.dtype, device=device))
+        model = model.to(self.dtype)
         # a GGUF's tensors come from its map (dequantized), a folder's from its safetensors
         weights = None if self.gguf is None else self.gguf.float_weights(skip)
         if self.sharding is None:

@@ -122,17 +122,28 @@ class IncrementalDetokenizer:
             self.states.pop(rid, None)
 
 
+def _load_tokenizer(path: str) -> Any:
+    """The tokenizer without transformers where the folder allows (light_tokenizer.py), else
+    transformers' with torch blocked: decoding needs no torch (~220 MiB less here)."""
+    from ..light_tokenizer import load_light_tokenizer
+    from ..load_memory import load_tokenizer, release_freed_heap
+    from ..torch_block import block_torch
+
+    light = load_light_tokenizer(path, decode_only=True)  # this process never encodes
+    if light is not None:
+        release_freed_heap()
+        return light
+    block_torch()
+    return load_tokenizer(path)
+
+
 def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints,
                             ready: Connection) -> None:
     """Process entry point (spawned by the engine launcher)."""
     ipc.die_with_parent()
     logging.basicConfig(level=env.log_level(), format="%(asctime)s detokenizer %(message)s")
     try:
-        from ..load_memory import load_tokenizer
-        from ..torch_block import block_torch
-
-        block_torch()  # decoding needs no torch: ~220 MiB less in this process
-        detok = IncrementalDetokenizer(load_tokenizer(tokenizer_path))
+        detok = IncrementalDetokenizer(_load_tokenizer(tokenizer_path))
     except Exception as exc:
         ready.send({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from None

@@ -92,11 +92,19 @@ def _wait_ready(name: str, conn: Any, proc: Any) -> dict[str, Any]:
     return msg
 
 
+def _run_scheduler_process(*args: Any) -> None:
+    """The scheduler's spawn target, imported in the child alone: spawn pickles a target by
+    its module, and scheduler_process imports torch (~220 MiB), which the caller's process
+    (the Engine's, the HTTP server's) never needs."""
+    from .scheduler_process import run_scheduler_process
+
+    run_scheduler_process(*args)
+
+
 def launch_engine_processes(args: ServerArgs) -> EngineProcesses:
     """Spawn the scheduler and detokenizer; return once both are ready (or raise)."""
     from .detokenizer import run_detokenizer_process
     from .runner_setup import check_tp_split
-    from .scheduler_process import run_scheduler_process
     from .tp_worker_process import node_ranks, run_tp_worker_process
 
     if args.node_rank != 0:
@@ -108,7 +116,7 @@ def launch_engine_processes(args: ServerArgs) -> EngineProcesses:
     endpoints, folder = Endpoints.create()
     ctx = mp.get_context("spawn")
     targets = {
-        "scheduler": (run_scheduler_process, (args, endpoints)),
+        "scheduler": (_run_scheduler_process, (args, endpoints)),
         "detokenizer": (run_detokenizer_process, (args.resolved_tokenizer_path, endpoints)),
     }
     for rank in list(node_ranks(args))[1:]:  # rank 0 is the scheduler's runner

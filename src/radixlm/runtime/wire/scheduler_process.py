@@ -22,7 +22,7 @@ import zmq
 
 from ... import env
 from ..gc_policy import GcPauseStats, freeze_startup_heap
-from ..load_memory import LoadSteps, load_tokenizer, release_freed_heap
+from ..load_memory import LoadSteps, load_server_tokenizer, release_freed_heap
 from ..scheduling.request import RequestError
 from ..server_args import ServerArgs
 from . import ipc
@@ -49,7 +49,7 @@ def _load(args: ServerArgs, steps: LoadSteps):  # noqa: ANN202 - (Scheduler, inf
 
     # The tokenizer first: parsing tokenizer.json peaks at several times what the tokenizer
     # keeps (Gemma 3: +460 MiB, keeping 65), and that peak is lower before the model is in.
-    tokenizer = load_tokenizer(args.resolved_tokenizer_path)
+    tokenizer = load_server_tokenizer(args.resolved_tokenizer_path)
     steps.mark("tokenizer")
     runner, pool, weights = load_runner(args, rank=0)  # rank 0 of the TP group, if any
     release_freed_heap()  # the GGUF reader's metadata

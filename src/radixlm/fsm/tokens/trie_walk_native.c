@@ -1,0 +1,161 @@
+/* The token trie walk (trie_walk_kernel.py's _walk_preorder) as plain C: the same loop, the
+ * same arguments and results, without numba.
+ *
+ * Why: numba and llvmlite cost ~150 MiB of RSS in the scheduler process (the interpreter's
+ * share of LLVM, loaded even when the compiled loop comes from numba's on-disk cache), about
+ * as much as the model's weights; this module is ~20 KiB and needs no JIT at start-up.
+ *
+ * Contract: walk_preorder(...) takes the 22 arguments of _walk_preorder (its docstring says
+ * what each holds) and returns the same (resume index, n_succ, missing row state, unknown
+ * utf8 state). Arrays are C-contiguous with _walk_preorder's dtypes (checked by item size):
+ * table int32 [S, 256], built bool [S], stack int32, byte uint8, depth uint16, skip int32,
+ * token int32, extra_off int32, extra_ids int32, ascii_bytes uint64 [N, 2], flags uint8,
+ * tokens int32, token_start int32, loop_known uint8 [S], loop_ascii uint64 [S, 2],
+ * loop_utf8 uint8 [S], words uint32, seen uint8 [S], succ_states int32, succ_tokens int32.
+ * The loop runs without the GIL, as numba's nogil loop did. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+enum { NARRAYS = 20, NON_ASCII = 1, WHOLE_CHARS = 2 };
+
+/* argument position -> item size; positions 2 (start) and 21 (n_succ) are integers */
+static const int ARRAY_POS[NARRAYS] = {0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                       17, 18, 19, 20};
+static const Py_ssize_t ITEM[NARRAYS] = {4, 1, 4, 1, 2, 4, 4, 4, 4, 8, 1, 4, 4, 1, 8, 1, 4, 1,
+                                         4, 4};
+/* arrays the loop writes: stack, loop_known, loop_ascii, loop_utf8, words, seen, succ_* */
+static const int WRITTEN[NARRAYS] = {0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+
+typedef struct {
+    const int32_t *table; const uint8_t *built; int32_t *stack; const uint8_t *byte;
+    const uint16_t *depth; const int32_t *skip, *token, *extra_off, *extra_ids;
+    const uint64_t *ascii_bytes; const uint8_t *flags; const int32_t *tokens, *token_start;
+    uint8_t *loop_known; uint64_t *loop_ascii; uint8_t *loop_utf8; uint32_t *words;
+    uint8_t *seen; int32_t *succ_states, *succ_tokens;
+    Py_ssize_t n, num_words;
+} Walk;
+
+/* _walk_preorder's loop, line for line; out = (resume, n_succ, missing, question) */
+static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[4]) {
+    const Py_ssize_t n = w->n;
+    const int64_t spare = 32 * (int64_t)(w->num_words - 1); /* a bit of the spare word */
+    w->seen[0] = 1; /* the dead state is never a successor */
+    while (i < n) {
+        const Py_ssize_t d = w->depth[i];
+        const int32_t p = w->stack[d - 1];
+        if (w->skip[i] > i + 1) { /* an inner node: its whole subtree may loop at p */
+            if (w->loop_known[p] == 0) {
+                uint64_t lo = 0, hi = 0;
+                for (int b = 0; b < 64; b++) {
+                    lo |= (uint64_t)(w->table[(int64_t)p * 256 + b] == p) << b;
+                    hi |= (uint64_t)(w->table[(int64_t)p * 256 + b + 64] == p) << b;
+                }
+                w->loop_ascii[2 * (int64_t)p] = lo;
+                w->loop_ascii[2 * (int64_t)p + 1] = hi;
+                w->loop_known[p] = 1;
+            }
+            if ((w->ascii_bytes[2 * i] & ~w->loop_ascii[2 * (int64_t)p]) == 0 &&
+                (w->ascii_bytes[2 * i + 1] & ~w->loop_ascii[2 * (int64_t)p + 1]) == 0) {
+                const uint8_t f = w->flags[i];
+                int loops = (f & NON_ASCII) == 0;
+                if (!loops && (f & WHOLE_CHARS) != 0) {
+                    if (w->loop_utf8[p] == 0) {
+                        out[0] = i; out[1] = n_succ; out[2] = 0; out[3] = p;
+                        return;
+                    }
+                    loops = w->loop_utf8[p] == 1;
+                }
+                if (loops) {
+                    const int32_t first = w->token_start[i], end = w->token_start[w->skip[i]];
+                    for (int32_t k = first; k < end; k++) {
+                        const int32_t tk = w->tokens[k];
+                        w->words[tk >> 5] |= (uint32_t)1 << (tk & 31);
+                    }
+                    if (w->seen[p] == 0) {
+                        w->seen[p] = 1;
+                        w->succ_states[n_succ] = p;
+                        w->succ_tokens[n_succ] = w->tokens[first];
+                        n_succ++;
+                    }
+                    i = w->skip[i];
+                    continue;
+                }
+            }
+        }
+        const int32_t t = w->table[(int64_t)p * 256 + w->byte[i]];
+        w->stack[d] = t; /* harmless at a leaf: no later node reads deeper than its own depth */
+        const int32_t tok0 = w->token[i];
+        const int real = tok0 >= 0;
+        const int64_t tok = real ? tok0 : spare;
+        const int live = t != 0;
+        w->words[tok >> 5] |= (uint32_t)live << (tok & 31);
+        const Py_ssize_t nxt = live ? i + 1 : w->skip[i];
+        if (w->seen[t] == 0 && real) {
+            w->seen[t] = 1;
+            w->succ_states[n_succ] = t;
+            w->succ_tokens[n_succ] = (int32_t)tok;
+            n_succ++;
+        }
+        if (live && w->extra_off[i] != w->extra_off[i + 1]) {
+            for (int32_t k = w->extra_off[i]; k < w->extra_off[i + 1]; k++) {
+                const int32_t extra = w->extra_ids[k];
+                w->words[extra >> 5] |= (uint32_t)1 << (extra & 31);
+            }
+        }
+        if (!w->built[t] && live && nxt < n && w->depth[nxt] > d) {
+            out[0] = nxt; out[1] = n_succ; out[2] = t; out[3] = 0; /* its row first */
+            return;
+        }
+        i = nxt;
+    }
+    out[0] = n; out[1] = n_succ; out[2] = 0; out[3] = 0;
+}
+
+static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 22) {
+        PyErr_Format(PyExc_TypeError, "walk_preorder: expected 22 arguments, got %zd", nargs);
+        return NULL;
+    }
+    const Py_ssize_t start = PyLong_AsSsize_t(args[2]), n_succ = PyLong_AsSsize_t(args[21]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer views[NARRAYS];
+    int got = 0;
+    for (; got < NARRAYS; got++) {
+        const int flags = PyBUF_C_CONTIGUOUS | (WRITTEN[got] ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[ARRAY_POS[got]], &views[got], flags) < 0) break;
+        if (views[got].itemsize != ITEM[got]) {
+            PyErr_Format(PyExc_TypeError, "walk_preorder: argument %d has items of %zd "
+                         "bytes, expected %zd", ARRAY_POS[got], views[got].itemsize, ITEM[got]);
+            PyBuffer_Release(&views[got]);
+            break;
+        }
+    }
+    PyObject *result = NULL;
+    if (got == NARRAYS) {
+        void *b[NARRAYS];
+        for (int k = 0; k < NARRAYS; k++) b[k] = views[k].buf;
+        const Walk w = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+                        b[11], b[12], b[13], b[14], b[15], b[16], b[17], b[18], b[19],
+                        views[3].len, views[16].len / 4};
+        Py_ssize_t out[4];
+        Py_BEGIN_ALLOW_THREADS
+        walk(&w, start, n_succ, out);
+        Py_END_ALLOW_THREADS
+        result = Py_BuildValue("(nnnn)", out[0], out[1], out[2], out[3]);
+    }
+    for (int k = 0; k < got; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"walk_preorder", (PyCFunction)(void (*)(void))py_walk_preorder, METH_FASTCALL,
+     "The token trie walk over preorder nodes (trie_walk_kernel._walk_preorder in C)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "trie_walk_native", NULL, -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit_trie_walk_native(void) { return PyModule_Create(&module); }
