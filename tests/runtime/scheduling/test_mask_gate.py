@@ -15,12 +15,26 @@ from radixlm.runtime.wire.sampling_params import SamplingParams
 
 
 @dataclass
+class StepClock:
+    """A clock that moves only when a fake wait sleeps: the gate's arithmetic, not the
+    machine's load, decides what these tests see (a loaded core once overran a 1 ms bound
+    before the first wait was offered)."""
+
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
 class FakeMatcher:
-    """Ready after ``ready_after`` readiness checks; records the waits it was offered."""
+    """Ready after ``ready_after`` readiness checks; records the waits it was offered (and
+    moves ``clock`` by them where one is given, instead of sleeping)."""
 
     ready_after: int = 0
     checks: int = 0
     offered: list[float] = field(default_factory=list)
+    clock: StepClock | None = None
 
     def mask_ready(self) -> bool:
         self.checks += 1
@@ -28,7 +42,10 @@ class FakeMatcher:
 
     def wait_mask_ready(self, seconds: float) -> bool:
         self.offered.append(seconds)
-        time.sleep(seconds)  # as the real wait: at least that long when nothing arrives
+        if self.clock is not None:
+            self.clock.now += seconds
+        else:
+            time.sleep(seconds)  # as the real wait: at least that long when nothing arrives
         return False
 
 
@@ -37,8 +54,11 @@ def req(rid: str, matcher: FakeMatcher | None, active: bool = True) -> Req:
                sampling=SamplingParams(max_new_tokens=4))
 
 
-def gate(bound: float, stats: MaskWaitStats, prefetched: list[str]) -> StepMaskGate:
-    return StepMaskGate(bound, stats, lambda r: prefetched.append(r.rid), lambda r: None)
+def gate(bound: float, stats: MaskWaitStats, prefetched: list[str],
+         clock: StepClock | None = None) -> StepMaskGate:
+    timed = {} if clock is None else {"clock": clock, "cpu_clock": StepClock()}
+    return StepMaskGate(bound, stats, lambda r: prefetched.append(r.rid), lambda r: None,
+                        **timed)
 
 
 def test_unconstrained_and_inactive_requests_always_run_and_are_not_checked():
@@ -62,8 +82,9 @@ def test_a_zero_bound_never_waits_and_holds_what_is_not_ready():
 
 def test_the_bound_is_shared_by_the_step_not_given_to_each_request():
     stats, prefetched = MaskWaitStats(), []
-    g = gate(1e-3, stats, prefetched)
-    first, second = FakeMatcher(ready_after=5), FakeMatcher(ready_after=5)
+    clock = StepClock()
+    g = gate(1e-3, stats, prefetched, clock)
+    first, second = FakeMatcher(ready_after=5, clock=clock), FakeMatcher(ready_after=5, clock=clock)
     assert not g.ready(req("a", first)) and not g.ready(req("b", second))
     assert len(first.offered) == 1 and 0 < first.offered[0] <= 1e-3 + 1e-9
     assert sum(first.offered + second.offered) <= 1e-3 + 1e-9, "one deadline for the step"
@@ -85,8 +106,9 @@ def test_a_request_rejoining_records_one_hold_of_its_length(held_for):
 @pytest.mark.parametrize("bound", [0.4e-3, 1e-3, 5e-3])
 def test_the_sleeping_ends_early_enough_for_the_wake_up_to_fit_in_the_bound(bound):
     stats, prefetched = MaskWaitStats(), []
-    g = gate(bound, stats, prefetched)
-    slow = FakeMatcher(ready_after=5)
+    clock = StepClock()
+    g = gate(bound, stats, prefetched, clock)
+    slow = FakeMatcher(ready_after=5, clock=clock)
     assert not g.ready(req("slow", slow))
     reserve = wake_reserve(bound)
     assert reserve == min(WAKE_RESERVE_SECONDS, bound / 2) and reserve > 0
