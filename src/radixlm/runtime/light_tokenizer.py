@@ -20,6 +20,7 @@ Every other folder loads through transformers (:func:`load_light_tokenizer` retu
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,11 @@ class LightTokenizer:
     the module docstring); made by :func:`load_light_tokenizer`."""
 
     is_fast = True
+    # transformers' default; a tokenizer_config.json that sets it is not plain (PLAIN_KEYS),
+    # so it loads through transformers. Asked on every jump-forward (forced_text_encoder):
+    # it must not load the full tokenizer.
+    split_special_tokens = False
+    _full_lock = threading.Lock()  # the scheduler's thread and the grammar worker may both ask
 
     def __init__(self, path: str, backend: Any, special: dict[str, str], extra: list[str],
                  chat_template: str | None) -> None:
@@ -168,10 +174,11 @@ class LightTokenizer:
 
     # -- the rest: transformers' tokenizer, on first use -----------------------------------
     def _full(self) -> Any:
-        if self._full_tokenizer is None:
-            from transformers import AutoTokenizer
+        with self._full_lock:  # one import of transformers at a time: its lazy module is not
+            if self._full_tokenizer is None:  # safe to import from two threads at once
+                from transformers import AutoTokenizer
 
-            self._full_tokenizer = AutoTokenizer.from_pretrained(self.name_or_path)
+                self._full_tokenizer = AutoTokenizer.from_pretrained(self.name_or_path)
         return self._full_tokenizer
 
     def __getattr__(self, name: str) -> Any:

@@ -57,3 +57,19 @@ def test_a_tokenizer_without_a_backend_is_called_as_it_is() -> None:
             return [len(text)]
 
     assert ForcedTextEncoder(Plain())("abcd") == [4]
+
+
+def test_the_light_tokenizer_takes_the_backend_path_without_loading_transformers(
+        tiny_llama_path) -> None:  # noqa: ANN001
+    """The runtime's own tokenizer (runtime/light_tokenizer.py): the fast path, and no full
+    tokenizer loaded to answer its settings (it once was, from two threads at once)."""
+    from radixlm.runtime.light_tokenizer import load_light_tokenizer
+
+    light = load_light_tokenizer(tiny_llama_path)
+    assert light is not None, "the tiny Llama's folder is a plain tokenizer.json one"
+    reference = AutoTokenizer.from_pretrained(tiny_llama_path)
+    encode = ForcedTextEncoder(light)
+    assert _plain_backend(light) is not None
+    assert [encode(t) for t in TEXTS] == [reference.encode(t, add_special_tokens=False)
+                                         for t in TEXTS]
+    assert light._full_tokenizer is None, "the full tokenizer was loaded"
