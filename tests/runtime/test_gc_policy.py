@@ -95,9 +95,19 @@ def engine(request, make_engine, tiny_llama_path):
     return make_engine(tiny_llama_path, disable_gc_freeze=request.param)
 
 
+# a schema whose compile surely allocates more than one generation-0 threshold (20,000
+# containers with the freeze) on the tiny vocabulary: the two-field SCHEMA stopped doing so
+# once the scheduler's tokenizer stopped loading transformers on the first jump-forward
+WIDE_SCHEMA = {"type": "object", "additionalProperties": False,
+               "properties": {f"field_{i}": {"enum": [f"v{i}_{j}" for j in range(12)]}
+                              for i in range(48)}}
+
+
 def test_server_info_reports_gc_pauses_and_the_freeze(engine):
-    engine.generate("JSON:", {"temperature": 0.0, "max_new_tokens": 40,
-                              "json_schema": json.dumps(SCHEMA)})
+    for i in range(6):  # distinct schemas: each compiles and walks its own automaton
+        schema = {**WIDE_SCHEMA, "required": [f"field_{i}"]}
+        engine.generate("JSON:", {"temperature": 0.0, "max_new_tokens": 64,
+                                  "json_schema": json.dumps(schema)})
     info = engine.get_server_info()
     frozen = not engine.server_args.disable_gc_freeze
     assert (info["gc_frozen_objects"] > 0) == frozen

@@ -55,9 +55,16 @@ def test_a_plan_that_does_not_fit_is_made_again_with_the_same_tokens(make_schedu
         return plan(segment, forced)
 
     def spoiled_prepare(prepared: PreparedJump) -> None:
-        prepare(prepared)
-        if spoil == "stale":
-            prepared.forced += "!"
+        # the plan reads as made only once it is spoiled: the real ``_prepare`` sets ``done``
+        # itself, and the scheduler could commit in between (it did once, in CI)
+        done, prepared.done = prepared.done, threading.Event()
+        try:
+            prepare(prepared)
+            if spoil == "stale":
+                prepared.forced += "!"
+        finally:
+            prepared.done = done
+            done.set()
 
     planner._plan, planner._prepare = spoiled_plan, spoiled_prepare
     info = matches_reference(make_scheduler, s)
