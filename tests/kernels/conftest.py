@@ -51,3 +51,16 @@ def no_launch(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(module, name, _NoLaunch())
     # The stand-ins are not interpreted kernels; let CPU tensors through to the checks.
     monkeypatch.setattr(launch, "is_interpreted", lambda kernel: True)
+
+
+
+@pytest.fixture(params=["vnni", "portable"])
+def native_path(request: pytest.FixtureRequest) -> str:
+    """Each native path of ``kernels/cpu/gguf_blocks.py`` in turn, skipped where absent."""
+    from radixlm.kernels.cpu.gguf_blocks import gguf_blocks_built, gguf_blocks_vnni
+
+    if request.param == "vnni" and not gguf_blocks_vnni():
+        pytest.skip("gguf_blocks: no AVX-512 VNNI path")
+    if not gguf_blocks_built():
+        pytest.skip("gguf_blocks is not built")
+    return request.param

@@ -14,7 +14,6 @@ from radixlm.kernels.cpu.gguf_blocks import (
     gguf_block_dequantize,
     gguf_block_linear,
     gguf_block_types,
-    gguf_blocks_built,
     gguf_blocks_vnni,
 )
 from radixlm.kernels.reference.gguf_blocks import (
@@ -25,12 +24,6 @@ from radixlm.kernels.reference.gguf_blocks import (
 )
 
 TYPES = gguf_block_types()
-NATIVE_PATHS = [
-    pytest.param("vnni", marks=pytest.mark.skipif(not gguf_blocks_vnni(),
-                                                  reason="gguf_blocks: no AVX-512 VNNI path")),
-    pytest.param("portable", marks=pytest.mark.skipif(not gguf_blocks_built(),
-                                                      reason="gguf_blocks is not built")),
-]
 TINY = 2.0**-100  # activation blocks below it quantize to 0
 
 
@@ -58,18 +51,17 @@ def _budgets(x: torch.Tensor, w: torch.Tensor, type_name: str):
     return xq, rounding, rounding + step @ wa.T
 
 
-@pytest.mark.parametrize("path", NATIVE_PATHS)
 @pytest.mark.parametrize("type_name", TYPES)
 @pytest.mark.parametrize("t", [1, 3, 8, 13, 17, 33, 64])
 @pytest.mark.parametrize("tiles", [False, True])  # above 8 rows on VNNI: the tiled kernel
-def test_matches_the_reference_within_the_activation_budget(type_name, path, t, tiles):
+def test_matches_the_reference_within_the_activation_budget(type_name, native_path, t, tiles):
     elems = GGUF_BLOCKS[type_name].elems
     gen = torch.Generator().manual_seed(100 * TYPES.index(type_name) + t)
     n, cols = 37 + 8 * (t % 3), elems * (3 if elems == 256 else 9)
     raw = random_gguf_raw(type_name, n, cols, gen)
     x = torch.randn(t, cols, generator=gen) * torch.rand(t, 1, generator=gen) * 4
     x[0, :elems] *= 1e-3  # one block far smaller than the rest of its row
-    y = gguf_block_linear(x, raw, type_name, cols, path=path, tiles=tiles)
+    y = gguf_block_linear(x, raw, type_name, cols, path=native_path, tiles=tiles)
     w = gguf_dequantize(raw, type_name, cols)
     xq, rounding, budget = _budgets(x, w, type_name)
     assert y.dtype == torch.float32 and y.shape == (t, n)
@@ -196,14 +188,13 @@ def test_prefill_tiles_match_the_float_product(type_name):
     assert bool(((y - ref).abs() <= 2.0**-18 * scale).all())
 
 
-@pytest.mark.parametrize("path", NATIVE_PATHS)
 @pytest.mark.parametrize("t", [3, 17])  # 17: the tiles
-def test_non_finite_rows_give_nan_rows(path, t):
+def test_non_finite_rows_give_nan_rows(native_path, t):
     gen = torch.Generator().manual_seed(1)
     raw = random_gguf_raw("Q4_K", 17, 512, gen)
     x = torch.randn(t, 512, generator=gen)
     x[1, 300] = float("inf")
-    y = gguf_block_linear(x, raw, "Q4_K", 512, path=path, tiles=True)
+    y = gguf_block_linear(x, raw, "Q4_K", 512, path=native_path, tiles=True)
     assert bool(y[1].isnan().all()) and bool(y[[0, 2]].isfinite().all())
 
 

@@ -6,17 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.kernels.cpu.gguf_blocks import GGUFBlockLinear, gguf_blocks_built, gguf_blocks_vnni
+from radixlm.kernels.cpu.gguf_blocks import GGUFBlockLinear, gguf_blocks_built
 from radixlm.kernels.cpu.gguf_blocks_fused import GGUFFusedBlocks
 from radixlm.kernels.reference.gguf_blocks import random_gguf_raw
 from radixlm.runtime.model.gguf_fused_linear import GGUFFusedLinear
 
-NATIVE_PATHS = [
-    pytest.param("vnni", marks=pytest.mark.skipif(not gguf_blocks_vnni(),
-                                                  reason="gguf_blocks: no AVX-512 VNNI path")),
-    pytest.param("portable", marks=pytest.mark.skipif(not gguf_blocks_built(),
-                                                      reason="gguf_blocks is not built")),
-]
 # (piece types, input width): one type, Q4_K_M's mixes of block sizes 256 and 32
 MIXES = [(("Q4_1", "Q4_1", "Q4_1"), 96), (("Q8_0",), 160), (("Q4_0", "Q5_0"), 64),
          (("Q4_K", "Q4_K", "Q6_K"), 512), (("Q5_K", "Q8_0"), 256), (("Q6_K", "Q5_0"), 256)]
@@ -27,13 +21,12 @@ def _pieces(types, cols, path, gen, tiles=False):
             for t, rows in zip(types, (13, 7, 5))]
 
 
-@pytest.mark.parametrize("path", NATIVE_PATHS)
 @pytest.mark.parametrize("types,cols", MIXES)
 @pytest.mark.parametrize("permuted", [False, True])
 @pytest.mark.parametrize("tiles", [False, True])  # the pieces' choice, kept by the one call
-def test_one_call_is_bit_equal_to_the_pieces(types, cols, path, permuted, tiles):
+def test_one_call_is_bit_equal_to_the_pieces(types, cols, native_path, permuted, tiles):
     gen = torch.Generator().manual_seed(len(types) * cols + permuted)
-    pieces = _pieces(types, cols, path, gen, tiles)
+    pieces = _pieces(types, cols, native_path, gen, tiles)
     width = sum(p.rows for p in pieces)
     order = torch.randperm(width, generator=gen) if permuted else None
     fused = GGUFFusedBlocks(pieces, order)
@@ -44,10 +37,9 @@ def test_one_call_is_bit_equal_to_the_pieces(types, cols, path, permuted, tiles)
         assert torch.equal(fused(x), expected)
 
 
-@pytest.mark.parametrize("path", NATIVE_PATHS)
-def test_fused_linear_takes_the_one_call_path(path):
+def test_fused_linear_takes_the_one_call_path(native_path):
     gen = torch.Generator().manual_seed(3)
-    pieces = _pieces(("Q4_K", "Q4_K", "Q6_K"), 256, path, gen)
+    pieces = _pieces(("Q4_K", "Q4_K", "Q6_K"), 256, native_path, gen)
     width = sum(p.rows for p in pieces)
     bias = torch.randn(width, generator=gen)
     module = GGUFFusedLinear(pieces, torch.randperm(width, generator=gen), bias)

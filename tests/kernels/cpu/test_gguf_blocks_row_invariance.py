@@ -13,19 +13,11 @@ from radixlm.kernels.cpu.gguf_blocks import (
     GGUFBlockLinear,
     gguf_block_linear,
     gguf_block_types,
-    gguf_blocks_built,
-    gguf_blocks_vnni,
 )
 from radixlm.kernels.cpu.gguf_blocks_fused import GGUFFusedBlocks
 from radixlm.kernels.reference.gguf_blocks import GGUF_BLOCKS, random_gguf_raw
 
 TYPES = gguf_block_types()
-NATIVE_PATHS = [
-    pytest.param("vnni", marks=pytest.mark.skipif(not gguf_blocks_vnni(),
-                                                  reason="gguf_blocks: no AVX-512 VNNI path")),
-    pytest.param("portable", marks=pytest.mark.skipif(not gguf_blocks_built(),
-                                                      reason="gguf_blocks is not built")),
-]
 # blocks a row: the 32-weight types' groups of 16 blocks (a last one on 4, 8 or 16 lanes,
 # decode's groups of 8 and its ragged tail); the K-quants' super-blocks
 BLOCKS = {32: (1, 3, 7, 13, 20, 37), 256: (1, 3, 5)}
@@ -48,34 +40,32 @@ def _activations(rows: int, cols: int, gen: torch.Generator) -> torch.Tensor:
     return x
 
 
-@pytest.mark.parametrize("path", NATIVE_PATHS)
 @pytest.mark.parametrize("tiles", [True, False])
 @pytest.mark.parametrize("type_name,blocks", [
     (name, b) for name in TYPES for b in BLOCKS[GGUF_BLOCKS[name].elems]])
-def test_a_rows_bits_do_not_depend_on_the_call(type_name, blocks, tiles, path):
+def test_a_rows_bits_do_not_depend_on_the_call(type_name, blocks, tiles, native_path):
     gen = torch.Generator().manual_seed(blocks * 31 + len(type_name))
     cols = GGUF_BLOCKS[type_name].elems * blocks
     raw = random_gguf_raw(type_name, 13 + blocks % 3, cols, gen)  # odd output rows
     x = _activations(70, cols, gen)
-    linear = GGUFBlockLinear(raw, type_name, cols, path=path, tiles=tiles)
+    linear = GGUFBlockLinear(raw, type_name, cols, path=native_path, tiles=tiles)
     alone = _bits(_in_calls(linear.forward, x, 1))
     for size in SPLITS[1:]:
         got = _bits(_in_calls(linear.forward, x, size))
         rows = (got != alone).any(1).nonzero().flatten().tolist()
         assert not rows, f"calls of {size} rows: rows {rows} differ from the 1-row calls"
     # the checked entry point (a bfloat16-free float32 copy) agrees with the lean one
-    whole = gguf_block_linear(x, raw, type_name, cols, path=path, tiles=tiles)
+    whole = gguf_block_linear(x, raw, type_name, cols, path=native_path, tiles=tiles)
     assert torch.equal(_bits(whole), alone)
 
 
-@pytest.mark.parametrize("path", NATIVE_PATHS)
 @pytest.mark.parametrize("types,cols", [(("Q4_K", "Q4_K", "Q6_K"), 768),
                                         (("Q5_0", "Q8_0", "Q4_1", "Q4_0"), 416),
                                         (("Q5_K", "Q5_0"), 512)])
-def test_fused_rows_do_not_depend_on_the_call(types, cols, path):
+def test_fused_rows_do_not_depend_on_the_call(types, cols, native_path):
     """The model's fused q|k|v and gate|up calls, tiles on."""
     gen = torch.Generator().manual_seed(cols)
-    pieces = [GGUFBlockLinear(random_gguf_raw(t, rows, cols, gen), t, cols, path=path,
+    pieces = [GGUFBlockLinear(random_gguf_raw(t, rows, cols, gen), t, cols, path=native_path,
                               tiles=True) for t, rows in zip(types, (11, 5, 7, 3))]
     width = sum(p.rows for p in pieces)
     fused = GGUFFusedBlocks(pieces, torch.randperm(width, generator=gen))
