@@ -1,5 +1,5 @@
 /* y = x @ W.T straight on a GGUF matrix's raw blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
-   Q6_K): by default the tiled kernel of gguf_blocks_tiles.h (passes of 32 rows) and, at
+   Q6_K): by default the tiled kernel of gguf_blocks_tiles.h (passes of 128 rows) and, at
    one row, gguf_blocks_lanes.h in its order; on request (tiled=False) the streaming one
    here, 1..8 activation rows per pass over the weight.
 
@@ -324,7 +324,7 @@ static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), G
                                                GEMM_ROW(Q8_0), GEMM_ROW(Q4_K), GEMM_ROW(Q5_K),
                                                GEMM_ROW(Q6_K)};
 
-#include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 32 rows */
+#include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 128 rows */
 #include "gguf_blocks_lanes.h" /* the tiles' float order for one row */
 
 /* -- Python entry points ------------------------------------------------------------- */
@@ -340,7 +340,7 @@ static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, P
 }
 
 /* y [rows, n] from prepared activations: passes of up to 8 rows over W (the streaming
-   kernel), or with `tiled` (VNNI) the tiled kernel for 2+ rows (passes of up to 32, each
+   kernel), or with `tiled` (VNNI) the tiled kernel for 2+ rows (passes of up to 128, each
    block decoded once per pass) and the lanes kernel for 1 (or, the tiles' memory short,
    for each row in turn): the same order either way */
 static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
@@ -350,7 +350,7 @@ static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int 
     Prep t = {0};
     if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: lanes */
     const int lanes = vnni && tiled && !tiles; /* the tiles' order, a row at a time */
-    const int pass = tiles || !vnni ? TILE_ROWS : lanes ? 1 : MAX_ROWS;
+    const int pass = tiles ? tile_pass(type, k) : !vnni ? TILE_ROWS : lanes ? 1 : MAX_ROWS;
     for (idx_t m0 = 0; m0 < rows;) {
         const int M = rows - m0 < pass ? (int)(rows - m0) : pass;
         Prep q = {p->X + m0 * k, p->dx + m0 * (k / E), p->xs + m0 * (k / 32),
