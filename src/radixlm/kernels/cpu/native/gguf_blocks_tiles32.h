@@ -17,9 +17,11 @@
  * Tile: COLS32 (2) output rows: every group of them decoded once per pass (TILE_PASS rows)
  * into t->work (1.25 bytes a weight), then the pass's rows ROWS32 (4) at a time run over
  * all groups with their 8 float sums in registers (no loads and stores of sums per group),
- * reduced together by hsum8 at the end. Measured on Zen 4 (core shared, side by side): 4 output
- * rows x 2 activation rows ran 0.9-1.0x; at Gemma's 640 inputs, 128 rows, passes of 128
- * rows 1.07-1.13x faster than of 32 and last4 with the two chains 1.03-1.06x on top. The
+ * reduced together by hsum8 at the end; block32's tiles (8 at 640 inputs) decoded at a
+ * time, each row step run against all of them in turn. Measured on Zen 4 (core shared,
+ * side by side): 4 output rows x 2 activation rows ran 0.9-1.0x; at Gemma's 640 inputs,
+ * 128 rows, passes of 128 rows 1.07-1.13x faster than of 32, last4 with the two chains
+ * 1.03-1.06x and blocks of 8 tiles 1.08-1.13x on top. The
  * activations are row major (a row's groups back to back, the last one unpadded: xrow32),
  * a pass's rows in L2. */
 #ifndef RADIXLM_GGUF_BLOCKS_TILES32_H
@@ -242,12 +244,9 @@ VNNI INLINE void tile_rows32(const Group32 *G, int C, int type, const Prep *t, i
     for (int i = 0; i < R * C; i++) y[(i / C) * ldy + i % C] = s[i];
 }
 
-/* The 32-weight types: C (<= COLS32) output rows from r0 for the pass's M (<= TILE_ROWS)
-   activation rows m0 .. m0 + M - 1 of t -> y: every group of the C columns decoded once
-   (into t->work), then the rows four at a time against them */
-VNNI INLINE void tile_cols32(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, int C,
-                             idx_t k, int type, const Prep *t, idx_t m0, int M, float *y) {
-    Group32 *G = t->work;
+/* the groups of C (<= COLS32) output rows from r0 decoded into G (COLS32 a group) */
+VNNI INLINE void decode_tile32(const uint8_t *raw, idx_t stride, idx_t r0, int C, idx_t k,
+                               int type, Group32 *G) {
     for (idx_t g = 0; g < (k + 511) / 512; g++) {
         const int cnt = k / 32 - 16 * g < 16 ? (int)(k / 32 - 16 * g) : 16;
         for (int c = 0; c < C; c++)
@@ -255,10 +254,42 @@ VNNI INLINE void tile_cols32(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0
                      &G[g * COLS32 + c]);
         if (cnt <= 4) pack_last4(G + g * COLS32, C);
     }
+}
+
+/* tiles of COLS32 output rows decoded at a time (their groups in t->work: up to
+   BLOCK_BYTES, in L1 with a row step's activations) */
+INLINE int block32(idx_t k) {
+    const idx_t b = BLOCK_BYTES / ((k + 511) / 512 * COLS32 * (idx_t)sizeof(Group32));
+    return b < 1 ? 1 : b > 8 ? 8 : (int)b;
+}
+
+/* The 32-weight types: nt (<= block32(k)) tiles of COLS32 output rows from r0 for the
+   pass's M activation rows m0 .. m0 + M - 1 of t -> y: every group of them decoded once
+   (into t->work), then the rows four at a time against each tile in turn (a row step's
+   activations read into L1 once for all the tiles, its outputs whole cache lines) */
+VNNI INLINE void tile_block32(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, int nt,
+                              idx_t k, int type, const Prep *t, idx_t m0, int M, float *y) {
+    const idx_t per = (k + 511) / 512 * COLS32; /* a tile's groups */
+    Group32 *G = t->work;
+    for (int i = 0; i < nt; i++)
+        decode_tile32(raw, stride, r0 + i * COLS32, COLS32, k, type, G + i * per);
     int m = 0;
     for (; m + ROWS32 <= M; m += ROWS32)
-        tile_rows32(G, C, type, t, k, m0 + m, ROWS32, y + m * n + r0, n);
-    for (; m < M; m++) tile_rows32(G, C, type, t, k, m0 + m, 1, y + m * n + r0, n);
+        for (int i = 0; i < nt; i++)
+            tile_rows32(G + i * per, COLS32, type, t, k, m0 + m, ROWS32,
+                        y + m * n + r0 + i * COLS32, n);
+    for (; m < M; m++)
+        for (int i = 0; i < nt; i++)
+            tile_rows32(G + i * per, COLS32, type, t, k, m0 + m, 1, y + m * n + r0 + i * COLS32,
+                        n);
+}
+
+/* The 32-weight types: one output row r0 (an odd last one) for the pass's M rows */
+VNNI INLINE void tile_col32(const uint8_t *raw, idx_t stride, idx_t n, idx_t r0, idx_t k,
+                            int type, const Prep *t, idx_t m0, int M, float *y) {
+    Group32 *G = t->work;
+    decode_tile32(raw, stride, r0, 1, k, type, G);
+    for (int m = 0; m < M; m++) tile_rows32(G, 1, type, t, k, m0 + m, 1, y + m * n + r0, n);
 }
 
 #endif /* RADIXLM_GGUF_BLOCKS_TILES32_H */
