@@ -1,13 +1,12 @@
 """The BPE merges of a ``tokenizer.json``, rewritten in its bytes before ``tokenizers`` parses it.
 
-``tokenizers`` reads the merges as a serde untagged enum: the whole array is first buffered as
-generic JSON values, then read as pairs (``[["Ġ", "t"], ...]``, what it writes) or as the
-legacy strings (``["Ġ t", ...]``, split at their one space). A pair costs that buffer a list
-and two strings, a legacy string one string: loading SmolLM2's tokenizer (48,900 merges, a
-light tokenizer in a fresh process) peaks at +41 MiB of RSS from its pairs and at +28 MiB
-from the same merges rewritten as strings (the rewrite's own Python lists included; +35 ms of
-CPU). The parsed tokenizer is the same (the tests compare its serialization with the
-original's).
+``tokenizers`` (0.23) reads a BPE model's merges either as pairs (``[["Ġ", "t"], ...]``,
+what it writes) or as the legacy strings (``["Ġ t", ...]``, split at their one space), and
+its parse of the pairs takes far more transient memory (deserialized as generic values
+first, it seems): loading SmolLM2's tokenizer (48,900 merges, a light tokenizer in a fresh
+process) peaks at +41 MiB of RSS from its pairs and at +28 MiB from the same merges rewritten
+as strings here (the rewrite's own Python lists included; +35 ms of CPU). The parsed
+tokenizer is the same (the tests compare its serialization with transformers' tokenizer's).
 
 * :func:`with_legacy_merges`: the merges as legacy strings, where every token of every pair
   is free of spaces (a token with a space cannot be written so); else the bytes unchanged.
