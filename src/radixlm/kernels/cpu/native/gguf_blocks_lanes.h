@@ -132,6 +132,17 @@ VNNI INLINE __m512i dwords16(const uint8_t *b, int bytes, int cnt) {
                               _mm256_set_m128i(q[3], q[2]), 1);
 }
 
+/* dwords16's values for the heads of cnt blocks: Q8_0's full groups by one gather (SmolLM2's
+   Q8_0 LM head ~10% faster than with dwords16's loads and inserts; Q4_0 and Q5_0 measured no
+   faster or slower) */
+VNNI INLINE __m512i heads16(int type, const uint8_t *b, int bytes, int cnt) {
+    if (type == Q8_0 && cnt == 16)
+        return _mm512_i32gather_epi32(_mm512_mullo_epi32(_mm512_setr_epi32(
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(bytes)),
+            (const void *)b, 1);
+    return dwords16(b, bytes, cnt);
+}
+
 /* Q4_1's 16 blocks of a full group (320 bytes: 80 dwords in v[0..4], block j's head at
    dword 5 j, its 16 code bytes at 5 j + 1 .. 5 j + 4) -> lane j = block j's dword 5 j + c,
    by permutes (the index's low bits address each pair of vectors alike) */
@@ -235,7 +246,8 @@ VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g,
         if (type == Q4_1 && cnt == 16 && xt) {
             I = q4_1_on_lanes(b, xt + 128 * g, &heads);
         } else if (cnt <= 4) {
-            heads = dwords16(b, bytes, cnt); /* a short last group: 256-bit dots, reduced on 128 bits */
+            /* a short last group: 256-bit dots, reduced on 128 bits */
+            heads = heads16(type, b, bytes, cnt);
             __m256i P4[4], a[2];
             for (int j = 0; j < 4; j++)
                 P4[j] = j < cnt ? _mm256_dpbusd_epi32(
@@ -249,7 +261,7 @@ VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g,
             I = _mm512_zextsi128_si512(_mm_add_epi32(_mm256_castsi256_si128(h),
                                                      _mm256_extracti128_si256(h, 1)));
         } else {
-            heads = dwords16(b, bytes, cnt);
+            heads = heads16(type, b, bytes, cnt);
             __m512i P[8];
             for (int i = 0; i < 8; i++) {
                 if (2 * i >= cnt) { /* a constant cnt (row32_lanes' switch): no work here */
