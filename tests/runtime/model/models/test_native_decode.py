@@ -89,7 +89,7 @@ def test_qwen3_and_a_bfloat16_pool_take_the_layers_path(tmp_path, monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(logits, want_logits))
 
 
-def test_float32_weights_take_the_layers_path():
-    runner = ModelRunner(SMOLLM2, RunnerConfig(max_total_tokens=256))
-    greedy_generate(runner, PROMPTS[:1], 2)
+def test_float32_weights_take_the_layers_path(tiny_llama_path):
+    runner = ModelRunner(tiny_llama_path, RunnerConfig(max_total_tokens=256))
+    greedy_generate(runner, [[5, 17, 30]], 2)
     assert runner.model._native_step is False

@@ -108,7 +108,8 @@ class NativeDecodeStep:
         self.ropes: list[tuple[str, torch.Tensor, torch.Tensor]] = []  # (key, cos, sin)
         self.layers = [self._bind(layer, i == 0) for i, layer in enumerate(layers)]
         self.layer_ids = [layer.self_attn.layer_id for layer in layers]
-        self._pool_key: tuple[int, int] | None = None
+        self._pool: KVPool | None = None
+        self._pool_key = 0
         self._pool_args: list[tuple[int, int, int]] = []
 
     def _bind(self, layer: DecoderLayer, first: bool) -> _Layer:
@@ -158,8 +159,8 @@ class NativeDecodeStep:
 
     def _pool_ready(self, pool: KVPool) -> bool:
         """Binds the pool's per-layer pointers (once per pool): float32 contiguous only."""
-        key = (id(pool), pool.k_buffers[0].data_ptr())
-        if key == self._pool_key:
+        key = pool.k_buffers[0].data_ptr()
+        if pool is self._pool and key == self._pool_key:
             return True
         args = []
         for i in self.layer_ids:
@@ -168,7 +169,7 @@ class NativeDecodeStep:
                     and k.shape[2:] == (self.hkv, self.d)):
                 return False
             args.append((k.data_ptr(), v.data_ptr(), k.numel() // (self.hkv * self.d)))
-        self._pool_key, self._pool_args = key, args
+        self._pool, self._pool_key, self._pool_args = pool, key, args  # (held: no id reuse)
         return True
 
     def final_hidden(self, batch: ForwardBatch, x: torch.Tensor) -> torch.Tensor:
