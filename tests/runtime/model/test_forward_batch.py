@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.runtime.model.forward_batch import ForwardBatch, SeqSpec
+from radixlm.runtime.model.forward_batch import ContextLengthError, ForwardBatch, SeqSpec
 
 
 def _mixed_batch() -> ForwardBatch:
@@ -58,3 +58,31 @@ def test_a_decode_only_batch_has_the_general_paths_fields(lens: list[int], start
             assert got.dtype == value.dtype and torch.equal(got, value), name
         else:
             assert got == value, name
+
+
+@pytest.mark.parametrize("case,error,match", [
+    ("no request", ValueError, "at least one request"),
+    ("no new token", ValueError, "at least one new token"),
+    ("fewer slots than new tokens", ValueError, "at least the new tokens"),
+    ("past the context", ContextLengthError, "exceeds the model's context of 8"),
+    ("narrow table", ValueError, "slot table has 4 columns, needs 6"),
+    ("ids", ValueError, "expected 3 input ids, got 2"),
+    ("start", ValueError, "request 1: logits_start 2 outside"),
+])
+def test_from_table_rejects_what_it_cannot_run(case: str, error: type, match: str) -> None:
+    """The checks on Python lists (the usual path) still raise each error."""
+    args = {"seq_slots": torch.zeros(2, 16, dtype=torch.int64),
+            "seq_lens": torch.tensor([4, 6]), "ext_lens": torch.tensor([1, 2]),
+            "input_ids": [1, 2, 3], "logits_starts": torch.tensor([-1, 0])}
+    bad = {"no request": {"seq_lens": torch.tensor([], dtype=torch.int64),
+                          "ext_lens": torch.tensor([], dtype=torch.int64),
+                          "logits_starts": torch.tensor([], dtype=torch.int64), "input_ids": []},
+           "no new token": {"ext_lens": torch.tensor([0, 2]), "input_ids": [1, 2]},
+           "fewer slots than new tokens": {"seq_lens": torch.tensor([4, 1])},
+           "past the context": {"seq_lens": torch.tensor([4, 9])},
+           "narrow table": {"seq_slots": torch.zeros(2, 4, dtype=torch.int64)},
+           "ids": {"input_ids": [1, 2]},
+           "start": {"logits_starts": torch.tensor([-1, 2])}}
+    args.update(bad[case])
+    with pytest.raises(error, match=match):
+        ForwardBatch.from_table(**args, device=torch.device("cpu"), max_context=8)

@@ -14,6 +14,9 @@ operations). Arguments are checked once at construction; ``forward`` only checks
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch
 
 from .gguf_blocks import _TYPE_IDS, GGUFBlockLinear, _lib
@@ -70,3 +73,16 @@ class GGUFFusedBlocks:
         return y
 
     __call__ = forward
+
+    def bound(self, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+        """:meth:`forward` of ``x`` written into ``y`` (float32 contiguous ``[T, width]``) as
+        one bound native call: the same kernel on the same arguments, checked here once, for a
+        caller that reuses both buffers every step (they must outlive the call)."""
+        if (x.dtype != torch.float32 or x.ndim != 2 or x.shape[1] != self.cols
+                or not x.is_contiguous() or x.shape[0] < 1 or y.dtype != torch.float32
+                or y.shape != (x.shape[0], self.width) or not y.is_contiguous()):
+            raise ValueError(f"bound: expected float32 contiguous x [T >= 1, {self.cols}] and "
+                             f"y [T, {self.width}], got {tuple(x.shape)}, {tuple(y.shape)}")
+        table, count, cols = self._args
+        return partial(_lib.gemm_fused, table, count, cols, x.data_ptr(), x.shape[0],
+                       y.data_ptr(), self.width, self._dest_ptr, self._vnni, self.tiles)

@@ -26,6 +26,7 @@ log-sum-exp: no suffix gather, no padded SDPA, no merge pass.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 
 import torch
 
@@ -68,6 +69,23 @@ NATIVE_DECODE_MAX_KV = 2048
 def row_ops_available() -> bool:
     """True if the native module was built (it runs on any CPU)."""
     return _NATIVE is not None
+
+
+def native_module() -> ModuleType | None:
+    """The built ``row_ops`` module itself (its pointer entry points, which this module's
+    functions wrap), or ``None``: for a caller binding the same calls once over buffers it
+    keeps (``runtime/model/models/native_decode.py``)."""
+    return _NATIVE
+
+
+def decode_kernel(num_q_heads: int, num_kv_heads: int, head_dim: int) -> Callable[..., None]:
+    """The native decode-attention entry point :func:`decode_attention` calls for these
+    heads: the AVX-512 one for head sizes 64 / 128 where it runs, else ``row_ops``' (both
+    take ``row_ops.decode_attention``'s arguments). Needs the native module."""
+    if (AVX512_DECODE and head_dim in AVX512_HEAD_DIMS
+            and num_q_heads // num_kv_heads <= AVX512_MAX_GROUP):
+        return _AVX512.decode_attention
+    return _NATIVE.decode_attention
 
 
 def _plain(t: torch.Tensor) -> bool:
@@ -248,12 +266,10 @@ def _native_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     merged into ``out``'s prior part when ``prior_lse`` (a pointer to [B, Hq]) is not 0."""
     b, hq, d = q.shape
     hkv = k_cache.shape[2]
-    kernel = _NATIVE.decode_attention
-    if AVX512_DECODE and d in AVX512_HEAD_DIMS and hq // hkv <= AVX512_MAX_GROUP:
-        kernel = _AVX512.decode_attention
-    kernel(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), k_cache.numel() // (hkv * d),
-           indptr.data_ptr(), indices.data_ptr(), indices.shape[0], out.data_ptr(), b, hq, hkv,
-           d, sliding_window, prior_lse, float(sm_scale), float(logit_cap))
+    decode_kernel(hq, hkv, d)(
+        q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), k_cache.numel() // (hkv * d),
+        indptr.data_ptr(), indices.data_ptr(), indices.shape[0], out.data_ptr(), b, hq, hkv, d,
+        sliding_window, prior_lse, float(sm_scale), float(logit_cap))
 
 
 def _decode_args_plain(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

@@ -242,6 +242,9 @@ class DecoderForCausalLM(nn.Module):
         self.head: nn.Module | None = None  # set by replace_linears
         # Tensor parallelism: vocabulary slices -> full logits (parallel/layers.py)
         self.gather_logits: nn.Module | None = None
+        # the one-token step as bound native calls (native_decode.py): None until the first
+        # forward after the projections are in place, False where the layers do not allow it
+        self._native_step: object = None
 
     def replace_linears(
         self, build: Callable[[str, torch.Tensor, torch.Tensor | None], nn.Module]
@@ -253,6 +256,7 @@ class DecoderForCausalLM(nn.Module):
             lin = getattr(owner, attr)
             if isinstance(lin, nn.Linear):
                 setattr(owner, attr, build(name, lin.weight, lin.bias))
+        self._native_step = None
         if self.head is None:
             weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
             self.head = build("lm_head", weight, None)
@@ -270,6 +274,7 @@ class DecoderForCausalLM(nn.Module):
             self.lm_head = None
         if "embed_tokens" in modules:
             self.embed_tokens = modules["embed_tokens"]
+        self._native_step = None
 
     def _projections(self) -> list[tuple[str, nn.Module, str]]:
         """``(name, owner, attribute)`` of every layer's projections, in model order."""
@@ -284,11 +289,17 @@ class DecoderForCausalLM(nn.Module):
     def forward(self, batch: ForwardBatch, pool: KVPool) -> torch.Tensor:
         """Logits (float32) ``[len(batch.logits_rows), vocab]``."""
         x = self.embed(batch.input_ids)  # [T, hidden]
-        residual: torch.Tensor | None = None
-        for layer in self.layers:
-            x, residual = layer.forward(x, residual, batch, pool)
-        rows = batch.logits_rows
-        h = self.final_norm(x[rows].contiguous(), residual[rows].contiguous())
+        step = self._native_step
+        if step is None:
+            step = self._native_step = self._build_native_step()
+        if step and step.takes(batch, pool, x):  # one token: the same calls, bound
+            h = step.final_hidden(batch, x)
+        else:
+            residual: torch.Tensor | None = None
+            for layer in self.layers:
+                x, residual = layer.forward(x, residual, batch, pool)
+            rows = batch.logits_rows
+            h = self.final_norm(x[rows].contiguous(), residual[rows].contiguous())
         if self.head is not None:
             logits = self.head(h)
         else:
@@ -297,6 +308,17 @@ class DecoderForCausalLM(nn.Module):
         if self.gather_logits is not None:
             logits = self.gather_logits(logits)
         return self.finish_logits(logits).float()
+
+    def _build_native_step(self) -> object:
+        """:class:`~.native_decode.NativeDecodeStep` over the layers, or False where it does
+        not reproduce them (or the final norm is overridden)."""
+        from .native_decode import NativeDecodeStep, supported
+
+        if (type(self).final_norm is not DecoderForCausalLM.final_norm
+                or not supported(list(self.layers)) or self.norm.dtype != torch.float32
+                or not self.norm.is_contiguous() or self.norm.device.type != "cpu"):
+            return False
+        return NativeDecodeStep(list(self.layers), self.norm, self.config.rms_norm_eps)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """The first layer's input ``[T, hidden]`` for token ids ``[T]``."""
