@@ -17,7 +17,7 @@ from dataclasses import replace
 from ..reference.extend_attention import extend_attention_with
 from ..reference.ops import TORCH_OPS
 from . import row_ops
-from .avx512_attention import causal_prefill_attention
+from .avx512_attention import causal_prefill_by_slot
 
 NATIVE_OPS = replace(
     TORCH_OPS,
@@ -32,5 +32,5 @@ NATIVE_OPS = replace(
     gelu_tanh_mul=row_ops.gelu_tanh_mul,
     qk_norm_rotary=row_ops.qk_norm_rotary,
     # a request's own causal keys on the AVX-512 flash kernel (the rest: torch's path)
-    extend_attention=extend_attention_with(causal_prefill_attention),
+    extend_attention=extend_attention_with(causal_prefill_by_slot),
 )
