@@ -12,13 +12,16 @@
  * Numbers: rotary and the store are bit-identical to the torch references (the same
  * roundings in the same order: each product rounded, then the sum; contraction into FMA is
  * prevented by computing each product in its own statement, and -std=c11 turns GCC's
- * contraction off). RMSNorm sums its squares in another order than torch (8 float32 lanes)
- * and attention uses libm's expf and its own summation order: ~1e-7 relative. SiLU's e^x is
- * a polynomial of its own (exp_vec: ~1 ulp, vectorized), torch's is SLEEF's: ~1e-7; the
- * tanh-GELU runs on the same e^x (~1e-7 relative to torch's tanh).
+ * contraction off). RMSNorm sums its squares in another order than torch (8 float32 lanes;
+ * four rows' sums side by side, each in that order) and attention uses libm's expf and its
+ * own summation order: ~1e-7 relative. SiLU's e^x is a polynomial of its own (exp_vec: ~1
+ * ulp, vectorized), torch's is SLEEF's: ~1e-7; the tanh-GELU runs on the same e^x (~1e-7
+ * relative to torch's tanh). On AVX-512 the two activations take row_ops_avx512.h's FMA
+ * loops instead (~1e-7 from these).
  *
- * Plain C (the loops are written for the compiler to vectorize on the baseline ISA), so it
- * runs on any CPU; no -march, no run-time check. Tensors arrive as data pointers (Python
+ * Plain C (the loops are written for the compiler to vectorize on the baseline ISA, and
+ * compiled once more for AVX2 and AVX-512 where they are arithmetic: WIDE), so it runs on
+ * any CPU; no -march; one run-time check, the activations' AVX-512. Tensors arrive as data pointers (Python
  * ints) from radixlm.kernels.cpu.row_ops, which owns the checks of shapes and dtypes; the
  * calls are METH_FASTCALL because at these sizes argument parsing is a visible part. */
 #include "radixlm_native.h"
@@ -45,22 +48,74 @@ static inline float dot(const float *a, const float *b, idx_t n) {
     return total;
 }
 
-/* o = src * inv * weight with inv = 1 / sqrt(mean(src^2) + eps): one row of n */
-static inline void norm_row(const float *src, const float *weight, float *o, idx_t n,
-                            float eps) {
-    float mean = dot(src, src, n) / (float)n;
-    float inv = 1.0f / sqrtf(mean + eps);
+/* 1 / sqrt(mean + eps) of a row's sum of squares over n: the RMSNorm's factor */
+static inline float inv_rms(float sumsq, idx_t n, float eps) {
+    float mean = sumsq / (float)n;
+    return 1.0f / sqrtf(mean + eps);
+}
+
+/* o = src * inv * weight: one row of n */
+static inline void scale_row(const float *src, const float *weight, float *o, idx_t n,
+                             float inv) {
     for (idx_t i = 0; i < n; i++) {
         float scaled = src[i] * inv;
         o[i] = scaled * weight[i];
     }
 }
 
+/* o = src * inv * weight with inv = 1 / sqrt(mean(src^2) + eps): one row of n */
+static inline void norm_row(const float *src, const float *weight, float *o, idx_t n,
+                            float eps) {
+    scale_row(src, weight, o, n, inv_rms(dot(src, src, n), n, eps));
+}
+
+/* LANES floats as one vector value (GCC / Clang vector extension: one ymm, or two xmm on
+ * the baseline), loaded unaligned; its arithmetic is the lanes' own, in the same order */
+typedef float lanes_t __attribute__((vector_size(LANES * sizeof(float))));
+#define LOAD_LANES(v, p) memcpy(&(v), (p), sizeof(lanes_t))
+
+/* sums[r] = dot(a[r], a[r], n) for 4 rows, bit-identical to it (each row's lanes and order),
+ * the rows' addition chains interleaved: one row's chain is latency-bound (an add per 8
+ * floats waits on the last), four run in the time of one. */
+static inline void sumsq4(const float *const a[4], idx_t n, float sums[4]) {
+    lanes_t acc[4] = {{0}};
+    idx_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int r = 0; r < 4; r++) {
+            lanes_t v;
+            LOAD_LANES(v, a[r] + i);
+            acc[r] += v * v;
+        }
+    for (int r = 0; r < 4; r++) {
+        for (idx_t k = i; k < n; k++) acc[r][0] += a[r][k] * a[r][k];
+        float total = 0.0f;
+        for (int j = 0; j < LANES; j++) total += acc[r][j];
+        sums[r] = total;
+    }
+}
+
 /* summed = x + residual (residual NULL: summed is x itself); out = norm_row(summed), per row
- * of n. */
-static void add_rms_norm(const float *x, const float *residual, const float *weight, float *out,
-                         float *summed, idx_t rows, idx_t n, float eps) {
-    for (idx_t r = 0; r < rows; r++) {
+ * of n, four rows at a time (sumsq4). */
+WIDE static void add_rms_norm(const float *x, const float *residual, const float *weight,
+                              float *out, float *summed, idx_t rows, idx_t n, float eps) {
+    idx_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        const float *src[4];
+        for (int i = 0; i < 4; i++) {
+            src[i] = x + (r + i) * n;
+            if (residual) {
+                float *s = summed + (r + i) * n;
+                const float *res = residual + (r + i) * n;
+                for (idx_t c = 0; c < n; c++) s[c] = src[i][c] + res[c];
+                src[i] = s;
+            }
+        }
+        float sums[4];
+        sumsq4(src, n, sums);
+        for (int i = 0; i < 4; i++)
+            scale_row(src[i], weight, out + (r + i) * n, n, inv_rms(sums[i], n, eps));
+    }
+    for (; r < rows; r++) {
         const float *src = x + r * n;
         if (residual) {
             float *s = summed + r * n;
@@ -91,7 +146,7 @@ static inline void rotate_head(const float *v, const float *c, const float *s, f
 
 /* out[t, h] = rotate_head(x[t, h]) by row t of cos2 / sin2 [T, dim]. x's tokens are `stride`
  * floats apart (a view of the fused QKV rows), its heads contiguous; out is contiguous. */
-static void rotary_rows(const float *x, idx_t stride, const float *cos2, const float *sin2,
+WIDE static void rotary_rows(const float *x, idx_t stride, const float *cos2, const float *sin2,
                         float *out, idx_t tokens, idx_t heads, idx_t dim) {
     for (idx_t t = 0; t < tokens; t++)
         for (idx_t h = 0; h < heads; h++)
@@ -103,14 +158,31 @@ static void rotary_rows(const float *x, idx_t stride, const float *cos2, const f
  * = rotate_head(norm_row(x[t, h], wq or wk)), the same arithmetic as add_rms_norm's rows then
  * rotary_rows (bit-identical), with no [T, Hq + Hkv, D] in between: the normalized head
  * stays in `tmp` (dim floats). x as rotary_rows' (a view of the fused QKV rows). */
-static void qk_norm_rotary(const float *x, idx_t stride, const float *wq, const float *wk,
-                           const float *cos2, const float *sin2, float *q_out, float *k_out,
-                           idx_t tokens, idx_t hq, idx_t hkv, idx_t dim, float eps, float *tmp) {
+WIDE static void qk_norm_rotary(const float *x, idx_t stride, const float *wq,
+                                const float *wk, const float *cos2, const float *sin2,
+                                float *q_out, float *k_out, idx_t tokens, idx_t hq, idx_t hkv,
+                                idx_t dim, float eps, float *tmp) {
+    const idx_t heads = hq + hkv;
     for (idx_t t = 0; t < tokens; t++)
-        for (idx_t h = 0; h < hq + hkv; h++) {
-            norm_row(x + t * stride + h * dim, h < hq ? wq : wk, tmp, dim, eps);
-            float *o = h < hq ? q_out + (t * hq + h) * dim : k_out + (t * hkv + h - hq) * dim;
-            rotate_head(tmp, cos2 + t * dim, sin2 + t * dim, o, dim);
+        for (idx_t h0 = 0; h0 < heads; h0 += 4) {
+            float inv[4];
+            if (h0 + 4 <= heads) { /* four heads' sums of squares together (sumsq4) */
+                const float *src[4];
+                for (int i = 0; i < 4; i++) src[i] = x + t * stride + (h0 + i) * dim;
+                float sums[4];
+                sumsq4(src, dim, sums);
+                for (int i = 0; i < 4; i++) inv[i] = inv_rms(sums[i], dim, eps);
+            } else {
+                for (idx_t h = h0; h < heads; h++) {
+                    const float *src = x + t * stride + h * dim;
+                    inv[h - h0] = inv_rms(dot(src, src, dim), dim, eps);
+                }
+            }
+            for (idx_t h = h0; h < heads && h < h0 + 4; h++) {
+                scale_row(x + t * stride + h * dim, h < hq ? wq : wk, tmp, dim, inv[h - h0]);
+                float *o = h < hq ? q_out + (t * hq + h) * dim : k_out + (t * hkv + h - hq) * dim;
+                rotate_head(tmp, cos2 + t * dim, sin2 + t * dim, o, dim);
+            }
         }
 }
 
@@ -268,9 +340,26 @@ static int act_mul_args(PyObject *const *args, Py_ssize_t nargs, const char *nam
     return 1;
 }
 
+#if HAVE_X86
+#include "row_ops_avx512.h"
+
+/* 1 where the activations take row_ops_avx512.h's loops (this CPU has AVX-512 F) */
+static int act_avx512(void) {
+    static int has = -1;
+    if (has < 0) has = CPU_HAS("avx512f") ? 1 : 0;
+    return has;
+}
+#endif
+
 static PyObject *py_silu_mul(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[4];
     if (!act_mul_args(args, nargs, "silu_mul", a)) return NULL;
+#if HAVE_X86
+    if (act_avx512()) {
+        silu_mul_avx512(PTR(a[0]), PTR(a[1]), a[2], a[3]);
+        Py_RETURN_NONE;
+    }
+#endif
     silu_mul(PTR(a[0]), PTR(a[1]), a[2], a[3]);
     Py_RETURN_NONE;
 }
@@ -279,6 +368,12 @@ static PyObject *py_gelu_tanh_mul(PyObject *UNUSED self, PyObject *const *args,
                                   Py_ssize_t nargs) {
     long long a[4];
     if (!act_mul_args(args, nargs, "gelu_tanh_mul", a)) return NULL;
+#if HAVE_X86
+    if (act_avx512()) {
+        gelu_tanh_mul_avx512(PTR(a[0]), PTR(a[1]), a[2], a[3]);
+        Py_RETURN_NONE;
+    }
+#endif
     gelu_tanh_mul(PTR(a[0]), PTR(a[1]), a[2], a[3]);
     Py_RETURN_NONE;
 }
