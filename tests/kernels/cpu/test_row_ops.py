@@ -128,6 +128,22 @@ def test_store_kv_is_bit_identical_and_refuses_a_slot_outside(gen: torch.Generat
     assert torch.equal(pool_k, before), "nothing is written when a slot is refused"
 
 
+def test_store_kv_reads_strided_rows_in_place(gen: torch.Generator) -> None:
+    """k and v as views of wider token rows (v's slice of a fused QKV projection, one token
+    too) store what their contiguous copies would."""
+    for tokens in (1, 4):
+        qkv = _randn(tokens, 5 * 2 * 16, gen=gen)
+        k = qkv[:, 3 * 2 * 16:4 * 2 * 16].view(tokens, 2, 16)
+        v = qkv[:, 4 * 2 * 16:].view(tokens, 2, 16)
+        assert not v.is_contiguous() or tokens == 1
+        pool_k, pool_v = torch.zeros(3, 4, 2, 16), torch.zeros(3, 4, 2, 16)
+        ref_k, ref_v = pool_k.clone(), pool_v.clone()
+        slots = torch.tensor([9, 2, 11, 0])[:tokens]
+        store_kv_ref(ref_k, ref_v, slots, k.contiguous(), v.contiguous())
+        cpu_row_ops.store_kv(pool_k, pool_v, slots, k, v)
+        assert torch.equal(pool_k, ref_k) and torch.equal(pool_v, ref_v)
+
+
 def _decode_case(lens: list[int], q_heads: int, kv_heads: int, dim: int,
                  gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     pages, page = 9, 16

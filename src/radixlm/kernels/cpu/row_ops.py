@@ -176,18 +176,28 @@ def _act_mul(kernel: Callable[..., None], x: torch.Tensor) -> torch.Tensor:
 
 def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
              k: torch.Tensor, v: torch.Tensor) -> None:
-    """:func:`store_kv_ref` (``cache[slots[i]] = new[i]``) in one native call."""
-    if not (_NATIVE is not None and _plain(k_cache) and _plain(v_cache) and _plain(k)
-            and _plain(v) and type(slots) is torch.Tensor and slots.dtype == _I64
+    """:func:`store_kv_ref` (``cache[slots[i]] = new[i]``) in one native call; k and v may
+    be token rows of a wider tensor (v's view of the fused QKV rows: no copy first)."""
+    if not (_NATIVE is not None and _plain(k_cache) and _plain(v_cache) and _token_rows(k)
+            and _token_rows(v) and type(slots) is torch.Tensor and slots.dtype == _I64
             and slots.is_cpu and slots.is_contiguous() and slots.dim() == 1
-            and k_cache.dim() == 4 and v_cache.shape == k_cache.shape and k.dim() == 3
+            and k_cache.dim() == 4 and v_cache.shape == k_cache.shape
             and k.shape == v.shape and k.shape[0] == slots.shape[0] and k.numel() > 0
             and k.shape[1:] == k_cache.shape[2:]):
         store_kv_ref(k_cache, v_cache, slots, k, v)
         return
     row = k_cache.shape[2] * k_cache.shape[3]
     _NATIVE.store_kv(k_cache.data_ptr(), v_cache.data_ptr(), k_cache.numel() // max(row, 1),
-                     slots.data_ptr(), k.data_ptr(), v.data_ptr(), k.shape[0], row)
+                     slots.data_ptr(), k.data_ptr(), v.data_ptr(), k.shape[0], row,
+                     *(t.stride(0) if t.shape[0] > 1 else row for t in (k, v)))
+
+
+def _token_rows(t: torch.Tensor) -> bool:
+    """float32 CPU ``[T, H, D]`` whose rows are contiguous ``H * D`` floats, ``stride(0)``
+    apart (a contiguous tensor, or a slice of wider rows)."""
+    return (isinstance(t, torch.Tensor) and t.dtype is _F32 and t.is_cpu and t.dim() == 3
+            and t.stride(2) == 1 and t.stride(1) == t.shape[2]
+            and (t.shape[0] <= 1 or t.stride(0) >= t.shape[1] * t.shape[2]))
 
 
 def plan_decode(slots: torch.Tensor, lens: torch.Tensor, page_size: int = 1,

@@ -399,12 +399,17 @@ static PyObject *py_qk_norm_rotary(PyObject *UNUSED self, PyObject *const *args,
     Py_RETURN_NONE;
 }
 
-/* store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row): pool[slots[t]] = new[t],
- * rows of `row` floats; a slot outside [0, num_slots) raises IndexError before any write. */
+/* store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row[, k_stride, v_stride]):
+ * pool[slots[t]] = new[t], rows of `row` floats, new token t at k + t * k_stride (default
+ * `row`: contiguous; a wider stride reads the rows in place, as v's in the fused QKV
+ * projection); a slot outside [0, num_slots) raises IndexError before any write. */
 static PyObject *py_store_kv(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
-    long long a[8];
-    if (!args_ok(nargs, 8, "store_kv") || !as_ints(args, 8, a)) return NULL;
-    if (!a[0] || !a[1] || !a[3] || !a[4] || !a[5] || a[6] < 0 || a[7] < 1) {
+    long long a[10];
+    if (nargs != 10 && !args_ok(nargs, 8, "store_kv")) return NULL;
+    if (!as_ints(args, nargs, a)) return NULL;
+    if (nargs == 8) a[8] = a[9] = a[7];
+    if (!a[0] || !a[1] || !a[3] || !a[4] || !a[5] || a[6] < 0 || a[7] < 1 || a[8] < a[7] ||
+        a[9] < a[7]) {
         PyErr_SetString(PyExc_ValueError, "store_kv: null pointer or bad size");
         return NULL;
     }
@@ -417,8 +422,8 @@ static PyObject *py_store_kv(PyObject *UNUSED self, PyObject *const *args, Py_ss
         }
     size_t bytes = (size_t)a[7] * sizeof(float);
     for (long long t = 0; t < a[6]; t++) {
-        memcpy((float *)PTR(a[0]) + slots[t] * a[7], (const float *)PTR(a[4]) + t * a[7], bytes);
-        memcpy((float *)PTR(a[1]) + slots[t] * a[7], (const float *)PTR(a[5]) + t * a[7], bytes);
+        memcpy((float *)PTR(a[0]) + slots[t] * a[7], (const float *)PTR(a[4]) + t * a[8], bytes);
+        memcpy((float *)PTR(a[1]) + slots[t] * a[7], (const float *)PTR(a[5]) + t * a[9], bytes);
     }
     Py_RETURN_NONE;
 }
@@ -481,8 +486,10 @@ static PyMethodDef METHODS[] = {
      "gelu_tanh_mul(x, out, tokens, inter) -> None\n\n"
      "out = gelu_tanh(x[:, :inter]) * x[:, inter:]; x float32 [T, 2 * inter], out [T, inter]."},
     {"store_kv", (PyCFunction)(void (*)(void))py_store_kv, METH_FASTCALL,
-     "store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row) -> None\n\n"
-     "pool[slots[t]] = new[t] for rows of `row` float32; slots int64 [tokens]."},
+     "store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row[, k_stride, v_stride])\n"
+     "-> None\n\n"
+     "pool[slots[t]] = new[t] for rows of `row` float32 (new token t at k + t * k_stride,\n"
+     "default row); slots int64 [tokens]."},
     {"decode_attention", (PyCFunction)(void (*)(void))py_decode_attention, METH_FASTCALL,
      "decode_attention(q, k_pool, v_pool, num_slots, indptr, indices, num_indices, out,\n"
      "batch, hq, hkv, dim, window, prior_lse, sm_scale, logit_cap) -> None\n\n"

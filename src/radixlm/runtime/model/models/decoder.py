@@ -65,8 +65,8 @@ class DecoderAttention(nn.Module):
         t = x.shape[0]
         qkv = self.qkv_proj.forward(x)  # [T, (Hq + 2 Hkv) * D]
         q, k = self._rotated_qk(qkv, batch)
+        # a view of the projection's rows: the store reads them in place
         v = qkv[:, self.q_size + self.kv_size:].reshape(t, self.num_kv_heads, self.head_dim)
-        v = v.contiguous()
         k_cache, v_cache = pool.k_buffers[self.layer_id], pool.v_buffers[self.layer_id]
         kv_dtype = k_cache.dtype  # narrower than q's with --kv-cache-dtype bfloat16
         ops.store_kv(k_cache, v_cache, batch.out_cache_loc, k.to(kv_dtype).contiguous(),
