@@ -49,6 +49,19 @@ def test_norms_match_the_references(rows: int, hidden: int, gen: torch.Generator
     torch.testing.assert_close(out, ref_out, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize(("rows", "hidden"), [(1, 1), (3, 7), (4, 640), (9, 1023), (17, 64)])
+def test_norm_add_rms_norm_is_the_two_native_norms(rows: int, hidden: int,
+                                                   gen: torch.Generator) -> None:
+    """Gemma 3's norm, residual add and norm in one call: bit-identical to rms_norm then
+    fused_add_rms_norm (rows past a multiple of four too)."""
+    x, res = _randn(rows, hidden, gen=gen), _randn(rows, hidden, gen=gen)
+    w1, w2 = _randn(hidden, gen=gen), _randn(hidden, gen=gen)
+    out, summed = cpu_row_ops.norm_add_rms_norm(x, w1, res, w2, 1e-6)
+    want_out, want_summed = cpu_row_ops.fused_add_rms_norm(cpu_row_ops.rms_norm(x, w1, 1e-6),
+                                                           res, w2, 1e-6)
+    assert torch.equal(summed, want_summed) and torch.equal(out, want_out)
+
+
 @pytest.mark.parametrize(("rows", "inter"), [(1, 1), (1, 1536), (3, 7), (5, 77), (2, 4099)])
 def test_silu_mul_matches_the_reference(rows: int, inter: int, gen: torch.Generator) -> None:
     """Against torch's silu in float64 the C polynomial is as close as torch's own SLEEF; the

@@ -24,6 +24,7 @@ NATIVE_OPS = replace(
     name="native",
     rms_norm=row_ops.rms_norm,
     fused_add_rms_norm=row_ops.fused_add_rms_norm,
+    norm_add_rms_norm=row_ops.norm_add_rms_norm,
     store_kv=row_ops.store_kv,
     plan_decode=row_ops.plan_decode,
     decode_attention=row_ops.decode_attention,

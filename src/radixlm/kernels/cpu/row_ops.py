@@ -103,6 +103,22 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     return out, summed
 
 
+def norm_add_rms_norm(x: torch.Tensor, pre_weight: torch.Tensor, residual: torch.Tensor,
+                      weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``fused_add_rms_norm(rms_norm(x, pre_weight), residual, weight)`` (Gemma 3's
+    post-attention norm, residual add and pre-MLP norm) in one native call on float32 rows,
+    bit-identical to those two calls: one pass and one call instead of two."""
+    if not (_norm_args_plain(x, weight) and _plain(pre_weight)
+            and pre_weight.shape == weight.shape and _plain(residual)
+            and residual.shape == x.shape):
+        return fused_add_rms_norm(rms_norm(x, pre_weight, eps), residual, weight, eps)
+    out, summed = torch.empty_like(x), torch.empty_like(x)
+    _NATIVE.norm_add_rms_norm(x.data_ptr(), pre_weight.data_ptr(), residual.data_ptr(),
+                              weight.data_ptr(), out.data_ptr(), summed.data_ptr(), x.shape[0],
+                              x.shape[1], eps)
+    return out, summed
+
+
 def rotary_rows(qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """:func:`rotary_rows_ref` in one native call; ``qk`` [T, H, D] may be a view of
     the fused QKV rows (tokens strided, heads contiguous)."""

@@ -133,10 +133,10 @@ def _extend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 
 def _groups(qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor
             ) -> list[CascadeGroup]:
+    if kv_indptr.shape[0] < 3 or kv_indices.numel() == 0:  # one request: nothing to share
+        return []
     kv_lens = (kv_indptr[1:] - kv_indptr[:-1]).long()
     q_lens = (qo_indptr[1:] - qo_indptr[:-1]).long()
-    if kv_lens.numel() < 2 or kv_indices.numel() == 0:
-        return []
     pos = torch.arange(int(kv_lens.max()), device=kv_indptr.device)
     flat = (kv_indptr[:-1, None].long() + pos[None, :]).clamp(max=kv_indices.numel() - 1)
     return shared_prefix_groups(kv_indices.long()[flat], kv_lens, kv_lens - q_lens)

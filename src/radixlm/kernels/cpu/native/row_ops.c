@@ -36,96 +36,7 @@
 #define WIDE
 #endif
 
-/* sum_i a[i] * b[i] in LANES partial sums */
-static inline float dot(const float *a, const float *b, idx_t n) {
-    float acc[LANES] = {0};
-    idx_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) acc[j] += a[i + j] * b[i + j];
-    for (; i < n; i++) acc[0] += a[i] * b[i];
-    float total = 0.0f;
-    for (int j = 0; j < LANES; j++) total += acc[j];
-    return total;
-}
-
-/* 1 / sqrt(mean + eps) of a row's sum of squares over n: the RMSNorm's factor */
-static inline float inv_rms(float sumsq, idx_t n, float eps) {
-    float mean = sumsq / (float)n;
-    return 1.0f / sqrtf(mean + eps);
-}
-
-/* o = src * inv * weight: one row of n */
-static inline void scale_row(const float *src, const float *weight, float *o, idx_t n,
-                             float inv) {
-    for (idx_t i = 0; i < n; i++) {
-        float scaled = src[i] * inv;
-        o[i] = scaled * weight[i];
-    }
-}
-
-/* o = src * inv * weight with inv = 1 / sqrt(mean(src^2) + eps): one row of n */
-static inline void norm_row(const float *src, const float *weight, float *o, idx_t n,
-                            float eps) {
-    scale_row(src, weight, o, n, inv_rms(dot(src, src, n), n, eps));
-}
-
-/* LANES floats as one vector value (GCC / Clang vector extension: one ymm, or two xmm on
- * the baseline), loaded unaligned; its arithmetic is the lanes' own, in the same order */
-typedef float lanes_t __attribute__((vector_size(LANES * sizeof(float))));
-#define LOAD_LANES(v, p) memcpy(&(v), (p), sizeof(lanes_t))
-
-/* sums[r] = dot(a[r], a[r], n) for 4 rows, bit-identical to it (each row's lanes and order),
- * the rows' addition chains interleaved: one row's chain is latency-bound (an add per 8
- * floats waits on the last), four run in the time of one. */
-static inline void sumsq4(const float *const a[4], idx_t n, float sums[4]) {
-    lanes_t acc[4] = {{0}};
-    idx_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int r = 0; r < 4; r++) {
-            lanes_t v;
-            LOAD_LANES(v, a[r] + i);
-            acc[r] += v * v;
-        }
-    for (int r = 0; r < 4; r++) {
-        for (idx_t k = i; k < n; k++) acc[r][0] += a[r][k] * a[r][k];
-        float total = 0.0f;
-        for (int j = 0; j < LANES; j++) total += acc[r][j];
-        sums[r] = total;
-    }
-}
-
-/* summed = x + residual (residual NULL: summed is x itself); out = norm_row(summed), per row
- * of n, four rows at a time (sumsq4). */
-WIDE static void add_rms_norm(const float *x, const float *residual, const float *weight,
-                              float *out, float *summed, idx_t rows, idx_t n, float eps) {
-    idx_t r = 0;
-    for (; r + 4 <= rows; r += 4) {
-        const float *src[4];
-        for (int i = 0; i < 4; i++) {
-            src[i] = x + (r + i) * n;
-            if (residual) {
-                float *s = summed + (r + i) * n;
-                const float *res = residual + (r + i) * n;
-                for (idx_t c = 0; c < n; c++) s[c] = src[i][c] + res[c];
-                src[i] = s;
-            }
-        }
-        float sums[4];
-        sumsq4(src, n, sums);
-        for (int i = 0; i < 4; i++)
-            scale_row(src[i], weight, out + (r + i) * n, n, inv_rms(sums[i], n, eps));
-    }
-    for (; r < rows; r++) {
-        const float *src = x + r * n;
-        if (residual) {
-            float *s = summed + r * n;
-            const float *res = residual + r * n;
-            for (idx_t i = 0; i < n; i++) s[i] = src[i] + res[i];
-            src = s;
-        }
-        norm_row(src, weight, out + r * n, n, eps);
-    }
-}
+#include "row_ops_norms.h" /* dot, the RMSNorm rows, add_rms_norm */
 
 /* o = v * c + swap(v) * s for one head of dim, swap exchanging its halves: rotary_rows_ref's
  * roundings (two products, then their sum). */
@@ -317,6 +228,22 @@ static PyObject *py_add_rms_norm(PyObject *UNUSED self, PyObject *const *args, P
     Py_RETURN_NONE;
 }
 
+/* norm_add_rms_norm(x, w1, residual, w2, out, summed, rows, n, eps) */
+static PyObject *py_norm_add_rms_norm(PyObject *UNUSED self, PyObject *const *args,
+                                      Py_ssize_t nargs) {
+    long long a[8];
+    if (!args_ok(nargs, 9, "norm_add_rms_norm") || !as_ints(args, 8, a)) return NULL;
+    double eps = PyFloat_AsDouble(args[8]);
+    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    if (!a[0] || !a[1] || !a[2] || !a[3] || !a[4] || !a[5] || a[6] < 0 || a[7] < 1) {
+        PyErr_SetString(PyExc_ValueError, "norm_add_rms_norm: null pointer or bad size");
+        return NULL;
+    }
+    norm_add_rms_norm(PTR(a[0]), PTR(a[1]), PTR(a[2]), PTR(a[3]), PTR(a[4]), PTR(a[5]), a[6],
+                      a[7], (float)eps);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_rotary_rows(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[8];
     if (!args_ok(nargs, 8, "rotary_rows") || !as_ints(args, 8, a)) return NULL;
@@ -470,6 +397,10 @@ static PyMethodDef METHODS[] = {
      "add_rms_norm(x, residual, weight, out, summed, rows, n, eps) -> None\n\n"
      "summed = x + residual (residual 0: none, summed unused), out = RMSNorm(summed) * weight;\n"
      "float32 [rows, n] contiguous, weight [n]."},
+    {"norm_add_rms_norm", (PyCFunction)(void (*)(void))py_norm_add_rms_norm, METH_FASTCALL,
+     "norm_add_rms_norm(x, w1, residual, w2, out, summed, rows, n, eps) -> None\n\n"
+     "summed = RMSNorm(x) * w1 + residual, out = RMSNorm(summed) * w2 (Gemma 3's sandwich);\n"
+     "float32 [rows, n] contiguous, w1 / w2 [n]."},
     {"rotary_rows", (PyCFunction)(void (*)(void))py_rotary_rows, METH_FASTCALL,
      "rotary_rows(x, stride, cos2, sin2, out, tokens, heads, dim) -> None\n\n"
      "out = x * cos2 + swap_halves(x) * sin2; x [T, H, D] (tokens `stride` floats apart),\n"
