@@ -65,36 +65,48 @@ WIDE static void rotary_rows(const float *x, idx_t stride, const float *cos2, co
                         out + (t * heads + h) * dim, dim);
 }
 
+/* o = rotate_head(scale_row(v, w, inv)) for one head of dim, in one pass (each element's
+ * normalized value computed where the rotation reads it: the same roundings as the two
+ * loops through a buffer, no buffer) */
+static inline void norm_rotate_head(const float *restrict v, const float *restrict w, float inv,
+                                    const float *restrict c, const float *restrict s,
+                                    float *restrict o, idx_t dim) {
+    idx_t half = dim / 2;
+    for (idx_t i = 0; i < half; i++) {
+        float lo_scaled = v[i] * inv, hi_scaled = v[i + half] * inv;
+        float lo = lo_scaled * w[i], hi = hi_scaled * w[i + half];
+        float a = lo * c[i], b = hi * s[i];
+        float a2 = hi * c[i + half], b2 = lo * s[i + half];
+        o[i] = a + b;
+        o[i + half] = a2 + b2;
+    }
+}
+
 /* Qwen3 / Gemma 3's QK-norm then rotary, per head: q_out[t, h] (h < hq) and k_out[t, h - hq]
  * = rotate_head(norm_row(x[t, h], wq or wk)), the same arithmetic as add_rms_norm's rows then
- * rotary_rows (bit-identical), with no [T, Hq + Hkv, D] in between: the normalized head
- * stays in `tmp` (dim floats). x as rotary_rows' (a view of the fused QKV rows). */
+ * rotary_rows (bit-identical), with no [T, Hq + Hkv, D] in between. The T * (Hq + Hkv) head
+ * rows go four at a time (sumsq4) whatever their token. x as rotary_rows' (a view of the
+ * fused QKV rows). */
 WIDE static void qk_norm_rotary(const float *x, idx_t stride, const float *wq,
                                 const float *wk, const float *cos2, const float *sin2,
                                 float *q_out, float *k_out, idx_t tokens, idx_t hq, idx_t hkv,
-                                idx_t dim, float eps, float *tmp) {
-    const idx_t heads = hq + hkv;
-    for (idx_t t = 0; t < tokens; t++)
-        for (idx_t h0 = 0; h0 < heads; h0 += 4) {
-            float inv[4];
-            if (h0 + 4 <= heads) { /* four heads' sums of squares together (sumsq4) */
-                const float *src[4];
-                for (int i = 0; i < 4; i++) src[i] = x + t * stride + (h0 + i) * dim;
-                float sums[4];
-                sumsq4(src, dim, sums);
-                for (int i = 0; i < 4; i++) inv[i] = inv_rms(sums[i], dim, eps);
-            } else {
-                for (idx_t h = h0; h < heads; h++) {
-                    const float *src = x + t * stride + h * dim;
-                    inv[h - h0] = inv_rms(dot(src, src, dim), dim, eps);
-                }
-            }
-            for (idx_t h = h0; h < heads && h < h0 + 4; h++) {
-                scale_row(x + t * stride + h * dim, h < hq ? wq : wk, tmp, dim, inv[h - h0]);
-                float *o = h < hq ? q_out + (t * hq + h) * dim : k_out + (t * hkv + h - hq) * dim;
-                rotate_head(tmp, cos2 + t * dim, sin2 + t * dim, o, dim);
-            }
+                                idx_t dim, float eps) {
+    const idx_t heads = hq + hkv, rows = tokens * heads;
+    for (idx_t r0 = 0; r0 < rows; r0 += 4) {
+        const float *src[4];
+        for (int i = 0; i < 4; i++) { /* past the last row: the first again (discarded) */
+            const idx_t r = r0 + i < rows ? r0 + i : r0;
+            src[i] = x + (r / heads) * stride + (r % heads) * dim;
         }
+        float sums[4];
+        sumsq4(src, dim, sums);
+        for (idx_t r = r0; r < rows && r < r0 + 4; r++) {
+            const idx_t t = r / heads, h = r % heads;
+            float *o = h < hq ? q_out + (t * hq + h) * dim : k_out + (t * hkv + h - hq) * dim;
+            norm_rotate_head(src[r - r0], h < hq ? wq : wk, inv_rms(sums[r - r0], dim, eps),
+                             cos2 + t * dim, sin2 + t * dim, o, dim);
+        }
+    }
 }
 
 /* e^x for the SiLU, written so that the compiler vectorizes it (libm's expf is a call per
@@ -318,11 +330,8 @@ static PyObject *py_qk_norm_rotary(PyObject *UNUSED self, PyObject *const *args,
         PyErr_SetString(PyExc_ValueError, "qk_norm_rotary: null pointer or bad size");
         return NULL;
     }
-    float *tmp = malloc((size_t)dim * sizeof(float));
-    if (!tmp) return PyErr_NoMemory();
     qk_norm_rotary(PTR(a[0]), a[1], PTR(a[2]), PTR(a[3]), PTR(a[4]), PTR(a[5]), PTR(a[6]),
-                   PTR(a[7]), tokens, hq, hkv, dim, (float)eps, tmp);
-    free(tmp);
+                   PTR(a[7]), tokens, hq, hkv, dim, (float)eps);
     Py_RETURN_NONE;
 }
 
