@@ -202,10 +202,10 @@ def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
             and k.shape[1:] == k_cache.shape[2:]):
         store_kv_ref(k_cache, v_cache, slots, k, v)
         return
-    row = k_cache.shape[2] * k_cache.shape[3]
+    row, tokens = k_cache.shape[2] * k_cache.shape[3], k.shape[0]
     _NATIVE.store_kv(k_cache.data_ptr(), v_cache.data_ptr(), k_cache.numel() // max(row, 1),
-                     slots.data_ptr(), k.data_ptr(), v.data_ptr(), k.shape[0], row,
-                     *(t.stride(0) if t.shape[0] > 1 else row for t in (k, v)))
+                     slots.data_ptr(), k.data_ptr(), v.data_ptr(), tokens, row,
+                     k.stride(0) if tokens > 1 else row, v.stride(0) if tokens > 1 else row)
 
 
 def _token_rows(t: torch.Tensor) -> bool:
