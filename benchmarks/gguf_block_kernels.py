@@ -5,7 +5,7 @@ thread, median thread CPU time of ``--reps`` calls (ms; CPU time, so other proce
 shared machine do not count):
 
 * ``blocks``: :class:`GGUFBlockLinear` on the raw blocks (VNNI, the default tiles' order:
-  above 1 row the tiled kernel, passes of 32 rows; at 1 row the lanes kernel);
+  above 1 row the tiled kernel, passes of 128 rows; at 1 row the lanes kernel);
 * ``passes8`` (above 8 rows): the same in passes of 8 rows over W for every type
   (``tiles=False``, the kernel before the tiles), and ``passes8/blocks``, its time over
   ``blocks``' (side by side in one run: the ratio is what to compare on a shared machine);

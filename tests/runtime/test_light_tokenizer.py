@@ -17,6 +17,7 @@ from transformers import AutoTokenizer
 from radixlm.default_model import GEMMA3_PIP, gemma3_gguf_path, smollm2_gguf_path
 from radixlm.fsm.tokens.vocabulary import tokenizer_token_bytes
 from radixlm.runtime.light_tokenizer import LightTokenizer, load_hf_tokenizer, load_light_tokenizer
+from radixlm.runtime.tokenizer_json_merges import with_legacy_merges
 from radixlm.runtime.wire.detokenizer import IncrementalDetokenizer
 from radixlm.runtime.wire.messages import DetokParams, FinishLength, ReqOut
 
@@ -206,3 +207,31 @@ def test_gemma3_loads_through_transformers() -> None:
     assert load_light_tokenizer(folder) is None
     tokenizer = load_hf_tokenizer(folder)
     assert type(tokenizer).__name__ == type(AutoTokenizer.from_pretrained(folder)).__name__
+
+
+def test_merges_parsed_as_legacy_strings(folder: Path) -> None:
+    """The merges reach ``tokenizers`` as ``"a b"`` strings (its parse peaks lower so), in
+    their order; the tokenizer is the file's own (test_same_backend_ids_and_text)."""
+    data = (folder / "tokenizer.json").read_bytes()
+    pairs = json.loads(data)["model"]["merges"]
+    legacy = json.loads(with_legacy_merges(data))
+    assert legacy["model"]["merges"] == [" ".join(pair) for pair in pairs]
+    assert {k: v for k, v in legacy.items() if k != "model"} == \
+        {k: v for k, v in json.loads(data).items() if k != "model"}
+
+
+def test_merges_with_a_space_stay_pairs(tiny_llama_path: Path, tmp_path: Path) -> None:
+    """A token holding a space cannot be a legacy string: the file is parsed as it is, also
+    where the merges are not the last key (found by parsing)."""
+    data = json.loads((tiny_llama_path / "tokenizer.json").read_text())
+    model = data["model"]
+    model["vocab"]["a b"] = len(model["vocab"])
+    model["merges"].append(["a b", "a b"])
+    raw = json.dumps(data).encode()
+    assert with_legacy_merges(raw) is raw
+    data["model"] = {"merges": model.pop("merges"), **model}  # merges first, vocab last
+    raw = json.dumps(data).encode()
+    assert with_legacy_merges(raw) is raw
+    data["model"]["merges"] = []
+    raw = json.dumps(data).encode()
+    assert with_legacy_merges(raw) is raw

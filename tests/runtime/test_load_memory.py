@@ -1,9 +1,14 @@
 """What a server process gives back after loading: the tokenizer's Python build tables (the
-Rust tokenizer still encodes and decodes the same) and the C heap's free pages."""
+Rust tokenizer still encodes and decodes the same) and the C heap's free pages; its threads
+share one malloc arena."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+
+import pytest
 
 from radixlm.runtime.load_memory import (
     LoadSteps,
@@ -55,3 +60,33 @@ def test_heap_release_and_rss_steps():
         return
     line = steps.describe()
     assert line.startswith("RSS ") and "peak" in line and "(after start " in line
+
+
+# a thread that allocates: glibc gives it an arena of its own unless they are limited;
+# malloc_stats() lists the arenas ("Arena N:") on stderr
+ARENA_PROBE = """
+import ctypes, sys, threading
+from radixlm.runtime.load_memory import limit_malloc_arenas
+if sys.argv[1] == "limit":
+    assert limit_malloc_arenas()
+def work():
+    blocks = [bytearray(100_000) for _ in range(20)]
+threads = [threading.Thread(target=work) for _ in range(3)]
+for t in threads: t.start()
+for t in threads: t.join()
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_stats")
+def test_threads_share_one_arena_when_limited():
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    stats = {mode: subprocess.run([sys.executable, "-c", ARENA_PROBE, mode], env=env, text=True,
+                                  capture_output=True, check=True).stderr
+             for mode in ("limit", "default")}
+    assert "Arena 0:" in stats["limit"] and "Arena 1:" not in stats["limit"]
+    assert "Arena 1:" in stats["default"]  # the probe does make a thread arena otherwise
+    kept = subprocess.run([sys.executable, "-c", "from radixlm.runtime.load_memory import "
+                           "limit_malloc_arenas as f; print(f())"], text=True,
+                          capture_output=True, check=True, env={**env, "MALLOC_ARENA_MAX": "4"})
+    assert kept.stdout.strip() == "False"  # the user's setting stands

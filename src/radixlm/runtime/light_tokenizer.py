@@ -228,10 +228,12 @@ def load_light_tokenizer(path: str | Path, decode_only: bool = False) -> LightTo
         return None  # an AddedToken dict, named extras: transformers' own handling
     from tokenizers import Tokenizer
 
-    if decode_only:  # bytes, not str: a byte-level vocabulary's text is 2 bytes a character
-        backend = Tokenizer.from_buffer(_without_merges(backend_file.read_bytes()))
-    else:
-        backend = Tokenizer.from_file(str(backend_file))
+    from .tokenizer_json_merges import with_legacy_merges, without_merges
+
+    # bytes, not str: a byte-level vocabulary's text is 2 bytes a character; the merges in
+    # the form whose parse peaks lowest (tokenizer_json_merges.py), the same tokenizer
+    rewrite = without_merges if decode_only else with_legacy_merges
+    backend = Tokenizer.from_buffer(rewrite(backend_file.read_bytes()))
     added = {t.content for t in backend.get_added_tokens_decoder().values() if t.special}
     if backend.post_processor is None or backend.truncation is not None or \
             backend.padding is not None or backend.get_vocab_size() > MAX_PLAIN_VOCAB or \
@@ -241,24 +243,6 @@ def load_light_tokenizer(path: str | Path, decode_only: bool = False) -> LightTo
     template = (template_file.read_text(encoding="utf-8") if template_file.is_file()
                 else config.get("chat_template"))
     return LightTokenizer(str(path), backend, special, extra, template)
-
-
-def _without_merges(data: bytes) -> bytes:
-    """``tokenizer.json`` with the BPE model's merges list emptied (the only array-valued
-    ``"merges"`` key of the format; a vocabulary entry ``"merges"`` has a number)."""
-    at = max(data.rfind(b'"merges":['), data.rfind(b'"merges": ['))
-    if at < 0:
-        return data
-    start = data.index(b"[", at)
-    last = data.rfind(b"]")
-    if last > start and not data[last + 1:].strip().strip(b"}").strip():
-        end = last + 1  # the model's last key (as tokenizers writes it): no parse needed
-    else:
-        text = data.decode("utf-8")
-        start = text.index("[", text.rfind('"merges"'))
-        _, end_char = json.JSONDecoder().raw_decode(text, start)
-        return (text[:start] + "[]" + text[end_char:]).encode("utf-8")
-    return data[:start] + b"[]" + data[end:]
 
 
 def load_hf_tokenizer(path: str | Path) -> Any:

@@ -13,6 +13,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from radixlm.runtime.load_memory import rss_mib
 from radixlm.runtime.memory.kv_manager import KVManager, ReqKV
 from radixlm.runtime.memory.page_allocator import PageAllocator, pages_of
 
@@ -37,6 +38,21 @@ def conserved(kv: KVManager) -> bool:
     own = sum(len(r.own_pages) for r in kv.live.values())
     tree = len(kv.cache.pages()) if kv.cache is not None else 0
     return kv.allocator.num_free_pages + tree + own == kv.allocator.num_pages
+
+
+def test_the_slot_table_is_zero_and_takes_memory_only_where_written():
+    """256 rows x 8k positions of int64 (16 MiB): resident only in the pages requests wrote,
+    and read as zero elsewhere, as ``torch.zeros`` would."""
+    if rss_mib() is None:
+        pytest.skip("no /proc: RSS unknown")
+    before = rss_mib()[0]
+    kv = KVManager(PageAllocator(64, 1), 256, 8192)
+    assert kv.table.shape == (256, 8192) and not kv.table[-1].any()
+    r = kv.begin(list(range(40)), "", max_reuse=0)
+    slots = kv.reserve(r, 40)
+    assert rss_mib()[0] - before < 8
+    assert kv.table[r.row, :40].tolist() == slots.tolist()
+    assert kv.table.count_nonzero() == slots.count_nonzero()
 
 
 @pytest.mark.parametrize("page_size", [1, 4])

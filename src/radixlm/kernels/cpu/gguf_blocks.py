@@ -18,7 +18,7 @@ W.T`` is computed by the native module without decoding W to memory:
   else (module not built) the torch reference :func:`~..reference.gguf_blocks.gguf_linear_ref`;
   ``path=`` forces one (tests); ``"tiled"`` is the alternative prefill below;
 * **rows**: on VNNI with ``tiles=True`` (the default, :data:`TILES_DEFAULT`) more than one
-  row runs the tiled kernel (``native/gguf_blocks_tiles.h``): passes of 32 rows, each block
+  row runs the tiled kernel (``native/gguf_blocks_tiles.h``): passes of 128 rows, each block
   decoded once per pass, a lane per sub-block (block) so about half the work per row; one
   row (decode) runs ``native/gguf_blocks_lanes.h``, the same float32 operations in the same
   lanes and order (the lane sums by reducing the dot products instead of transposing the

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .kv_pool import zeroed_buffers
 from .page_allocator import KVPoolExhaustedError, PageAllocator, pages_of
 from .radix_cache import RadixCache, TreeNode
 
@@ -47,8 +48,11 @@ class KVManager:
         self.allocator = allocator
         self.page_size = allocator.page_size
         self.cache = RadixCache(allocator, self.page_size) if enable_cache else None
-        # [max_rows, max_context] request -> pool slot of each token position
-        self.table = torch.zeros(max_rows, max_context, dtype=torch.int64)
+        # [max_rows, max_context] request -> pool slot of each token position; zero pages
+        # until written (kv_pool.zeroed_buffers: 256 rows x 8k positions are 16 MiB, of which
+        # the running requests' rows touch a few pages), rows taken lowest first
+        self.table = zeroed_buffers((max_rows, max_context), 1, torch.int64,
+                                    torch.device("cpu"))[0]
         self._free_rows = list(range(max_rows - 1, -1, -1))
         self.live: dict[int, ReqKV] = {}  # row -> state
 

@@ -22,7 +22,12 @@ import zmq
 
 from ... import env
 from ..gc_policy import GcPauseStats, freeze_startup_heap
-from ..load_memory import LoadSteps, load_server_tokenizer, release_freed_heap
+from ..load_memory import (
+    LoadSteps,
+    limit_malloc_arenas,
+    load_server_tokenizer,
+    release_freed_heap,
+)
 from ..scheduling.request import RequestError
 from ..server_args import ServerArgs
 from . import ipc
@@ -65,6 +70,7 @@ def _load(args: ServerArgs, steps: LoadSteps):  # noqa: ANN202 - (Scheduler, inf
 def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints,
                           ready: Connection) -> None:
     """Process entry point (spawned by the engine launcher)."""
+    limit_malloc_arenas()  # before any thread starts (the watchdog, sockets, grammar worker)
     ipc.die_with_parent()
     logging.basicConfig(level=env.log_level(), format="%(asctime)s scheduler %(message)s")
     steps = LoadSteps()

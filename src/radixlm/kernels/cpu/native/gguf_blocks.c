@@ -1,5 +1,5 @@
 /* y = x @ W.T straight on a GGUF matrix's raw blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
-   Q6_K): by default the tiled kernel of gguf_blocks_tiles.h (passes of 32 rows) and, at
+   Q6_K): by default the tiled kernel of gguf_blocks_tiles.h (passes of 128 rows) and, at
    one row, gguf_blocks_lanes.h in its order; on request (tiled=False) the streaming one
    here, 1..8 activation rows per pass over the weight.
 
@@ -192,64 +192,7 @@ VNNI INLINE void row32(const uint8_t *row, idx_t k, int type, const Prep *p, int
     for (int m = 0; m < M; m++) out[m] = hsum(_mm256_add_ps(acc[m], acc2[m]));
 }
 
-/* Q4_K/Q5_K: scale_min_k4 four bytes at a time: the 8 sub-blocks' scales (returned) and
-   mins (*mn) as int32 lanes, lane j sub-block j's */
-VNNI INLINE __m256i scales_mins_k4(const uint8_t *b, __m256i *mn) {
-    uint32_t w[3];
-    memcpy(w, b + 4, 12);
-    const __m128i sm = _mm_setr_epi32(
-        (int)(w[0] & 0x3f3f3f3f), (int)((w[2] & 0x0f0f0f0f) | ((w[0] >> 2) & 0x30303030)),
-        (int)(w[1] & 0x3f3f3f3f), (int)(((w[2] >> 4) & 0x0f0f0f0f) | ((w[1] >> 2) & 0x30303030)));
-    *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8));
-    return _mm256_cvtepu8_epi32(sm);
-}
-
-/* A K-quant super-block's 8 code vectors u[t] (elements 32t..32t+31) and each vector's
-   int32 scale lanes sc[t] (an int16 scale in the low half, 0 in the high one, for
-   vpdpwssd); Q4_K/Q5_K: mins mn (lane j: sub-block j's); Q6_K: scn[2], -32 sc per 16. */
-VNNI INLINE void codes256(int type, const uint8_t *b, __m256i *u, __m256i *sc, __m256i *mn,
-                          __m256i *scn) {
-    const __m256i f = _mm256_set1_epi8(15);
-    if (type == Q6_K) {
-        const __m512i s = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 192)));
-        const __m512i low16 = _mm512_set1_epi32(0xffff), s16 = _mm512_and_si512(s, low16);
-        const __m512i neg = _mm512_and_si512(
-            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 5)), low16);
-        scn[0] = _mm512_castsi512_si256(neg);
-        scn[1] = _mm512_extracti64x4_epi64(neg, 1);
-        const __m256i h30 = _mm256_set1_epi8(0x30);
-        for (int h = 0; h < 2; h++) {
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
-            const __m256i hb[4] = {_mm256_slli_epi16(qh, 4), _mm256_slli_epi16(qh, 2), qh,
-                                   _mm256_srli_epi16(qh, 2)}; /* bits 2t, 2t+1 -> 4, 5 */
-            for (int t = 0; t < 4; t++) {
-                const __m256i l = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (t & 1)));
-                const __m256i lo = _mm256_and_si256(t < 2 ? l : _mm256_srli_epi16(l, 4), f);
-                u[4 * h + t] = _mm256_or_si256(lo, _mm256_and_si256(hb[t], h30));
-                const int lo_s = 8 * h + 2 * t; /* lanes 0-3: scale lo_s, 4-7: lo_s + 1 */
-                sc[4 * h + t] = _mm512_castsi512_si256(_mm512_permutexvar_epi32(
-                    _mm512_setr_epi32(lo_s, lo_s, lo_s, lo_s, lo_s + 1, lo_s + 1, lo_s + 1,
-                                      lo_s + 1, 0, 0, 0, 0, 0, 0, 0, 0), s16));
-            }
-        }
-        return;
-    }
-    int32_t s[8];
-    _mm256_storeu_si256((__m256i *)s, scales_mins_k4(b, mn));
-    const uint8_t *qs = b + (type == Q5_K ? 48 : 16);
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
-    for (int j = 0; j < 8; j++) {
-        const __m256i l = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
-        u[j] = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(l, 4) : l, f);
-        if (type == Q5_K) { /* bit j of each qh byte to bit 4 (16-bit shifts: the 0x10 mask
-                               keeps only each byte's own bit), or'ed in: one vpternlog */
-            const __m256i bit = j <= 4 ? _mm256_slli_epi16(qh, 4 - j)
-                                       : _mm256_srli_epi16(qh, j - 4);
-            u[j] = _mm256_ternarylogic_epi32(bit, _mm256_set1_epi8(16), u[j], 0xEA);
-        }
-        sc[j] = _mm256_set1_epi32(s[j]); /* in [0, 63]: the high int16 is 0 */
-    }
-}
+#include "gguf_blocks_codes256.h" /* the K-quants' codes, scales and mins */
 
 /* One output row of a K-quant for M activation rows -> out[m]: per super-block an exact
    int32 sum I = sum_t sc_t (u_t . X_t) (- 32 sum_s sc_s S_s for Q6_K), then d dx I
@@ -381,7 +324,7 @@ static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), G
                                                GEMM_ROW(Q8_0), GEMM_ROW(Q4_K), GEMM_ROW(Q5_K),
                                                GEMM_ROW(Q6_K)};
 
-#include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 32 rows */
+#include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 128 rows */
 #include "gguf_blocks_lanes.h" /* the tiles' float order for one row */
 
 /* -- Python entry points ------------------------------------------------------------- */
@@ -397,7 +340,7 @@ static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, P
 }
 
 /* y [rows, n] from prepared activations: passes of up to 8 rows over W (the streaming
-   kernel), or with `tiled` (VNNI) the tiled kernel for 2+ rows (passes of up to 32, each
+   kernel), or with `tiled` (VNNI) the tiled kernel for 2+ rows (passes of up to 128, each
    block decoded once per pass) and the lanes kernel for 1 (or, the tiles' memory short,
    for each row in turn): the same order either way */
 static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
@@ -407,7 +350,7 @@ static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int 
     Prep t = {0};
     if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: lanes */
     const int lanes = vnni && tiled && !tiles; /* the tiles' order, a row at a time */
-    const int pass = tiles || !vnni ? TILE_ROWS : lanes ? 1 : MAX_ROWS;
+    const int pass = tiles ? tile_pass(type, k) : !vnni ? TILE_ROWS : lanes ? 1 : MAX_ROWS;
     for (idx_t m0 = 0; m0 < rows;) {
         const int M = rows - m0 < pass ? (int)(rows - m0) : pass;
         Prep q = {p->X + m0 * k, p->dx + m0 * (k / E), p->xs + m0 * (k / 32),

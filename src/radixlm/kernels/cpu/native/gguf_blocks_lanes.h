@@ -17,8 +17,8 @@
  * K-quants per super-block a += float(I_j sc_j) (d dx) (Q6_K: 16 lanes in lane_sub's order,
  * the low 8 in a, the high 8 in b), Q4_K/Q5_K b -= (mn_j dmin) (dx S_j); the 32-weight
  * types per group of 16 blocks acc += float(I_j) (A_j dx_j) (Q4_1: acc -= (-m_j) (dx S_j)),
- * the ragged last group first (a product, not a sum, on up to 8 blocks: the tiles' step32);
- * then a + b (acc's two halves) and hsum8's tree. */
+ * the ragged last group first (a product, not a sum, on up to 8 blocks: the tiles' step32
+ * or last4); then a + b (acc's two halves) and hsum8's tree. */
 #ifndef RADIXLM_GGUF_BLOCKS_LANES_H
 #define RADIXLM_GGUF_BLOCKS_LANES_H
 
@@ -153,7 +153,7 @@ VNNI INLINE __m512i codes32x2(int type, const uint8_t *b, int bytes) {
 
 /* Blocks 16 g .. 16 g + cnt - 1 (cnt <= 16) of R output rows (row, row + stride, ...) for
    the one activation row into acc[r] (first: the ragged last group, which sets acc as the
-   tiles' step32 does). R rows side by side: independent chains for the scheduler. */
+   tiles' step32 or last4 does). R rows side by side: independent chains for the scheduler. */
 VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g, int cnt,
                                int first, idx_t k, int type, const Prep *p, __m512 *acc) {
     const int bytes = BYTES[type];
@@ -217,7 +217,7 @@ VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g,
         if (OFFSET[type]) I = _mm512_add_epi32(I, start);
         const __m512 A = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads));
         const __m512 f = _mm512_cvtepi32_ps(I), scale = _mm512_mul_ps(A, dx);
-        if (first && cnt <= 8) /* the tiles' step32 on 8 or 4 lanes: a product */
+        if (first && cnt <= 8) /* the tiles' step32 on 8 lanes, last4 on 4: a product */
             acc[r] = _mm512_mul_ps(f, scale);
         else
             acc[r] = _mm512_fmadd_ps(f, scale, first ? _mm512_setzero_ps() : acc[r]);
