@@ -42,6 +42,10 @@ class KernelOps:
     :func:`~radixlm.kernels.reference.qk_norm_rotary.qk_norm_rotary_ref`; the same numbers
     as the set's ``rms_norm`` then ``rotary_rows``); the model takes those two where it is
     ``None``.
+
+    ``norm_add_rms_norm(x, pre_weight, residual, weight, eps)``, where a set offers it, is
+    Gemma 3's sandwich step ``fused_add_rms_norm(rms_norm(x, pre_weight), residual,
+    weight)`` in one call (the same numbers as those two of the set, on float32 rows).
     """
 
     name: str
@@ -57,3 +61,4 @@ class KernelOps:
     silu_mul: Callable[..., torch.Tensor] | None = None
     gelu_tanh_mul: Callable[..., torch.Tensor] | None = None
     qk_norm_rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
+    norm_add_rms_norm: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None

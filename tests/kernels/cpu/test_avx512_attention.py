@@ -204,3 +204,46 @@ def test_a_window_over_the_whole_request_takes_the_causal_kernel(
     assert len(calls) == 2
     NATIVE_OPS.extend_attention(*args, 129)
     assert len(calls) == 2, "a window shorter than the keys is torch's masked path"
+
+
+@pytest.mark.parametrize(("n", "first", "hq", "hkv", "dim"), [
+    (1, 0, 9, 3, 64), (70, 0, 9, 3, 64), (33, 40, 4, 1, 256), (130, 0, 4, 1, 256),
+    (50, 14, 6, 2, 128)])
+def test_causal_prefill_by_slot_reads_the_pool_in_place(n: int, first: int, hq: int, hkv: int,
+                                                        dim: int) -> None:
+    """The keys read from a paged pool through scattered slots (no gathered copy) and the rows
+    written into the caller's ``out``: the same as the kernel on the gathered keys, within
+    rounding of the float64 reference."""
+    gen = torch.Generator().manual_seed(n + first)
+    k_cache, v_cache = torch.randn(40, 8, hkv, dim, generator=gen), \
+        torch.randn(40, 8, hkv, dim, generator=gen)
+    slots = torch.randperm(320, generator=gen)[:first + n]
+    q = torch.randn(n, hq, dim, generator=gen)
+    out = torch.full((n + 2, hq, dim), 7.0)
+    got = native.causal_prefill_by_slot(q, k_cache, v_cache, slots, dim**-0.5, 0.0, first,
+                                        out[1:-1])
+    assert got is not None and got.data_ptr() == out[1].data_ptr()
+    assert bool((out[0] == 7).all()) and bool((out[-1] == 7).all()), "rows outside untouched"
+    k, v = (c.view(-1, hkv, dim)[slots].transpose(0, 1)[None] for c in (k_cache, v_cache))
+    assert torch.equal(got, native.causal_prefill_attention(q, k, v, dim**-0.5, 0.0, first))
+    atol = 2e-6 if dim <= 128 else 4e-6
+    torch.testing.assert_close(got, _causal_want(q, k, v, first, dim**-0.5).float(),
+                               rtol=1e-5, atol=atol)
+
+
+def test_causal_prefill_by_slot_checks_the_slots() -> None:
+    """A slot outside the pool raises before any work; what the kernel was not built for (an
+    int32 index, a logit cap, keys not ending at the last token) is None, nothing written."""
+    gen = torch.Generator().manual_seed(6)
+    k_cache, v_cache = torch.randn(4, 8, 1, 64, generator=gen), \
+        torch.randn(4, 8, 1, 64, generator=gen)
+    q, out = torch.randn(3, 2, 64, generator=gen), torch.zeros(3, 2, 64)
+    with pytest.raises(IndexError, match="outside the pool"):
+        native.causal_prefill_by_slot(q, k_cache, v_cache, torch.tensor([0, 1, 32]), 0.125,
+                                      0.0, 0, out)
+    for slots, cap, first in ((torch.tensor([0, 1, 2], dtype=torch.int32), 0.0, 0),
+                              (torch.tensor([0, 1, 2]), 30.0, 0),
+                              (torch.tensor([0, 1, 2, 3]), 0.0, 0)):
+        assert native.causal_prefill_by_slot(q, k_cache, v_cache, slots, 0.125, cap, first,
+                                             out) is None
+    assert not bool(out.any())

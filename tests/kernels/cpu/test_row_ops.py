@@ -49,6 +49,19 @@ def test_norms_match_the_references(rows: int, hidden: int, gen: torch.Generator
     torch.testing.assert_close(out, ref_out, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize(("rows", "hidden"), [(1, 1), (3, 7), (4, 640), (9, 1023), (17, 64)])
+def test_norm_add_rms_norm_is_the_two_native_norms(rows: int, hidden: int,
+                                                   gen: torch.Generator) -> None:
+    """Gemma 3's norm, residual add and norm in one call: bit-identical to rms_norm then
+    fused_add_rms_norm (rows past a multiple of four too)."""
+    x, res = _randn(rows, hidden, gen=gen), _randn(rows, hidden, gen=gen)
+    w1, w2 = _randn(hidden, gen=gen), _randn(hidden, gen=gen)
+    out, summed = cpu_row_ops.norm_add_rms_norm(x, w1, res, w2, 1e-6)
+    want_out, want_summed = cpu_row_ops.fused_add_rms_norm(cpu_row_ops.rms_norm(x, w1, 1e-6),
+                                                           res, w2, 1e-6)
+    assert torch.equal(summed, want_summed) and torch.equal(out, want_out)
+
+
 @pytest.mark.parametrize(("rows", "inter"), [(1, 1), (1, 1536), (3, 7), (5, 77), (2, 4099)])
 def test_silu_mul_matches_the_reference(rows: int, inter: int, gen: torch.Generator) -> None:
     """Against torch's silu in float64 the C polynomial is as close as torch's own SLEEF; the
@@ -126,6 +139,22 @@ def test_store_kv_is_bit_identical_and_refuses_a_slot_outside(gen: torch.Generat
     with pytest.raises(IndexError, match="slot 20 outside the pool of 20"):
         cpu_row_ops.store_kv(pool_k, pool_v, torch.tensor([1, 20, 2]), k, v)
     assert torch.equal(pool_k, before), "nothing is written when a slot is refused"
+
+
+def test_store_kv_reads_strided_rows_in_place(gen: torch.Generator) -> None:
+    """k and v as views of wider token rows (v's slice of a fused QKV projection, one token
+    too) store what their contiguous copies would."""
+    for tokens in (1, 4):
+        qkv = _randn(tokens, 5 * 2 * 16, gen=gen)
+        k = qkv[:, 3 * 2 * 16:4 * 2 * 16].view(tokens, 2, 16)
+        v = qkv[:, 4 * 2 * 16:].view(tokens, 2, 16)
+        assert not v.is_contiguous() or tokens == 1
+        pool_k, pool_v = torch.zeros(3, 4, 2, 16), torch.zeros(3, 4, 2, 16)
+        ref_k, ref_v = pool_k.clone(), pool_v.clone()
+        slots = torch.tensor([9, 2, 11, 0])[:tokens]
+        store_kv_ref(ref_k, ref_v, slots, k.contiguous(), v.contiguous())
+        cpu_row_ops.store_kv(pool_k, pool_v, slots, k, v)
+        assert torch.equal(pool_k, ref_k) and torch.equal(pool_v, ref_v)
 
 
 def _decode_case(lens: list[int], q_heads: int, kv_heads: int, dim: int,

@@ -17,13 +17,14 @@ from dataclasses import replace
 from ..reference.extend_attention import extend_attention_with
 from ..reference.ops import TORCH_OPS
 from . import row_ops
-from .avx512_attention import causal_prefill_attention
+from .avx512_attention import causal_prefill_by_slot
 
 NATIVE_OPS = replace(
     TORCH_OPS,
     name="native",
     rms_norm=row_ops.rms_norm,
     fused_add_rms_norm=row_ops.fused_add_rms_norm,
+    norm_add_rms_norm=row_ops.norm_add_rms_norm,
     store_kv=row_ops.store_kv,
     plan_decode=row_ops.plan_decode,
     decode_attention=row_ops.decode_attention,
@@ -32,5 +33,5 @@ NATIVE_OPS = replace(
     gelu_tanh_mul=row_ops.gelu_tanh_mul,
     qk_norm_rotary=row_ops.qk_norm_rotary,
     # a request's own causal keys on the AVX-512 flash kernel (the rest: torch's path)
-    extend_attention=extend_attention_with(causal_prefill_attention),
+    extend_attention=extend_attention_with(causal_prefill_by_slot),
 )

@@ -121,6 +121,22 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     return out, summed
 
 
+def norm_add_rms_norm(x: torch.Tensor, pre_weight: torch.Tensor, residual: torch.Tensor,
+                      weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``fused_add_rms_norm(rms_norm(x, pre_weight), residual, weight)`` (Gemma 3's
+    post-attention norm, residual add and pre-MLP norm) in one native call on float32 rows,
+    bit-identical to those two calls: one pass and one call instead of two."""
+    if not (_norm_args_plain(x, weight) and _plain(pre_weight)
+            and pre_weight.shape == weight.shape and _plain(residual)
+            and residual.shape == x.shape):
+        return fused_add_rms_norm(rms_norm(x, pre_weight, eps), residual, weight, eps)
+    out, summed = torch.empty_like(x), torch.empty_like(x)
+    _NATIVE.norm_add_rms_norm(x.data_ptr(), pre_weight.data_ptr(), residual.data_ptr(),
+                              weight.data_ptr(), out.data_ptr(), summed.data_ptr(), x.shape[0],
+                              x.shape[1], eps)
+    return out, summed
+
+
 def rotary_rows(qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """:func:`rotary_rows_ref` in one native call; ``qk`` [T, H, D] may be a view of
     the fused QKV rows (tokens strided, heads contiguous)."""
@@ -194,18 +210,28 @@ def _act_mul(kernel: Callable[..., None], x: torch.Tensor) -> torch.Tensor:
 
 def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
              k: torch.Tensor, v: torch.Tensor) -> None:
-    """:func:`store_kv_ref` (``cache[slots[i]] = new[i]``) in one native call."""
-    if not (_NATIVE is not None and _plain(k_cache) and _plain(v_cache) and _plain(k)
-            and _plain(v) and type(slots) is torch.Tensor and slots.dtype == _I64
+    """:func:`store_kv_ref` (``cache[slots[i]] = new[i]``) in one native call; k and v may
+    be token rows of a wider tensor (v's view of the fused QKV rows: no copy first)."""
+    if not (_NATIVE is not None and _plain(k_cache) and _plain(v_cache) and _token_rows(k)
+            and _token_rows(v) and type(slots) is torch.Tensor and slots.dtype == _I64
             and slots.is_cpu and slots.is_contiguous() and slots.dim() == 1
-            and k_cache.dim() == 4 and v_cache.shape == k_cache.shape and k.dim() == 3
+            and k_cache.dim() == 4 and v_cache.shape == k_cache.shape
             and k.shape == v.shape and k.shape[0] == slots.shape[0] and k.numel() > 0
             and k.shape[1:] == k_cache.shape[2:]):
         store_kv_ref(k_cache, v_cache, slots, k, v)
         return
-    row = k_cache.shape[2] * k_cache.shape[3]
+    row, tokens = k_cache.shape[2] * k_cache.shape[3], k.shape[0]
     _NATIVE.store_kv(k_cache.data_ptr(), v_cache.data_ptr(), k_cache.numel() // max(row, 1),
-                     slots.data_ptr(), k.data_ptr(), v.data_ptr(), k.shape[0], row)
+                     slots.data_ptr(), k.data_ptr(), v.data_ptr(), tokens, row,
+                     k.stride(0) if tokens > 1 else row, v.stride(0) if tokens > 1 else row)
+
+
+def _token_rows(t: torch.Tensor) -> bool:
+    """float32 CPU ``[T, H, D]`` whose rows are contiguous ``H * D`` floats, ``stride(0)``
+    apart (a contiguous tensor, or a slice of wider rows)."""
+    return (isinstance(t, torch.Tensor) and t.dtype is _F32 and t.is_cpu and t.dim() == 3
+            and t.stride(2) == 1 and t.stride(1) == t.shape[2]
+            and (t.shape[0] <= 1 or t.stride(0) >= t.shape[1] * t.shape[2]))
 
 
 def plan_decode(slots: torch.Tensor, lens: torch.Tensor, page_size: int = 1,

@@ -27,9 +27,9 @@ from .attention_common import (
 )
 from .checks import INDEX_DTYPES, check_tensor
 
-# a kernel for one request's new tokens over its own keys (see extend_attention_ref)
-CausalPart = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float, float, int],
-                      torch.Tensor | None]
+# a kernel for one request's new tokens over its own keys (see extend_attention_with)
+CausalPart = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float, float, int,
+                       torch.Tensor], torch.Tensor | None]
 GROUP_SCORE_BUDGET = 8 * 1024 * 1024  # max score elements per group matmul (memory bound)
 # A prefill chunk attends in blocks of this many query rows, each over the keys up to its last
 # query only: the causal mask's upper triangle is skipped but for within-block parts (a
@@ -84,11 +84,13 @@ def extend_attention_ref(
 
 
 def extend_attention_with(causal_part: CausalPart) -> Callable[..., torch.Tensor]:
-    """:func:`extend_attention_ref` (its signature) with ``causal_part(q_i [n, Hq, D], k, v
-    [1, Hkv, L, D], sm_scale, logit_cap, first)`` for each request's new tokens over its own
-    keys where it has no shared prefix and no window: ``[n, Hq, D]``, or ``None`` where the
-    kernel does not apply (then torch's blocks run). The native set passes
-    :func:`~radixlm.kernels.cpu.avx512_attention.causal_prefill_attention`."""
+    """:func:`extend_attention_ref` (its signature) with ``causal_part(q_i [n, Hq, D], k_cache,
+    v_cache, slots [L], sm_scale, logit_cap, first, out_i)`` for each request's new tokens
+    over its own keys (the pools read by ``slots``, key position order) where it has no shared
+    prefix and no window: it writes ``out_i`` (the request's rows of the result, ``[n, Hq,
+    D]``) and returns it, or returns ``None`` having written nothing where the kernel does not
+    apply (then torch's blocks run). The native set passes
+    :func:`~radixlm.kernels.cpu.avx512_attention.causal_prefill_by_slot`."""
 
     def extend_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                          qo_indptr: torch.Tensor, kv_indptr: torch.Tensor,
@@ -131,10 +133,10 @@ def _extend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 
 def _groups(qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor
             ) -> list[CascadeGroup]:
+    if kv_indptr.shape[0] < 3 or kv_indices.numel() == 0:  # one request: nothing to share
+        return []
     kv_lens = (kv_indptr[1:] - kv_indptr[:-1]).long()
     q_lens = (qo_indptr[1:] - qo_indptr[:-1]).long()
-    if kv_lens.numel() < 2 or kv_indices.numel() == 0:
-        return []
     pos = torch.arange(int(kv_lens.max()), device=kv_indptr.device)
     flat = (kv_indptr[:-1, None].long() + pos[None, :]).clamp(max=kv_indices.numel() - 1)
     return shared_prefix_groups(kv_indices.long()[flat], kv_lens, kv_lens - q_lens)
@@ -151,14 +153,14 @@ def _own_keys(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     n, kv_len = q_span[1] - q_span[0], kv_span[1] - kv_span[0]
     if sliding_window >= kv_len:  # the window reaches the first key: the plain causal mask
         sliding_window = 0  # (a prompt shorter than Gemma 3's local window takes causal_part)
-    slots = kv_indices[kv_span[0] + skip : kv_span[1]].long()
-    k, v = (rows.transpose(0, 1).unsqueeze(0) for rows in _pool_rows(k_cache, v_cache, slots))
+    slots = kv_indices[kv_span[0] + skip : kv_span[1]]
     qi = q[q_span[0] : q_span[1]]
-    if not skip and sliding_window <= 0 and causal_part is not None:
-        part = causal_part(qi, k, v, sm_scale, logit_cap, kv_len - n)
-        if part is not None:
-            out[q_span[0] : q_span[1]] = part
-            return
+    if not skip and sliding_window <= 0 and causal_part is not None and causal_part(
+            qi, k_cache, v_cache, slots, sm_scale, logit_cap, kv_len - n,
+            out[q_span[0] : q_span[1]]) is not None:
+        return  # the kernel read the pools by slot and wrote the rows in place
+    k, v = (rows.transpose(0, 1).unsqueeze(0)
+            for rows in _pool_rows(k_cache, v_cache, slots.long()))
     mask = causal_mask(n, kv_len, sliding_window, q.device)[..., skip:]  # [1, 1, n, L - skip]
     if not skip:
         for start in range(0, n, CAUSAL_ROW_BLOCK):

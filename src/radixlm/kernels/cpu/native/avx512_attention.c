@@ -1,25 +1,33 @@
 /* Attention kernels on AVX-512, float32: one C file for the family (they share e^x).
  *
- * 1. prefix_attention: many query rows over one shared run of keys (a group's shared prefix
- *    in the cascade decode: every question's query heads of one KV head against the
- *    document's keys), as flash attention: the keys in blocks of 64, a running max and sum
- *    per row, the scores never leave the core's registers and a 1 KiB row buffer.
+ * 1. prefix_attention: many query rows over one run of keys, as flash attention (the keys
+ *    in blocks of 64, a running max and sum per row, the scores never leave the core's
+ *    registers and a 1 KiB row buffer): a group's shared prefix in the cascade decode (every
+ *    question's query heads of one KV head against the document's keys), and a prefill's
+ *    causal part (each row's keys cut at its own position).
  * 2. decode_attention: each request's query heads over its own keys, read from the paged
- *    pool by slot (a decode step), one KV head's group of query heads at a time (below).
+ *    pool by slot (a decode step), one KV head's group of query heads at a time
+ *    (avx512_attention_decode.h).
  *
  * Why: torch's fused CPU kernel ran this shape (3 KV heads x 96 rows x 1,552 keys x 64) at
  * ~80 GFLOP/s, 1.45 ms a layer, ~45% of a 32-question decode step of shared-prefix RAG. Here
  * both products are register-blocked for 6 rows x 64 keys (scores) and 6 rows x 64 dims
  * (values): 24 accumulators, 4 vector loads and 6 broadcasts per 24 FMAs, with each block of
- * keys transposed once for all rows.
+ * keys transposed once for all rows. It runs near the core's FMA rate, so the causal case
+ * saves work instead: a row block skips the key blocks past its last row and, on the
+ * diagonal, computes only the chunks of 16 keys its rows see (Gemma 3's 128-token prefill,
+ * 4 x 128 rows of 256 over <= 128 keys: 0.54 -> 0.39 ms a layer, ~1.5x -> ~1.1x the
+ * causal triangle's multiply-adds). The rows go in chunks of 48 KiB (L2 with their keys).
  *
  * Numbers: scores q.k summed over the head dimension in order with FMAs, then scaled; e^x
  * is a degree-7 polynomial after range reduction (exp512, ~2 ulp); the sums of each row
  * run over blocks of 64 keys. The result differs from the float32 matmul reference by
  * rounding (~1e-6 relative, tested).
  *
- * Shapes (1): q [Hkv, R, D] contiguous; key j of head h at k + j * row_stride + h * head_stride
- * (a view of the paged pool [L, Hkv, D]), v alike; out [Hkv, R, D] normalized over these
+ * Shapes (1): rows as row_layout says: q [Hkv, R, D] (the cascade's), or a prefill's own
+ * [n, Hq, D] read and written in place; key j of head h at k + j * row_stride + h *
+ * head_stride (a view of the paged pool [L, Hkv, D]) or at k + slots[j] * row_stride + h *
+ * head_stride (the pool read by slot, no gathered copy), v alike; out normalized over these
  * keys and lse [Hkv, R] their log-sum-exp (no key: out 0, lse -inf). D is 64, 128 or 256
  * (Gemma 3); decode_attention takes 64 or 128.
  * radixlm.kernels.cpu.avx512_attention checks shapes and dtypes and falls back to torch. */
@@ -29,26 +37,7 @@
 
 #if HAVE_X86
 #define TARGET __attribute__((target("avx512f")))
-
-/* e^x: n = round(x log2 e), r = x - n ln 2 (two-part constant), Taylor to r^7 on
- * |r| <= ln2 / 2 (truncation < 1e-8 relative), scaled by 2^n. Inputs clamped to float's
- * range; callers mask the lanes that must be exactly 0. */
-INLINE TARGET __m512 exp512(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.72283f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
+#include "avx512_exp.h"
 
 /* A 16 x 16 tile in registers transposed: r[i] lane c becomes r[c] lane i (unpacks within
  * 128-bit lanes, then 4 x 4 blocks of lanes across registers: 64 shuffles for 256 floats). */
@@ -75,41 +64,57 @@ INLINE TARGET void transpose16(__m512 r[16]) {
     }
 }
 
-/* kt [D][KB] = the block's nk key rows (row_stride floats apart) transposed, zero past nk:
- * 16 x 16 tiles through registers. The scalar loop it replaces was ~23% of the kernel's time
- * (3 heads x 96 rows x 1,552 keys: 1.31 -> 1.12 ms); not inlined: inlined into one_head, the
- * tiles' 48 registers' pressure made it slower than the scalar loop (1.65 ms). */
-static TARGET __attribute__((noinline)) void transpose_block(const float *k, idx_t row_stride,
-                                                             int nk, int d, float *kt) {
-    for (int j0 = 0; j0 < KB; j0 += 16)
+/* Where key (or value) row j of a head lies: by slot in the paged pool (slots given: the
+ * head's base + slots[j] * stride) or in a strided view (base + j * stride). */
+INLINE const float *kv_row(const float *base, const int64_t *slots, idx_t stride, idx_t j) {
+    return base + (slots ? slots[j] : j) * stride;
+}
+
+/* kt [D][KB] = key rows j0 .. j0 + nk - 1 transposed, zero past nk: 16 x 16 tiles through
+ * registers, each load prefetching the row 16 keys on (below `ahead`: the keys come from
+ * the pool, which the weights' stream has evicted). Not inlined: inlined into the row
+ * loop, the tiles' 48 registers' pressure made it slower than a scalar loop. */
+static TARGET __attribute__((noinline)) void transpose_block(const float *k,
+                                                             const int64_t *slots,
+                                                             idx_t stride, idx_t j0, int nk,
+                                                             idx_t ahead, int d, float *kt) {
+    for (int t0 = 0; t0 < KB; t0 += 16)
         for (int d0 = 0; d0 < d; d0 += 16) {
             __m512 r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = j0 + i < nk ? _mm512_loadu_ps(k + (j0 + i) * row_stride + d0)
+            for (int i = 0; i < 16; i++) {
+                const idx_t j = j0 + t0 + i;
+                r[i] = t0 + i < nk ? _mm512_loadu_ps(kv_row(k, slots, stride, j) + d0)
                                    : _mm512_setzero_ps();
+                if (j + 16 < ahead)
+                    _mm_prefetch((const char *)(kv_row(k, slots, stride, j + 16) + d0),
+                                 _MM_HINT_T0);
+            }
             transpose16(r);
-            for (int c = 0; c < 16; c++) _mm512_storeu_ps(kt + (d0 + c) * KB + j0, r[c]);
+            for (int c = 0; c < 16; c++) _mm512_storeu_ps(kt + (d0 + c) * KB + t0, r[c]);
         }
 }
 
-/* One block of keys for RB rows (padded: the caller's buffers hold RB rows):
- * kt [D][KB] the block's keys transposed (zero past nk), vb the block's first value row;
- * row r sees the block's first nv[r] <= nk keys (all nk but near a causal diagonal; a row
- * that sees none keeps its state). acc [RB][D] the running unnormalized output, m / l [RB]
- * the running max and sum. The values go through D in chunks of DV zmm (RB * DV <= 24
- * accumulators in registers: D 256 takes two chunks of 128). */
-INLINE TARGET void rows_block(const float *q, const float *kt, const float *vb, idx_t v_stride,
-                              int nk, const int *nv, float scale, float *acc, float *m,
-                              float *l, int RB, int DV, int d) {
+/* One block of keys (first key j0) for RB rows (padded: the caller's buffers hold RB rows):
+ * kt [D][KB] the block's keys transposed; row r sees the block's first nv[r] keys (all but
+ * near a causal diagonal; a row that sees none keeps its state), at most top <= 16 * NC:
+ * only the first NC chunks of 16 scores are computed and only `top` value rows read (a
+ * causal diagonal's block computes ~its lower triangle, not the whole block). acc [RB][D]
+ * the running unnormalized output, m / l [RB] the running max and sum. The values go
+ * through D in chunks of DV zmm (RB * DV <= 24 accumulators in registers: D 256 takes four
+ * chunks of 64). */
+INLINE TARGET void rows_block(const float *q, const float *kt, const float *v,
+                              const int64_t *slots, idx_t stride, idx_t j0, const int *nv,
+                              int top, float scale, float *acc, float *m, float *l, int RB,
+                              int DV, int d, int NC) {
     __m512 s[8][4];
     for (int r = 0; r < RB; r++)
-        for (int c = 0; c < 4; c++) s[r][c] = _mm512_setzero_ps();
-    for (int dd = 0; dd < d; dd++) { /* scores: 6 rows x 64 keys */
+        for (int c = 0; c < NC; c++) s[r][c] = _mm512_setzero_ps();
+    for (int dd = 0; dd < d; dd++) { /* scores: 6 rows x 16 NC keys */
         __m512 kc[4];
-        for (int c = 0; c < 4; c++) kc[c] = _mm512_loadu_ps(kt + dd * KB + 16 * c);
+        for (int c = 0; c < NC; c++) kc[c] = _mm512_loadu_ps(kt + dd * KB + 16 * c);
         for (int r = 0; r < RB; r++) {
             const __m512 qb = _mm512_set1_ps(q[r * d + dd]);
-            for (int c = 0; c < 4; c++) s[r][c] = _mm512_fmadd_ps(qb, kc[c], s[r][c]);
+            for (int c = 0; c < NC; c++) s[r][c] = _mm512_fmadd_ps(qb, kc[c], s[r][c]);
         }
     }
     float p[8][KB] __attribute__((aligned(64)));
@@ -118,26 +123,26 @@ INLINE TARGET void rows_block(const float *q, const float *kt, const float *vb, 
     for (int r = 0; r < RB; r++) { /* the running softmax */
         if (nv[r] <= 0) { /* no key of this block for the row: nothing changes */
             alpha[r] = 1.0f;
-            for (int c = 0; c < 4; c++) _mm512_store_ps(p[r] + 16 * c, _mm512_setzero_ps());
+            for (int c = 0; c < NC; c++) _mm512_store_ps(p[r] + 16 * c, _mm512_setzero_ps());
             continue;
         }
         __mmask16 valid[4];
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < NC; c++) {
             const int left = nv[r] - 16 * c;
             valid[c] = left >= 16 ? (__mmask16)0xffff
                                   : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
         }
-        __m512 top = ninf;
-        for (int c = 0; c < 4; c++) {
+        __m512 best = ninf;
+        for (int c = 0; c < NC; c++) {
             s[r][c] = _mm512_mask_mov_ps(ninf, valid[c], _mm512_mul_ps(s[r][c], vscale));
-            top = _mm512_max_ps(top, s[r][c]);
+            best = _mm512_max_ps(best, s[r][c]);
         }
-        const float block_max = _mm512_reduce_max_ps(top);
+        const float block_max = _mm512_reduce_max_ps(best);
         const float m_new = block_max > m[r] ? block_max : m[r];
         alpha[r] = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
         const __m512 mv = _mm512_set1_ps(m_new);
         __m512 sum = _mm512_setzero_ps();
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < NC; c++) {
             const __m512 e = _mm512_maskz_mov_ps(valid[c], exp512(_mm512_sub_ps(s[r][c], mv)));
             _mm512_store_ps(p[r] + 16 * c, e);
             sum = _mm512_add_ps(sum, e);
@@ -152,8 +157,8 @@ INLINE TARGET void rows_block(const float *q, const float *kt, const float *vb, 
             for (int c = 0; c < DV; c++)
                 a[r][c] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * d + d0 + 16 * c), al);
         }
-        for (int j = 0; j < nk; j++) {
-            const float *vr = vb + j * v_stride + d0;
+        for (int j = 0; j < top; j++) {
+            const float *vr = kv_row(v, slots, stride, j0 + j) + d0;
             __m512 vc[8];
             for (int c = 0; c < DV; c++) vc[c] = _mm512_loadu_ps(vr + 16 * c);
             for (int r = 0; r < RB; r++) {
@@ -166,24 +171,26 @@ INLINE TARGET void rows_block(const float *q, const float *kt, const float *vb, 
     }
 }
 
-/* rows_block specialised on constants (the loops unroll, the accumulators stay in zmm) */
-TARGET static void rows_block_64(const float *q, const float *kt, const float *vb,
-                                 idx_t v_stride, int nk, const int *nv, float scale, float *acc,
-                                 float *m, float *l) {
-    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 6, 4, 64);
-}
-
-TARGET static void rows_block_128(const float *q, const float *kt, const float *vb,
-                                  idx_t v_stride, int nk, const int *nv, float scale,
-                                  float *acc, float *m, float *l) {
-    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 3, 8, 128);
-}
-
-TARGET static void rows_block_256(const float *q, const float *kt, const float *vb,
-                                  idx_t v_stride, int nk, const int *nv, float scale,
-                                  float *acc, float *m, float *l) {
-    rows_block(q, kt, vb, v_stride, nk, nv, scale, acc, m, l, 6, 4, 256);
-}
+/* rows_block specialised on its constants (the loops unroll, the accumulators stay in zmm):
+ * one per head size (64: 6 rows, 128: 3 rows, 256: 6 rows) and count of score chunks. */
+typedef void (*rows_block_fn)(const float *, const float *, const float *, const int64_t *,
+                              idx_t, idx_t, const int *, int, float, float *, float *, float *);
+#define ROWS_BLOCK(D, RB, DV, NC)                                                            \
+    TARGET static void rows_block_##D##_##NC(                                                \
+        const float *q, const float *kt, const float *v, const int64_t *slots, idx_t stride, \
+        idx_t j0, const int *nv, int top, float scale, float *acc, float *m, float *l) {     \
+        rows_block(q, kt, v, slots, stride, j0, nv, top, scale, acc, m, l, RB, DV, D, NC);   \
+    }
+#define ROWS_BLOCKS(D, RB, DV) \
+    ROWS_BLOCK(D, RB, DV, 1) ROWS_BLOCK(D, RB, DV, 2) ROWS_BLOCK(D, RB, DV, 3) \
+    ROWS_BLOCK(D, RB, DV, 4)
+ROWS_BLOCKS(64, 6, 4)
+ROWS_BLOCKS(128, 3, 8)
+ROWS_BLOCKS(256, 6, 4)
+static const rows_block_fn ROWS_BLOCK_FNS[3][4] = {
+    {rows_block_64_1, rows_block_64_2, rows_block_64_3, rows_block_64_4},
+    {rows_block_128_1, rows_block_128_2, rows_block_128_3, rows_block_128_4},
+    {rows_block_256_1, rows_block_256_2, rows_block_256_3, rows_block_256_4}};
 
 /* The keys row r sees: all L, or with a causal diagonal (first >= 0: row r is query token
  * r / group at key position first + r / group) those up to and including its own. */
@@ -193,264 +200,132 @@ INLINE idx_t row_limit(idx_t r, idx_t L, idx_t first, idx_t group) {
     return lim < L ? lim : L;
 }
 
-/* One KV head: q [R, D] -> out [R, D], lse [R]; causal when first >= 0 (row_limit). work:
- * padded rows of q, acc, m, l and kt. A row block skips the key blocks past its last row's
- * limit (a causal prefill computes ~half the scores). */
-TARGET static void one_head(const float *q, const float *k, const float *v, idx_t row_stride,
-                            idx_t rows, idx_t L, int d, float scale, idx_t first, idx_t group,
-                            float *out, float *lse, float *work) {
+/* Where the rows of q and out lie: row r of KV head h (query token r / group, its query
+ * head (r % group) of the KV head's group) at h * head + (r / group) * token + (r % group)
+ * * D floats: head-major [Hkv, R, D] (token = group * D) or the runner's token-major
+ * [n, Hq, D] (token = Hq * D, head = group * D), read and written in place. */
+typedef struct {
+    idx_t head, token, group;
+} row_layout;
+
+INLINE idx_t row_offset(row_layout lay, idx_t h, idx_t r, int d) {
+    return h * lay.head + (r / lay.group) * lay.token + (r % lay.group) * d;
+}
+
+/* Rows per chunk (a multiple of every RB): the chunk's q and acc (2 x 48 KiB) stay in L2
+ * while each block of keys and values passes over all of its row blocks. */
+#define CHUNK_FLOATS 12288
+INLINE idx_t chunk_rows(int d) { return CHUNK_FLOATS / d; }
+
+/* One KV head h over its keys: rows [R] -> out, lse [R] (lse NULL: not kept); causal when
+ * first >= 0 (row_limit). kt [ceil(L / KB) * KB][D]: every block of keys transposed once
+ * for all rows; then the rows in chunks, each over the key blocks up to its last row's limit
+ * and each row block skipping those past its own (a causal prefill computes ~half the
+ * scores). work: the chunk's padded q, acc, m and l. */
+TARGET static void one_head(const float *q, float *out, float *lse, row_layout lay, idx_t h,
+                            const float *k, const float *v, const int64_t *slots, idx_t stride,
+                            idx_t rows, idx_t L, int d, float scale, idx_t first, float *kt,
+                            float *work) {
     const int RB = d == 128 ? 3 : 6;
-    const idx_t padded = (rows + RB - 1) / RB * RB;
-    float *qp = work, *acc = qp + padded * d, *m = acc + padded * d, *l = m + padded;
-    float *kt = l + padded;
-    memset(qp, 0, sizeof(float) * (size_t)(2 * padded * d));
-    memcpy(qp, q, sizeof(float) * (size_t)(rows * d));
-    for (idx_t r = 0; r < padded; r++) m[r] = -INFINITY, l[r] = 0.0f;
-    for (idx_t kb = 0; kb < L; kb += KB) {
-        const int nk = L - kb < KB ? (int)(L - kb) : KB;
-        transpose_block(k + kb * row_stride, row_stride, nk, d, kt);
-        const float *vb = v + kb * row_stride;
-        /* the next block's key and value rows (d floats each) into L2 while this one computes,
-         * a share per row block: the pool's rows come from memory, not cache */
-        const idx_t next = kb + KB, next_n = L - next < KB ? L - next : KB;
-        const idx_t lines = next_n > 0 ? next_n * (d / 16) : 0, blocks = (padded + RB - 1) / RB;
-        const idx_t per = (2 * lines + blocks - 1) / blocks;
-        idx_t issued = 0;
-        for (idx_t r = 0; r < padded; r += RB) {
-            for (idx_t i = 0; i < per && issued < 2 * lines; i++, issued++) {
-                const float *base = issued < lines ? k : v;
-                const idx_t line = issued < lines ? issued : issued - lines;
-                _mm_prefetch((const char *)(base + (next + line / (d / 16)) * row_stride +
-                                            16 * (line % (d / 16))), _MM_HINT_T1);
-            }
-            const idx_t last = r + RB - 1 < rows ? r + RB - 1 : rows - 1; /* its last real row */
-            if (kb >= row_limit(last, L, first, group)) continue;
-            int nv[8];
-            for (int i = 0; i < RB; i++) { /* padded rows: as the last real one (discarded) */
-                const idx_t lim = row_limit(r + i < rows ? r + i : last, L, first, group) - kb;
-                nv[i] = lim >= nk ? nk : lim <= 0 ? 0 : (int)lim;
-            }
-            if (d == 64)
-                rows_block_64(qp + r * d, kt, vb, row_stride, nk, nv, scale, acc + r * d, m + r,
-                              l + r);
-            else if (d == 128)
-                rows_block_128(qp + r * d, kt, vb, row_stride, nk, nv, scale, acc + r * d,
-                               m + r, l + r);
+    const rows_block_fn *fns = ROWS_BLOCK_FNS[d == 64 ? 0 : d == 128 ? 1 : 2];
+    const idx_t chunk = chunk_rows(d), all = row_limit(rows - 1, L, first, lay.group);
+    for (idx_t kb = 0; kb < all; kb += KB)
+        transpose_block(k, slots, stride, kb, all - kb < KB ? (int)(all - kb) : KB, all, d,
+                        kt + kb * d);
+    float *qp = work, *acc = qp + chunk * d, *m = acc + chunk * d, *l = m + chunk;
+    for (idx_t r0 = 0; r0 < rows; r0 += chunk) {
+        const idx_t n = rows - r0 < chunk ? rows - r0 : chunk, padded = (n + RB - 1) / RB * RB;
+        for (idx_t i = 0; i < padded; i++) { /* padded rows: zero queries, discarded */
+            if (i < n)
+                memcpy(qp + i * d, q + row_offset(lay, h, r0 + i, d), sizeof(float) * d);
             else
-                rows_block_256(qp + r * d, kt, vb, row_stride, nk, nv, scale, acc + r * d,
-                               m + r, l + r);
+                memset(qp + i * d, 0, sizeof(float) * d);
+            memset(acc + i * d, 0, sizeof(float) * d);
+            m[i] = -INFINITY, l[i] = 0.0f;
         }
-    }
-    for (idx_t r = 0; r < rows; r++) {
-        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        for (int c = 0; c < d; c++) out[r * d + c] = acc[r * d + c] * inv;
-        lse[r] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
-    }
-}
-
-/* ---- 2. decode attention: each request's query heads over its own keys, by slot ----
- *
- * Why: the portable row_ops kernel spent ~100 cycles per (query head, key) (a lane reduction
- * per score, libm's expf per score, each query head re-reading its keys): 11 ms of a 32-row
- * SmolLM2 decode step at 32 keys each, as much as the step's non-GEMM rest was meant to be.
- * Here one KV head's G query heads go together: each key row is loaded once for all G
- * scores, e^x runs 16 scores a vector, and each value row once into G x D accumulators held
- * in registers (up to 16 zmm: 4 heads of 64, 2 of 128; more heads take more passes over
- * the values, from L1). The key and value rows PF keys ahead are prefetched: slots are
- * scattered over the pool, which the weights' stream has evicted from cache.
- *
- * Numbers: each score is q.k summed over D with FMAs in 16 lanes, then the lanes, then
- * scaled (the logit cap, where set, is tanhf's); e^x is exp512; the values are summed key
- * by key in order with FMAs. The same definition as the merge of a prior part (cascade):
- * top = max(prior lse, scores), the prior weighs exp(lse - top). ~1e-6 relative to the
- * float64 reference (tested). */
-
-#define PF 4      /* keys ahead to prefetch */
-#define ACC_ZMM 16 /* value accumulators held in registers per pass */
-
-/* G scores of key row k against the group's query rows q [G, D]: s[h * n] = q_h . k * scale */
-INLINE TARGET void key_scores(const float *q, const float *k, idx_t G, float scale, float cap,
-                              float *s, idx_t n, const int DV) {
-    __m512 kv[8];
-    for (int c = 0; c < DV; c++) kv[c] = _mm512_loadu_ps(k + 16 * c);
-    for (idx_t h = 0; h < G; h++) {
-        const float *qh = q + h * 16 * DV;
-        __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), kv[0]);
-        for (int c = 1; c < DV; c++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), kv[c], acc);
-        float x = _mm512_reduce_add_ps(acc) * scale;
-        if (cap > 0.0f) x = cap * tanhf(x / cap);
-        s[h * n] = x;
-    }
-}
-
-/* The row of key/value at slot `slot`: base + slot * row (the KV head's offset folded in). */
-INLINE const float *slot_row(const float *base, const int64_t *slots, idx_t j, idx_t row) {
-    return base + slots[j] * row;
-}
-
-INLINE TARGET void prefetch_row(const float *r, const int DV) {
-    for (int c = 0; c < DV; c++) _mm_prefetch((const char *)(r + 16 * c), _MM_HINT_T0);
-}
-
-/* HB query heads' (a compile-time constant: accumulators in zmm) weighted sum of the values:
- * o_h = prior_h * o_h (prior_h 0: from zero) + sum_j p[h * n + j] * v_j, then o_h /= total_h. */
-INLINE TARGET void value_pass(const float *v, const int64_t *slots, idx_t n, idx_t row,
-                              const float *p, const float *prior, const float *total, float *o,
-                              const int HB, const int DV) {
-    __m512 a[4][8];
-    for (int h = 0; h < HB; h++) {
-        const __m512 w = _mm512_set1_ps(prior[h]);
-        for (int c = 0; c < DV; c++)
-            a[h][c] = prior[h] > 0.0f ? _mm512_mul_ps(_mm512_loadu_ps(o + h * 16 * DV + 16 * c), w)
-                                      : _mm512_setzero_ps();
-    }
-    for (idx_t j = 0; j < n; j++) {
-        const float *vr = slot_row(v, slots, j, row);
-        __m512 vc[8];
-        for (int c = 0; c < DV; c++) vc[c] = _mm512_loadu_ps(vr + 16 * c);
-        for (int h = 0; h < HB; h++) {
-            const __m512 pb = _mm512_set1_ps(p[h * n + j]);
-            for (int c = 0; c < DV; c++) a[h][c] = _mm512_fmadd_ps(pb, vc[c], a[h][c]);
+        const idx_t limit = row_limit(r0 + n - 1, L, first, lay.group);
+        for (idx_t kb = 0; kb < limit; kb += KB) {
+            const int nk = limit - kb < KB ? (int)(limit - kb) : KB;
+            /* the next block's value rows into cache while this one computes, a share per
+             * row block (the keys were read by the transposes) */
+            const idx_t next = kb + KB, next_n = limit - next < KB ? limit - next : KB;
+            const idx_t lines = next_n > 0 ? next_n * (d / 16) : 0, blocks = padded / RB;
+            const idx_t per = (lines + blocks - 1) / blocks;
+            idx_t issued = 0;
+            for (idx_t r = 0; r < padded; r += RB) {
+                for (idx_t i = 0; i < per && issued < lines; i++, issued++)
+                    _mm_prefetch((const char *)(kv_row(v, slots, stride, next + issued /
+                                                       (d / 16)) + 16 * (issued % (d / 16))),
+                                 _MM_HINT_T1);
+                int nv[8], top = 0;
+                for (int i = 0; i < RB; i++) { /* padded rows: as the last real one */
+                    const idx_t row = r0 + (r + i < n ? r + i : n - 1);
+                    const idx_t lim = row_limit(row, L, first, lay.group) - kb;
+                    nv[i] = lim >= nk ? nk : lim <= 0 ? 0 : (int)lim;
+                    top = nv[i] > top ? nv[i] : top;
+                }
+                if (top == 0) continue; /* the block is past every row's limit */
+                fns[(top + 15) / 16 - 1](qp + r * d, kt + kb * d, v, slots, stride, kb, nv,
+                                         top, scale, acc + r * d, m + r, l + r);
+            }
         }
-    }
-    for (int h = 0; h < HB; h++) {
-        const __m512 inv = _mm512_set1_ps(1.0f / total[h]);
-        for (int c = 0; c < DV; c++)
-            _mm512_storeu_ps(o + h * 16 * DV + 16 * c, _mm512_mul_ps(a[h][c], inv));
-    }
-}
-
-/* p[h * n + j] = e^(s - top_h), 16 at a time, the sums added into total. */
-INLINE TARGET void softmax_rows(float *s, idx_t G, idx_t n, const float *top, float *total) {
-    for (idx_t h = 0; h < G; h++) {
-        float *sh = s + h * n;
-        const __m512 t = _mm512_set1_ps(top[h]);
-        __m512 sum = _mm512_setzero_ps();
-        for (idx_t j = 0; j < n; j += 16) {
-            const __mmask16 m = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
-            const __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sh + j), t)));
-            _mm512_mask_storeu_ps(sh + j, m, e);
-            sum = _mm512_add_ps(sum, e);
-        }
-        total[h] += _mm512_reduce_add_ps(sum);
-    }
-}
-
-/* One request, one KV head: q [G, D] over the n keys at slots[0..n) of k / v (the head's
- * offset folded in, `row` floats per slot); out [G, D]; prior_lse [G] or NULL; s scratch
- * [G * n]. The G <= 64 heads go through the values HB at a time. */
-INLINE TARGET void decode_group(const float *q, const float *k, const float *v,
-                                const int64_t *slots, idx_t n, idx_t row, idx_t G, float scale,
-                                float cap, const float *prior_lse, float *out, float *s,
-                                const int DV) {
-    float top[64], prior[64], total[64];
-    for (idx_t h = 0; h < G; h++) top[h] = prior_lse ? prior_lse[h] : -INFINITY;
-    for (idx_t j = 0; j < n && j < PF; j++) {
-        prefetch_row(slot_row(k, slots, j, row), DV);
-        prefetch_row(slot_row(v, slots, j, row), DV);
-    }
-    for (idx_t j = 0; j < n; j++) { /* the values too: by the value pass they are in cache */
-        if (j + PF < n) {
-            prefetch_row(slot_row(k, slots, j + PF, row), DV);
-            prefetch_row(slot_row(v, slots, j + PF, row), DV);
-        }
-        key_scores(q, slot_row(k, slots, j, row), G, scale, cap, s + j, n, DV);
-        for (idx_t h = 0; h < G; h++) top[h] = s[h * n + j] > top[h] ? s[h * n + j] : top[h];
-    }
-    for (idx_t h = 0; h < G; h++) { /* the prior part's weight; 0 without one (or no key) */
-        prior[h] = prior_lse && prior_lse[h] > -INFINITY ? expf(prior_lse[h] - top[h]) : 0.0f;
-        total[h] = prior[h];
-    }
-    softmax_rows(s, G, n, top, total);
-    const int HB = ACC_ZMM / DV;
-    for (idx_t h = 0; h < G; h += HB) {
-        const idx_t left = G - h;
-        const float *ph = s + h * n;
-        float *oh = out + h * 16 * DV;
-        if (left >= HB) {
-            value_pass(v, slots, n, row, ph, prior + h, total + h, oh, ACC_ZMM / DV, DV);
-        } else if (DV == 4 && left == 3) {
-            value_pass(v, slots, n, row, ph, prior + h, total + h, oh, 3, DV);
-        } else if (DV == 4 && left == 2) {
-            value_pass(v, slots, n, row, ph, prior + h, total + h, oh, 2, DV);
-        } else {
-            for (idx_t r = 0; r < left; r++)
-                value_pass(v, slots, n, row, ph + r * n, prior + h + r, total + h + r,
-                           oh + r * 16 * DV, 1, DV);
+        for (idx_t i = 0; i < n; i++) {
+            const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+            float *o = out + row_offset(lay, h, r0 + i, d);
+            for (int c = 0; c < d; c++) o[c] = acc[i * d + c] * inv;
+            if (lse) lse[h * rows + r0 + i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
         }
     }
 }
 
-TARGET static void decode_group_64(const float *q, const float *k, const float *v,
-                                   const int64_t *slots, idx_t n, idx_t row, idx_t G,
-                                   float scale, float cap, const float *prior_lse, float *out,
-                                   float *s) {
-    decode_group(q, k, v, slots, n, row, G, scale, cap, prior_lse, out, s, 4);
-}
-
-TARGET static void decode_group_128(const float *q, const float *k, const float *v,
-                                    const int64_t *slots, idx_t n, idx_t row, idx_t G,
-                                    float scale, float cap, const float *prior_lse, float *out,
-                                    float *s) {
-    decode_group(q, k, v, slots, n, row, G, scale, cap, prior_lse, out, s, 8);
-}
-
-/* Every request b and KV head g: the query heads g * G .. g * G + G - 1 of q [B, Hq, D] over
- * the slots indices[indptr[b] .. indptr[b + 1]) (the last `window` only, when window > 0). */
-TARGET static void decode_all(const float *q, const float *k_pool, const float *v_pool,
-                              const int64_t *indptr, const int64_t *indices, idx_t batch,
-                              idx_t hq, idx_t hkv, idx_t d, idx_t window, const float *prior_lse,
-                              float scale, float cap, float *out, float *s) {
-    const idx_t G = hq / hkv, row = hkv * d;
-    for (idx_t b = 0; b < batch; b++) {
-        idx_t first = indptr[b], n = indptr[b + 1] - first;
-        if (window > 0 && n > window) first += n - window, n = window;
-        for (idx_t g = 0; g < hkv; g++) {
-            const idx_t h0 = b * hq + g * G;
-            const float *lse = prior_lse ? prior_lse + h0 : NULL;
-            if (d == 64)
-                decode_group_64(q + h0 * d, k_pool + g * d, v_pool + g * d, indices + first, n,
-                                row, G, scale, cap, lse, out + h0 * d, s);
-            else
-                decode_group_128(q + h0 * d, k_pool + g * d, v_pool + g * d, indices + first,
-                                 n, row, G, scale, cap, lse, out + h0 * d, s);
-        }
-    }
-}
+#include "avx512_attention_decode.h" /* 2. decode_attention (by slot) */
 
 #endif
 
 DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f"))
 
 /* prefix_attention(q, k, v, row_stride, head_stride, out, lse, hkv, rows, L, d, scale,
- * first, group): first -1 for no mask, else causal (row r is query token r / group at key
- * position first + r / group). */
+ * first, group[, q_token, q_head, slots, num_slots]): first -1 for no mask, else causal
+ * (row r is query token r / group at key position first + r / group). Rows lie as
+ * row_layout says (q_token, q_head: default head-major [Hkv, R, D]), out alike; lse [Hkv, R]
+ * or 0 (not kept). Key j of head h at k + j * row_stride + h * head_stride, or with slots
+ * (int64 [L], each checked against num_slots) at k + slots[j] * row_stride + ...: the pool
+ * read in place. */
 static PyObject *py_prefix_attention(PyObject *UNUSED self, PyObject *args) {
-    unsigned long long q, k, v, out, lse;
-    Py_ssize_t row_stride, head_stride, hkv, rows, L, first, group;
+    unsigned long long q, k, v, out, lse, slots_p = 0;
+    Py_ssize_t row_stride, head_stride, hkv, rows, L, first, group, q_token = -1, q_head = -1,
+        num_slots = 0;
     int d;
     float scale;
-    if (!PyArg_ParseTuple(args, "KKKnnKKnnnifnn", &q, &k, &v, &row_stride, &head_stride, &out,
-                          &lse, &hkv, &rows, &L, &d, &scale, &first, &group))
+    if (!PyArg_ParseTuple(args, "KKKnnKKnnnifnn|nnKn", &q, &k, &v, &row_stride, &head_stride,
+                          &out, &lse, &hkv, &rows, &L, &d, &scale, &first, &group, &q_token,
+                          &q_head, &slots_p, &num_slots))
         return NULL;
+    if (q_token < 0) q_token = group * d, q_head = rows * d;
     if ((d != 64 && d != 128 && d != 256) || hkv < 1 || rows < 1 || L < 0 || row_stride < d ||
-        first < -1 || group < 1) {
+        first < -1 || group < 1 || q_head < 0 || !q || !out || (L > 0 && (!k || !v))) {
         PyErr_SetString(PyExc_ValueError, "prefix_attention: need D 64, 128 or 256, hkv >= 1, "
                         "rows >= 1, L >= 0, row_stride >= D, first >= -1, group >= 1");
         return NULL;
     }
+    const int64_t *slots = PTR(slots_p);
+    for (idx_t j = 0; slots && j < L; j++)
+        if (slots[j] < 0 || slots[j] >= num_slots) {
+            PyErr_Format(PyExc_IndexError, "prefix_attention: slot %lld outside the pool of %zd",
+                         (long long)slots[j], num_slots);
+            return NULL;
+        }
     if (!cpu_check(cpu_supported(), "prefix_attention: this CPU lacks AVX-512")) return NULL;
 #if HAVE_X86
-    const idx_t padded = rows + 6; /* one_head pads rows to its block (6 or 3 rows) */
-    float *work = malloc(sizeof(float) * (size_t)(2 * padded * d + 2 * padded + d * KB));
+    const idx_t chunk = chunk_rows(d), keys = (L + KB - 1) / KB * KB;
+    float *work = malloc(sizeof(float) * (size_t)(2 * chunk * d + 2 * chunk + keys * d + 1));
     if (!work) return PyErr_NoMemory();
+    const row_layout lay = {q_head, q_token, group};
     Py_BEGIN_ALLOW_THREADS
     for (idx_t h = 0; h < hkv; h++)
-        one_head((const float *)(uintptr_t)q + h * rows * d,
-                 (const float *)(uintptr_t)k + h * head_stride,
-                 (const float *)(uintptr_t)v + h * head_stride, row_stride, rows, L, d, scale,
-                 first, group, (float *)(uintptr_t)out + h * rows * d,
-                 (float *)(uintptr_t)lse + h * rows, work);
+        one_head(PTR(q), PTR(out), PTR(lse), lay, h, (const float *)PTR(k) + h * head_stride,
+                 (const float *)PTR(v) + h * head_stride, slots, row_stride, rows, L, d, scale,
+                 first, work + 2 * chunk * d + 2 * chunk, work);
     Py_END_ALLOW_THREADS
     free(work);
 #endif
@@ -493,7 +368,9 @@ static PyMethodDef METHODS[] = {
     {"supported", py_supported, METH_NOARGS, "True if this CPU has AVX-512 F."},
     {"prefix_attention", py_prefix_attention, METH_VARARGS,
      "prefix_attention(q, k, v, row_stride, head_stride, out, lse, hkv, rows, L, d, scale,\n"
-     "first, group): first -1, or causal with row r at key position first + r // group"},
+     "first, group[, q_token, q_head, slots, num_slots]): first -1, or causal with row r at\n"
+     "key position first + r // group; rows at h * q_head + r // group * q_token +\n"
+     "r % group * d (default head-major); keys by slot where slots is given"},
     {"decode_attention", py_decode_attention, METH_VARARGS,
      "decode_attention(q, k_pool, v_pool, num_slots, indptr, indices, num_indices, out, batch,\n"
      "hq, hkv, dim, window, prior_lse, sm_scale, logit_cap): row_ops.decode_attention's\n"

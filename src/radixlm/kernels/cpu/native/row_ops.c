@@ -12,13 +12,16 @@
  * Numbers: rotary and the store are bit-identical to the torch references (the same
  * roundings in the same order: each product rounded, then the sum; contraction into FMA is
  * prevented by computing each product in its own statement, and -std=c11 turns GCC's
- * contraction off). RMSNorm sums its squares in another order than torch (8 float32 lanes)
- * and attention uses libm's expf and its own summation order: ~1e-7 relative. SiLU's e^x is
- * a polynomial of its own (exp_vec: ~1 ulp, vectorized), torch's is SLEEF's: ~1e-7; the
- * tanh-GELU runs on the same e^x (~1e-7 relative to torch's tanh).
+ * contraction off). RMSNorm sums its squares in another order than torch (8 float32 lanes;
+ * four rows' sums side by side, each in that order) and attention uses libm's expf and its
+ * own summation order: ~1e-7 relative. SiLU's e^x is a polynomial of its own (exp_vec: ~1
+ * ulp, vectorized), torch's is SLEEF's: ~1e-7; the tanh-GELU runs on the same e^x (~1e-7
+ * relative to torch's tanh). On AVX-512 the two activations take row_ops_avx512.h's FMA
+ * loops instead (~1e-7 from these).
  *
- * Plain C (the loops are written for the compiler to vectorize on the baseline ISA), so it
- * runs on any CPU; no -march, no run-time check. Tensors arrive as data pointers (Python
+ * Plain C (the loops are written for the compiler to vectorize on the baseline ISA, and
+ * compiled once more for AVX2 and AVX-512 where they are arithmetic: WIDE), so it runs on
+ * any CPU; no -march; one run-time check, the activations' AVX-512. Tensors arrive as data pointers (Python
  * ints) from radixlm.kernels.cpu.row_ops, which owns the checks of shapes and dtypes; the
  * calls are METH_FASTCALL because at these sizes argument parsing is a visible part. */
 #include "radixlm_native.h"
@@ -33,44 +36,7 @@
 #define WIDE
 #endif
 
-/* sum_i a[i] * b[i] in LANES partial sums */
-static inline float dot(const float *a, const float *b, idx_t n) {
-    float acc[LANES] = {0};
-    idx_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) acc[j] += a[i + j] * b[i + j];
-    for (; i < n; i++) acc[0] += a[i] * b[i];
-    float total = 0.0f;
-    for (int j = 0; j < LANES; j++) total += acc[j];
-    return total;
-}
-
-/* o = src * inv * weight with inv = 1 / sqrt(mean(src^2) + eps): one row of n */
-static inline void norm_row(const float *src, const float *weight, float *o, idx_t n,
-                            float eps) {
-    float mean = dot(src, src, n) / (float)n;
-    float inv = 1.0f / sqrtf(mean + eps);
-    for (idx_t i = 0; i < n; i++) {
-        float scaled = src[i] * inv;
-        o[i] = scaled * weight[i];
-    }
-}
-
-/* summed = x + residual (residual NULL: summed is x itself); out = norm_row(summed), per row
- * of n. */
-static void add_rms_norm(const float *x, const float *residual, const float *weight, float *out,
-                         float *summed, idx_t rows, idx_t n, float eps) {
-    for (idx_t r = 0; r < rows; r++) {
-        const float *src = x + r * n;
-        if (residual) {
-            float *s = summed + r * n;
-            const float *res = residual + r * n;
-            for (idx_t i = 0; i < n; i++) s[i] = src[i] + res[i];
-            src = s;
-        }
-        norm_row(src, weight, out + r * n, n, eps);
-    }
-}
+#include "row_ops_norms.h" /* dot, the RMSNorm rows, add_rms_norm */
 
 /* o = v * c + swap(v) * s for one head of dim, swap exchanging its halves: rotary_rows_ref's
  * roundings (two products, then their sum). */
@@ -91,7 +57,7 @@ static inline void rotate_head(const float *v, const float *c, const float *s, f
 
 /* out[t, h] = rotate_head(x[t, h]) by row t of cos2 / sin2 [T, dim]. x's tokens are `stride`
  * floats apart (a view of the fused QKV rows), its heads contiguous; out is contiguous. */
-static void rotary_rows(const float *x, idx_t stride, const float *cos2, const float *sin2,
+WIDE static void rotary_rows(const float *x, idx_t stride, const float *cos2, const float *sin2,
                         float *out, idx_t tokens, idx_t heads, idx_t dim) {
     for (idx_t t = 0; t < tokens; t++)
         for (idx_t h = 0; h < heads; h++)
@@ -99,19 +65,48 @@ static void rotary_rows(const float *x, idx_t stride, const float *cos2, const f
                         out + (t * heads + h) * dim, dim);
 }
 
+/* o = rotate_head(scale_row(v, w, inv)) for one head of dim, in one pass (each element's
+ * normalized value computed where the rotation reads it: the same roundings as the two
+ * loops through a buffer, no buffer) */
+static inline void norm_rotate_head(const float *restrict v, const float *restrict w, float inv,
+                                    const float *restrict c, const float *restrict s,
+                                    float *restrict o, idx_t dim) {
+    idx_t half = dim / 2;
+    for (idx_t i = 0; i < half; i++) {
+        float lo_scaled = v[i] * inv, hi_scaled = v[i + half] * inv;
+        float lo = lo_scaled * w[i], hi = hi_scaled * w[i + half];
+        float a = lo * c[i], b = hi * s[i];
+        float a2 = hi * c[i + half], b2 = lo * s[i + half];
+        o[i] = a + b;
+        o[i + half] = a2 + b2;
+    }
+}
+
 /* Qwen3 / Gemma 3's QK-norm then rotary, per head: q_out[t, h] (h < hq) and k_out[t, h - hq]
  * = rotate_head(norm_row(x[t, h], wq or wk)), the same arithmetic as add_rms_norm's rows then
- * rotary_rows (bit-identical), with no [T, Hq + Hkv, D] in between: the normalized head
- * stays in `tmp` (dim floats). x as rotary_rows' (a view of the fused QKV rows). */
-static void qk_norm_rotary(const float *x, idx_t stride, const float *wq, const float *wk,
-                           const float *cos2, const float *sin2, float *q_out, float *k_out,
-                           idx_t tokens, idx_t hq, idx_t hkv, idx_t dim, float eps, float *tmp) {
-    for (idx_t t = 0; t < tokens; t++)
-        for (idx_t h = 0; h < hq + hkv; h++) {
-            norm_row(x + t * stride + h * dim, h < hq ? wq : wk, tmp, dim, eps);
-            float *o = h < hq ? q_out + (t * hq + h) * dim : k_out + (t * hkv + h - hq) * dim;
-            rotate_head(tmp, cos2 + t * dim, sin2 + t * dim, o, dim);
+ * rotary_rows (bit-identical), with no [T, Hq + Hkv, D] in between. The T * (Hq + Hkv) head
+ * rows go four at a time (sumsq4) whatever their token. x as rotary_rows' (a view of the
+ * fused QKV rows). */
+WIDE static void qk_norm_rotary(const float *x, idx_t stride, const float *wq,
+                                const float *wk, const float *cos2, const float *sin2,
+                                float *q_out, float *k_out, idx_t tokens, idx_t hq, idx_t hkv,
+                                idx_t dim, float eps) {
+    const idx_t heads = hq + hkv, rows = tokens * heads;
+    for (idx_t r0 = 0; r0 < rows; r0 += 4) {
+        const float *src[4];
+        for (int i = 0; i < 4; i++) { /* past the last row: the first again (discarded) */
+            const idx_t r = r0 + i < rows ? r0 + i : r0;
+            src[i] = x + (r / heads) * stride + (r % heads) * dim;
         }
+        float sums[4];
+        sumsq4(src, dim, sums);
+        for (idx_t r = r0; r < rows && r < r0 + 4; r++) {
+            const idx_t t = r / heads, h = r % heads;
+            float *o = h < hq ? q_out + (t * hq + h) * dim : k_out + (t * hkv + h - hq) * dim;
+            norm_rotate_head(src[r - r0], h < hq ? wq : wk, inv_rms(sums[r - r0], dim, eps),
+                             cos2 + t * dim, sin2 + t * dim, o, dim);
+        }
+    }
 }
 
 /* e^x for the SiLU, written so that the compiler vectorizes it (libm's expf is a call per
@@ -245,6 +240,22 @@ static PyObject *py_add_rms_norm(PyObject *UNUSED self, PyObject *const *args, P
     Py_RETURN_NONE;
 }
 
+/* norm_add_rms_norm(x, w1, residual, w2, out, summed, rows, n, eps) */
+static PyObject *py_norm_add_rms_norm(PyObject *UNUSED self, PyObject *const *args,
+                                      Py_ssize_t nargs) {
+    long long a[8];
+    if (!args_ok(nargs, 9, "norm_add_rms_norm") || !as_ints(args, 8, a)) return NULL;
+    double eps = PyFloat_AsDouble(args[8]);
+    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    if (!a[0] || !a[1] || !a[2] || !a[3] || !a[4] || !a[5] || a[6] < 0 || a[7] < 1) {
+        PyErr_SetString(PyExc_ValueError, "norm_add_rms_norm: null pointer or bad size");
+        return NULL;
+    }
+    norm_add_rms_norm(PTR(a[0]), PTR(a[1]), PTR(a[2]), PTR(a[3]), PTR(a[4]), PTR(a[5]), a[6],
+                      a[7], (float)eps);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_rotary_rows(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[8];
     if (!args_ok(nargs, 8, "rotary_rows") || !as_ints(args, 8, a)) return NULL;
@@ -268,9 +279,26 @@ static int act_mul_args(PyObject *const *args, Py_ssize_t nargs, const char *nam
     return 1;
 }
 
+#if HAVE_X86
+#include "row_ops_avx512.h"
+
+/* 1 where the activations take row_ops_avx512.h's loops (this CPU has AVX-512 F) */
+static int act_avx512(void) {
+    static int has = -1;
+    if (has < 0) has = CPU_HAS("avx512f") ? 1 : 0;
+    return has;
+}
+#endif
+
 static PyObject *py_silu_mul(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[4];
     if (!act_mul_args(args, nargs, "silu_mul", a)) return NULL;
+#if HAVE_X86
+    if (act_avx512()) {
+        silu_mul_avx512(PTR(a[0]), PTR(a[1]), a[2], a[3]);
+        Py_RETURN_NONE;
+    }
+#endif
     silu_mul(PTR(a[0]), PTR(a[1]), a[2], a[3]);
     Py_RETURN_NONE;
 }
@@ -279,6 +307,12 @@ static PyObject *py_gelu_tanh_mul(PyObject *UNUSED self, PyObject *const *args,
                                   Py_ssize_t nargs) {
     long long a[4];
     if (!act_mul_args(args, nargs, "gelu_tanh_mul", a)) return NULL;
+#if HAVE_X86
+    if (act_avx512()) {
+        gelu_tanh_mul_avx512(PTR(a[0]), PTR(a[1]), a[2], a[3]);
+        Py_RETURN_NONE;
+    }
+#endif
     gelu_tanh_mul(PTR(a[0]), PTR(a[1]), a[2], a[3]);
     Py_RETURN_NONE;
 }
@@ -296,20 +330,22 @@ static PyObject *py_qk_norm_rotary(PyObject *UNUSED self, PyObject *const *args,
         PyErr_SetString(PyExc_ValueError, "qk_norm_rotary: null pointer or bad size");
         return NULL;
     }
-    float *tmp = malloc((size_t)dim * sizeof(float));
-    if (!tmp) return PyErr_NoMemory();
     qk_norm_rotary(PTR(a[0]), a[1], PTR(a[2]), PTR(a[3]), PTR(a[4]), PTR(a[5]), PTR(a[6]),
-                   PTR(a[7]), tokens, hq, hkv, dim, (float)eps, tmp);
-    free(tmp);
+                   PTR(a[7]), tokens, hq, hkv, dim, (float)eps);
     Py_RETURN_NONE;
 }
 
-/* store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row): pool[slots[t]] = new[t],
- * rows of `row` floats; a slot outside [0, num_slots) raises IndexError before any write. */
+/* store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row[, k_stride, v_stride]):
+ * pool[slots[t]] = new[t], rows of `row` floats, new token t at k + t * k_stride (default
+ * `row`: contiguous; a wider stride reads the rows in place, as v's in the fused QKV
+ * projection); a slot outside [0, num_slots) raises IndexError before any write. */
 static PyObject *py_store_kv(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
-    long long a[8];
-    if (!args_ok(nargs, 8, "store_kv") || !as_ints(args, 8, a)) return NULL;
-    if (!a[0] || !a[1] || !a[3] || !a[4] || !a[5] || a[6] < 0 || a[7] < 1) {
+    long long a[10];
+    if (nargs != 10 && !args_ok(nargs, 8, "store_kv")) return NULL;
+    if (!as_ints(args, nargs, a)) return NULL;
+    if (nargs == 8) a[8] = a[9] = a[7];
+    if (!a[0] || !a[1] || !a[3] || !a[4] || !a[5] || a[6] < 0 || a[7] < 1 || a[8] < a[7] ||
+        a[9] < a[7]) {
         PyErr_SetString(PyExc_ValueError, "store_kv: null pointer or bad size");
         return NULL;
     }
@@ -322,8 +358,8 @@ static PyObject *py_store_kv(PyObject *UNUSED self, PyObject *const *args, Py_ss
         }
     size_t bytes = (size_t)a[7] * sizeof(float);
     for (long long t = 0; t < a[6]; t++) {
-        memcpy((float *)PTR(a[0]) + slots[t] * a[7], (const float *)PTR(a[4]) + t * a[7], bytes);
-        memcpy((float *)PTR(a[1]) + slots[t] * a[7], (const float *)PTR(a[5]) + t * a[7], bytes);
+        memcpy((float *)PTR(a[0]) + slots[t] * a[7], (const float *)PTR(a[4]) + t * a[8], bytes);
+        memcpy((float *)PTR(a[1]) + slots[t] * a[7], (const float *)PTR(a[5]) + t * a[9], bytes);
     }
     Py_RETURN_NONE;
 }
@@ -370,6 +406,10 @@ static PyMethodDef METHODS[] = {
      "add_rms_norm(x, residual, weight, out, summed, rows, n, eps) -> None\n\n"
      "summed = x + residual (residual 0: none, summed unused), out = RMSNorm(summed) * weight;\n"
      "float32 [rows, n] contiguous, weight [n]."},
+    {"norm_add_rms_norm", (PyCFunction)(void (*)(void))py_norm_add_rms_norm, METH_FASTCALL,
+     "norm_add_rms_norm(x, w1, residual, w2, out, summed, rows, n, eps) -> None\n\n"
+     "summed = RMSNorm(x) * w1 + residual, out = RMSNorm(summed) * w2 (Gemma 3's sandwich);\n"
+     "float32 [rows, n] contiguous, w1 / w2 [n]."},
     {"rotary_rows", (PyCFunction)(void (*)(void))py_rotary_rows, METH_FASTCALL,
      "rotary_rows(x, stride, cos2, sin2, out, tokens, heads, dim) -> None\n\n"
      "out = x * cos2 + swap_halves(x) * sin2; x [T, H, D] (tokens `stride` floats apart),\n"
@@ -386,8 +426,10 @@ static PyMethodDef METHODS[] = {
      "gelu_tanh_mul(x, out, tokens, inter) -> None\n\n"
      "out = gelu_tanh(x[:, :inter]) * x[:, inter:]; x float32 [T, 2 * inter], out [T, inter]."},
     {"store_kv", (PyCFunction)(void (*)(void))py_store_kv, METH_FASTCALL,
-     "store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row) -> None\n\n"
-     "pool[slots[t]] = new[t] for rows of `row` float32; slots int64 [tokens]."},
+     "store_kv(k_pool, v_pool, num_slots, slots, k, v, tokens, row[, k_stride, v_stride])\n"
+     "-> None\n\n"
+     "pool[slots[t]] = new[t] for rows of `row` float32 (new token t at k + t * k_stride,\n"
+     "default row); slots int64 [tokens]."},
     {"decode_attention", (PyCFunction)(void (*)(void))py_decode_attention, METH_FASTCALL,
      "decode_attention(q, k_pool, v_pool, num_slots, indptr, indices, num_indices, out,\n"
      "batch, hq, hkv, dim, window, prior_lse, sm_scale, logit_cap) -> None\n\n"
