@@ -66,13 +66,16 @@ def test_a_schema_nested_too_deep_is_a_400_naming_the_limit(url, schema):
     assert_serving(url)
 
 
-def test_a_duplicate_rid_in_flight_is_refused_and_the_first_finishes(url):
+def _duplicate_during(url: str, rid: str, tokens: int) -> tuple[requests.Response, dict, bool]:
+    """A streaming request ``rid`` of ``tokens`` tokens, and a second one with its rid sent
+    after its first chunk: the second's response, the first's last chunk, and whether the
+    first was still streaming when the second was answered (so provably in flight)."""
     started = threading.Event()
     first: dict = {}
 
     def stream() -> None:
-        body = {"text": "first", "rid": "dup", "stream": True,
-                "sampling_params": {"max_new_tokens": 64, "ignore_eos": True}}
+        body = {"text": "first", "rid": rid, "stream": True,
+                "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
         with requests.post(f"{url}/generate", json=body, stream=True, timeout=60) as r:
             for line in r.iter_lines():
                 if line.startswith(b"data: {"):
@@ -82,13 +85,26 @@ def test_a_duplicate_rid_in_flight_is_refused_and_the_first_finishes(url):
     t = threading.Thread(target=stream)
     t.start()
     assert started.wait(60)
-    second = post(url, "/generate", {"text": "second", "rid": "dup",
+    second = post(url, "/generate", {"text": "second", "rid": rid,
                                      "sampling_params": {"max_new_tokens": 2}})
+    in_flight = t.is_alive()
     t.join(60)
+    return second, first, in_flight
+
+
+def test_a_duplicate_rid_in_flight_is_refused_and_the_first_finishes(url):
+    # The first must still be decoding when the second arrives; how long its tokens take
+    # depends on the machine, so a first that finished before the second was answered
+    # proves nothing and runs again, 4x longer (the model's context holds 2,048 tokens).
+    for attempt, tokens in enumerate((64, 256, 1024)):
+        second, first, in_flight = _duplicate_during(url, f"dup-{attempt}", tokens)
+        if in_flight:
+            break
+    assert in_flight, "the first request finished before the duplicate was answered"
     assert second.status_code == 400, second.text
     assert "already used by a request in flight" in second.json()["error"]["message"]
-    assert first["meta_info"]["finish_reason"] == {"type": "length", "length": 64}
-    assert first["meta_info"]["completion_tokens"] == 64
+    assert first["meta_info"]["finish_reason"] == {"type": "length", "length": tokens}
+    assert first["meta_info"]["completion_tokens"] == tokens
     assert_serving(url)
 
 
