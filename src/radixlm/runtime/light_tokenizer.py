@@ -228,12 +228,19 @@ def load_light_tokenizer(path: str | Path, decode_only: bool = False) -> LightTo
         return None  # an AddedToken dict, named extras: transformers' own handling
     from tokenizers import Tokenizer
 
+    from .bpe_file_load import load_bpe_from_files
     from .tokenizer_json_merges import with_legacy_merges, without_merges
 
-    # bytes, not str: a byte-level vocabulary's text is 2 bytes a character; the merges in
-    # the form whose parse peaks lowest (tokenizer_json_merges.py), the same tokenizer
-    rewrite = without_merges if decode_only else with_legacy_merges
-    backend = Tokenizer.from_buffer(rewrite(backend_file.read_bytes()))
+    # bytes, not str: a byte-level vocabulary's text is 2 bytes a character. The same
+    # tokenizer by the path whose load peaks lowest: a BPE model from files
+    # (bpe_file_load.py), else the merges as legacy strings (tokenizer_json_merges.py)
+    data = backend_file.read_bytes()
+    backend = None if decode_only else load_bpe_from_files(data)
+    if backend is None:
+        rewrite = without_merges if decode_only else with_legacy_merges
+        data = rewrite(data)  # the file's bytes freed before the parse (its peak)
+        backend = Tokenizer.from_buffer(data)
+    del data
     added = {t.content for t in backend.get_added_tokens_decoder().values() if t.special}
     if backend.post_processor is None or backend.truncation is not None or \
             backend.padding is not None or backend.get_vocab_size() > MAX_PLAIN_VOCAB or \

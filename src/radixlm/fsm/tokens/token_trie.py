@@ -87,8 +87,10 @@ class TokenTrie:
         if len(uniq) > 1:
             lcp[1:] = np.argmax(cols[1:] != cols[:-1], axis=1)
         makers = [np.zeros(1, dtype=np.int64)]  # level d: the sorted token making each node
-        self.parent: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
-        self.byte: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+        # the level arrays are kept for the numpy walk (walk_pairs): int32, half of int64's
+        # memory (node indices and bytes fit; the scheduler's RSS, issue 40)
+        self.parent: list[np.ndarray] = [np.zeros(0, dtype=np.int32)]
+        self.byte: list[np.ndarray] = [np.zeros(0, dtype=np.int32)]
         self.child_start: list[np.ndarray] = []  # [level d-1 node] -> first child at level d
         self.child_count: list[np.ndarray] = []
         for d in range(1, self.depth + 1):
@@ -96,11 +98,11 @@ class TokenTrie:
             # the parent: the last level d-1 node made at or before (the prefix block's first)
             parent = np.searchsorted(makers[d - 1], made, side="right") - 1
             makers.append(made)
-            self.parent.append(parent.astype(np.int64))
-            self.byte.append(cols[made, d - 1].astype(np.int64))
+            self.parent.append(parent.astype(np.int32))
+            self.byte.append(cols[made, d - 1].astype(np.int32))
             count = np.bincount(parent, minlength=makers[d - 1].size)
-            self.child_count.append(count)
-            self.child_start.append(np.cumsum(count) - count)
+            self.child_count.append(count.astype(np.int32))
+            self.child_start.append((np.cumsum(count) - count).astype(np.int32))
         self.sizes = [m.size for m in makers]
         # tokens ending at level d, by id: their node there (a token makes its own last node;
         # duplicates share it) and their ids
@@ -108,12 +110,12 @@ class TokenTrie:
         tids = np.array([t for t, b in enumerate(token_bytes) if b], dtype=np.int64)
         pos = np.array([rank[token_bytes[t]] for t in tids.tolist()], dtype=np.int64)
         ends = lens[pos]
-        self.end_node = [np.zeros(0, dtype=np.int64)]
-        self.end_token = [np.zeros(0, dtype=np.int64)]
+        self.end_node = [np.zeros(0, dtype=np.int32)]
+        self.end_token = [np.zeros(0, dtype=np.int32)]
         for d in range(1, self.depth + 1):
             here = ends == d
-            self.end_node.append(np.searchsorted(makers[d], pos[here]).astype(np.int64))
-            self.end_token.append(tids[here])
+            self.end_node.append(np.searchsorted(makers[d], pos[here]).astype(np.int32))
+            self.end_token.append(tids[here].astype(np.int32))
         self._num_tokens = sum(e.size for e in self.end_token)
         # per level, the nodes some token through which is not whole UTF-8 characters from
         # the node's byte on (for the subtree summaries)
@@ -261,4 +263,4 @@ class TokenTrie:
             cur = nxt
         if not ids:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
-        return np.concatenate(ids), np.concatenate(states)
+        return np.concatenate(ids).astype(np.int64), np.concatenate(states)

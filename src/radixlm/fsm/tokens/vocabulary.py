@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .byte_columns import ByteColumns
 from .token_trie import TokenTrie
 
 # the cached per-vocabulary data :meth:`TokenVocabulary.prepare` computes ahead
@@ -140,20 +141,18 @@ class TokenVocabulary:
         ids.sort(key=lambda t: -len(self.token_bytes[t]))
         lengths = np.array([len(self.token_bytes[t]) for t in ids], dtype=np.int32)
         max_len = int(lengths[0]) if ids else 1
-        # all tokens' bytes end to end, scattered into columns (row = rank in ``ids``)
+        # all tokens' bytes end to end, into ragged columns (byte_columns.py)
         flat = np.frombuffer(b"".join(self.token_bytes[t] for t in ids), dtype=np.uint8)
         row = np.repeat(np.arange(len(ids)), lengths)
-        pos = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        cols = np.zeros((max_len, len(ids)), dtype=np.uint8)  # 12 MB at 262k (int32: 49)
-        cols[pos, row] = flat
+        cols = ByteColumns(flat, lengths)
         bitsets = np.zeros((4, len(ids)), dtype=np.uint64)
         np.bitwise_or.at(bitsets, (flat >> 6, row),
                          np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64)))
         self.walk_ids = np.array(ids, dtype=np.int64)
-        self.walk_cols = cols  # [max_len, n]: byte i of each token (rows sorted longest first)
+        self.walk_cols = cols  # [max_len, <= n]: byte i of each token longer than i (ranks)
         self.walk_lengths = lengths
         self.walk_neg_lengths = -lengths  # ascending: searchsorted finds "longer than i"
-        self.walk_first = cols[0].copy() if len(ids) else np.zeros(0, dtype=np.uint8)
+        self.walk_first = cols[0] if len(ids) else np.zeros(0, dtype=np.uint8)
         self.walk_bytesets = bitsets  # [4, n] uint64: which bytes each token contains
         self.max_token_len = max_len
 

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ..light_tokenizer import load_hf_tokenizer
+from ..load_memory import release_freed_heap
 from ..server_args import ServerArgs
 from ..wire.launch import EngineProcesses, launch_engine_processes
 from .request_limits import RequestLimits
@@ -71,6 +72,9 @@ class Engine:
         # AutoTokenizer's tokenizer, without importing transformers (and torch) where the
         # folder is a plain tokenizer.json (light_tokenizer.py)
         self.tokenizer = load_hf_tokenizer(server_args.resolved_tokenizer_path)
+        # the parse's freed heap back to the system before the children start (the user
+        # process' peak RSS, issue 40); the tokenizer itself is untouched
+        release_freed_heap()
         self._procs: EngineProcesses | None = launch_engine_processes(server_args)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,

@@ -160,9 +160,13 @@ class ModelRunner:
 
             self.sharding = TPSharding.create(self.model_config, tp_group.size, tp_group.rank)
             cfg = self.sharding.local_config(self.model_config)
-        self.model = self._load_model(cfg)
         page_size = self.config.page_size
         num_pages = -(-self.config.max_total_tokens // page_size)
+        # RoPE rows for the positions a sequence can reach: every token of a sequence holds
+        # a KV slot, so none passes the pool (SmolLM2 at 2,048 tokens: 0.5 MiB, not 2 for
+        # its 8,192 positions; issue 40)
+        self.rope_positions = min(self.max_context, num_pages * page_size)
+        self.model = self._load_model(cfg)
         self.kv_pool = KVPool(
             cfg.num_layers, num_pages, page_size, cfg.num_kv_heads, cfg.head_dim,
             self.config.kv_torch_dtype(self.model_config), self.device,
@@ -172,7 +176,7 @@ class ModelRunner:
 
     def _load_model(self, cfg: ModelConfig) -> DecoderForCausalLM:
         # float32 tables on the device, built before the meta-device construction below
-        rope = RopeTables.for_model(cfg, self.max_context, self.device)
+        rope = RopeTables.for_model(cfg, self.rope_positions, self.device)
         with torch.device("meta"):
             model = MODEL_CLASSES[cfg.model_type](cfg, self.ops, rope)
         skip: frozenset[str] = frozenset()
