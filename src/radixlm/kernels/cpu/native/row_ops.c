@@ -226,11 +226,19 @@ static int as_ints(PyObject *const *args, Py_ssize_t n, long long *ints) {
     return 1;
 }
 
+/* n integers then a float eps, the norms' arguments: ints[0..n-1] and *eps; 0 with an error
+   set if the count or a type is wrong */
+static int ints_then_eps(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t n,
+                         const char *name, long long *ints, double *eps) {
+    if (!args_ok(nargs, n + 1, name) || !as_ints(args, n, ints)) return 0;
+    *eps = PyFloat_AsDouble(args[n]);
+    return !(*eps == -1.0 && PyErr_Occurred());
+}
+
 static PyObject *py_add_rms_norm(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
     long long a[7];
-    if (!args_ok(nargs, 8, "add_rms_norm") || !as_ints(args, 7, a)) return NULL;
-    double eps = PyFloat_AsDouble(args[7]);
-    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    double eps;
+    if (!ints_then_eps(args, nargs, 7, "add_rms_norm", a, &eps)) return NULL;
     if (!a[0] || !a[2] || !a[3] || (a[1] && !a[4]) || a[5] < 0 || a[6] < 1) {
         PyErr_SetString(PyExc_ValueError, "add_rms_norm: null pointer or bad size");
         return NULL;
@@ -244,9 +252,8 @@ static PyObject *py_add_rms_norm(PyObject *UNUSED self, PyObject *const *args, P
 static PyObject *py_norm_add_rms_norm(PyObject *UNUSED self, PyObject *const *args,
                                       Py_ssize_t nargs) {
     long long a[8];
-    if (!args_ok(nargs, 9, "norm_add_rms_norm") || !as_ints(args, 8, a)) return NULL;
-    double eps = PyFloat_AsDouble(args[8]);
-    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    double eps;
+    if (!ints_then_eps(args, nargs, 8, "norm_add_rms_norm", a, &eps)) return NULL;
     if (!a[0] || !a[1] || !a[2] || !a[3] || !a[4] || !a[5] || a[6] < 0 || a[7] < 1) {
         PyErr_SetString(PyExc_ValueError, "norm_add_rms_norm: null pointer or bad size");
         return NULL;
@@ -321,9 +328,8 @@ static PyObject *py_gelu_tanh_mul(PyObject *UNUSED self, PyObject *const *args,
 static PyObject *py_qk_norm_rotary(PyObject *UNUSED self, PyObject *const *args,
                                    Py_ssize_t nargs) {
     long long a[12];
-    if (!args_ok(nargs, 13, "qk_norm_rotary") || !as_ints(args, 12, a)) return NULL;
-    double eps = PyFloat_AsDouble(args[12]);
-    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    double eps;
+    if (!ints_then_eps(args, nargs, 12, "qk_norm_rotary", a, &eps)) return NULL;
     long long tokens = a[8], hq = a[9], hkv = a[10], dim = a[11];
     if (!a[0] || !a[2] || !a[3] || !a[4] || !a[5] || !a[6] || !a[7] || tokens < 0 || hq < 1 ||
         hkv < 1 || dim < 2 || dim % 2 || a[1] < (hq + hkv) * dim) {

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +35,9 @@ from ..forward_batch import ForwardBatch
 from ..model_config import ModelConfig, UnsupportedModelError
 from .rope import RopeTables
 from .weight_names import fused_shards, map_name, param_pieces
+
+if TYPE_CHECKING:  # native_decode imports this module
+    from .native_decode import NativeDecodeStep
 
 logger = logging.getLogger(__name__)
 
@@ -246,7 +250,7 @@ class DecoderForCausalLM(nn.Module):
         self.gather_logits: nn.Module | None = None
         # the one-token step as bound native calls (native_decode.py): None until the first
         # forward after the projections are in place, False where the layers do not allow it
-        self._native_step: object = None
+        self._native_step: NativeDecodeStep | bool | None = None
 
     def replace_linears(
         self, build: Callable[[str, torch.Tensor, torch.Tensor | None], nn.Module]
@@ -311,7 +315,7 @@ class DecoderForCausalLM(nn.Module):
             logits = self.gather_logits(logits)
         return self.finish_logits(logits).float()
 
-    def _build_native_step(self) -> object:
+    def _build_native_step(self) -> NativeDecodeStep | bool:
         """:class:`~.native_decode.NativeDecodeStep` over the layers, or False where it does
         not reproduce them (or the final norm is overridden)."""
         from .native_decode import NativeDecodeStep, supported
