@@ -151,7 +151,9 @@ def run_demo(args: argparse.Namespace) -> int:
     torch.set_num_threads(env.num_threads_default())
     path = demo_model_path(args)
     t0 = time.perf_counter()
-    _progress(f"starting the engine on {path} (conversion on first use, loading) ...")
+    how = ("its config and tokenizer cached on first use, its weights mapped"
+           if path.suffix == ".gguf" else "loading")
+    _progress(f"starting the engine on {path} ({how}) ...")
     with Engine(model_path=str(path)) as engine:
         _progress(f"engine ready in {time.perf_counter() - t0:.1f} s; warming up ...")
         t1 = time.perf_counter()

@@ -100,7 +100,7 @@ def ensure_converted(gguf_path: Path, cache_root: Path, need_tokenizer: bool = T
     if (out / "config.json").is_file():
         if need_tokenizer and not (out / "tokenizer_config.json").is_file():
             _checkpoint(gguf_path).require_tokenizer()
-        logger.info("using the converted GGUF cached at %s", out)
+        logger.info("using the GGUF's config and tokenizer cached at %s", out)
         return out
     ckpt = _checkpoint(gguf_path)
     if need_tokenizer:
