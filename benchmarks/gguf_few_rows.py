@@ -6,10 +6,10 @@ one. Per SmolLM2 matrix (its fused q|k|v and gate|up, o, down; the Q8_0 LM head)
 (``--types``; random blocks, the values do not matter to the speed) and R in ``--rows``:
 the median thread CPU time (one thread; CPU time, so other processes on a shared core do not
 count) of one R-row call over that of a 1-row call, the two taking turns, so the ratio is
-what to compare on a shared machine. ``--cold``: each call on the next of enough copies of the
-matrix to pass 128 MiB (the weights from memory, as in a model's step; else from cache). With ``--baseline PATH`` (another build of
-``gguf_blocks``' .so, e.g. main's) the same calls on that build are timed in the same turns,
-and its ratios printed beside.
+what to compare on a shared machine. ``--cold``: each call on the next of enough copies of
+the matrix to pass 128 MiB (the weights from memory, as in a model's step; else from cache).
+With ``--baseline PATH`` (another build of ``gguf_blocks``' .so, e.g. main's) the same calls
+on that build are timed in the same turns, and its ratios printed beside.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/gguf_few_rows.py --types Q4_1,Q8_0
     python benchmarks/gguf_few_rows.py --baseline /work/main/src/radixlm/kernels/cpu/native/\
@@ -107,7 +107,8 @@ def main() -> None:
             if cols % elems or (shape == "head" and type_name != "Q8_0"):
                 continue
             got = measure(libs, type_name, rows, cols, counts, args.reps, args.cold)
-            line = {"type": type_name, "shape": shape, "cold": args.cold, "rows_x_cols": [rows, cols],
+            line = {"type": type_name, "shape": shape, "cold": args.cold,
+                    "rows_x_cols": [rows, cols],
                     "one_row_ms": {b: got[b][1]["ms"] for b in got}}
             for b in got:
                 line[f"x_one_row_{b}"] = {r: got[b][r]["x_one_row"] for r in counts[1:]}
