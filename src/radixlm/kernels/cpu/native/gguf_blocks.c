@@ -347,7 +347,7 @@ static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, P
 static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
                         idx_t rows, float *y, int vnni, int tiled, const Prep *p) {
     const int E = ELEMS[type];
-    if (vnni && tiled && rows > 1 && rows <= FEW_ROWS) { /* a verify's few rows */
+    if (vnni && tiled && rows > 1 && rows <= FEW_MAX[type]) { /* a verify's few rows */
         FEW[type][rows - 2](raw, stride, n, k, p, y);
         return;
     }

@@ -18,7 +18,6 @@
 #ifndef RADIXLM_GGUF_BLOCKS_FEW_H
 #define RADIXLM_GGUF_BLOCKS_FEW_H
 
-#define FEW_ROWS 8 /* the most activation rows a call runs here (more: the tiles) */
 
 /* A group's exact integers for activation rows m < M: I[m] lane j = block 16 g + j's sum of
    codes times X (zeros past cnt), the codes of the group at b decoded once. *heads: the
@@ -188,11 +187,22 @@ VNNI INLINE void gemm_few(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, in
     }
 #define FEW_TYPE(T) \
     FEW_FOR(T, 2) FEW_FOR(T, 3) FEW_FOR(T, 4) FEW_FOR(T, 5) FEW_FOR(T, 6) FEW_FOR(T, 7) \
-    FEW_FOR(T, 8)
+    FEW_FOR(T, 8) FEW_FOR(T, 9)
 #define FEW_ROW(T) \
-    {few_##T##_2, few_##T##_3, few_##T##_4, few_##T##_5, few_##T##_6, few_##T##_7, few_##T##_8}
+    {few_##T##_2, few_##T##_3, few_##T##_4, few_##T##_5, few_##T##_6, few_##T##_7, few_##T##_8, \
+     few_##T##_9}
 FEW_TYPE(Q4_0) FEW_TYPE(Q4_1) FEW_TYPE(Q5_0) FEW_TYPE(Q8_0)
 FEW_TYPE(Q4_K) FEW_TYPE(Q5_K) FEW_TYPE(Q6_K)
+/* The most rows a call of each type runs here, more going to the tiles (the same bits):
+   where R rows cost less than the tiles' R rows (benchmarks/gguf_few_rows.py --cold, Zen 4,
+   thread CPU time over a 1-row call, side by side on a shared core; SmolLM2's shapes).
+   Q4_1 (its blocks on the lanes: 8 dot products a row and group) beat the tiles at every
+   count to 9 (9 rows 2.35-2.61x a row, the tiles 3.16-3.51x); the others reduce their dot
+   products per row (about 20 shuffles a group), which the tiles' transposed codes outrun
+   from Q8_0's 5 rows (4: 2.23-2.34x against 2.17-2.41x), Q4_0's 7, Q4_K's 4, Q6_K's 3. Q5_0
+   and Q5_K (not measured) as Q4_0 and Q4_K. */
+static const int FEW_MAX[NTYPES] = {6, FEW_ROWS, 6, 4, 3, 3, 2};
+
 /* FEW[type][M - 2]: M = 2 .. FEW_ROWS activation rows */
 static const gemm_fn FEW[NTYPES][FEW_ROWS - 1] = {
     FEW_ROW(Q4_0), FEW_ROW(Q4_1), FEW_ROW(Q5_0), FEW_ROW(Q8_0),

@@ -62,7 +62,7 @@ VNNI INLINE void row256_lanes(const uint8_t *row, idx_t k, int type, const Prep 
        from reduce_chunks4's pair [0 2 4 6 1 3 5 7 | 8 10 12 14 9 11 13 15] (Z) */
     const __m512i S = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i Z = _mm512_setr_epi32(0, 2, 8, 10, 4, 6, 12, 14, 1, 3, 9, 11, 5, 7, 13, 15);
-    __m256 a[MAX_ROWS], b[MAX_ROWS];
+    __m256 a[FEW_ROWS], b[FEW_ROWS]; /* M <= FEW_ROWS (gguf_blocks_few.h) */
     for (int m = 0; m < M; m++) a[m] = b[m] = _mm256_setzero_ps();
     for (idx_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = row + sb * BYTES[type];
