@@ -9,7 +9,8 @@ count) of one R-row call over that of a 1-row call, the two taking turns, so the
 what to compare on a shared machine. ``--cold``: each call on the next of enough copies of
 the matrix to pass 128 MiB (the weights from memory, as in a model's step; else from cache).
 With ``--baseline PATH`` (another build of ``gguf_blocks``' .so, e.g. main's) the same calls
-on that build are timed in the same turns, and its ratios printed beside.
+on that build are timed in the same turns, its ratios printed beside, and each R's time here
+over the baseline's (``x_baseline``).
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/gguf_few_rows.py --types Q4_1,Q8_0
     python benchmarks/gguf_few_rows.py --baseline /work/main/src/radixlm/kernels/cpu/native/\
@@ -112,6 +113,9 @@ def main() -> None:
                     "one_row_ms": {b: got[b][1]["ms"] for b in got}}
             for b in got:
                 line[f"x_one_row_{b}"] = {r: got[b][r]["x_one_row"] for r in counts[1:]}
+            if "baseline" in got:  # R rows' time on this build over the baseline's
+                line["x_baseline"] = {r: round(got["this"][r]["ms"] / got["baseline"][r]["ms"],
+                                               2) for r in counts}
             print(json.dumps(line), flush=True)
 
 

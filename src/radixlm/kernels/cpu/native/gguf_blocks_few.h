@@ -13,11 +13,37 @@
  * exact integer per sub-block (block) on the same lane as the lanes kernel, then that
  * kernel's float operations in its order (group_lanes32's products and FMAs, the ragged last
  * group first; row256_lanes per row; acc's halves added; hsum8's tree per 8 output rows). The
- * integers may come from either of the lanes kernel's ways (blocks on lanes for Q4_1's full
- * groups, reductions otherwise): they are exact, so equal. */
+ * integers are exact, so any way of computing them gives the lanes kernel's: a full group of
+ * 16 blocks puts its blocks on the lanes once for all rows (Q4_1 by q4_1_on_lanes' permutes,
+ * the others by transposing the decoded codes) and meets each row's activations transposed
+ * once per call, 8 dot products a row; a ragged last group reduces each row's dot products as
+ * the lanes kernel does. */
 #ifndef RADIXLM_GGUF_BLOCKS_FEW_H
 #define RADIXLM_GGUF_BLOCKS_FEW_H
 
+/* transpose8 (gguf_blocks_tiles.h) on both 256-bit halves of u at once: u[i] holds block i's
+   8 code dwords (low half) and block 8 + i's (high half) -> v[t] lane j = dword t of block j
+   (a full group's 16 blocks on the lanes, in order) */
+VNNI INLINE void transpose8x2(const __m512i *u, __m512i *v) {
+    __m512i t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(u[2 * i], u[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(u[2 * i], u[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {
+        s[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        s[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        s[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        s[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    /* per half, permute2x128's 0x20 (the low 128 bits of each) and 0x31 (the high) */
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13),
+                  hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int q = 0; q < 4; q++) {
+        v[q] = _mm512_permutex2var_epi64(s[q], lo, s[4 + q]);
+        v[4 + q] = _mm512_permutex2var_epi64(s[q], hi, s[4 + q]);
+    }
+}
 
 /* A group's exact integers for activation rows m < M: I[m] lane j = block 16 g + j's sum of
    codes times X (zeros past cnt), the codes of the group at b decoded once. *heads: the
@@ -50,6 +76,21 @@ VNNI INLINE void group_ints_few(const uint8_t *b, idx_t g, int cnt, idx_t k, int
         return;
     }
     *heads = heads16(type, b, bytes, cnt);
+    if (cnt == 16 && xt) { /* the other types' full groups: codes transposed once, all rows */
+        __m512i u[8], q[8];
+        for (int i = 0; i < 8; i++) u[i] = codes32_two(type, b + i * bytes, b + (8 + i) * bytes);
+        transpose8x2(u, q);
+        for (int m = 0; m < M; m++) {
+            const int32_t *x = xt + m * (k / 4) + 128 * g;
+            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+            for (int t = 0; t < 4; t++) {
+                lo = _mm512_dpbusd_epi32(lo, q[t], _mm512_loadu_si512(x + 16 * t));
+                hi = _mm512_dpbusd_epi32(hi, q[4 + t], _mm512_loadu_si512(x + 16 * (4 + t)));
+            }
+            I[m] = _mm512_add_epi32(lo, hi);
+        }
+        return;
+    }
     if (cnt <= 4) { /* a short last group: 256-bit dots, reduced on 128 bits */
         __m256i u[4];
         for (int j = 0; j < cnt; j++) u[j] = codes32(type, b + j * bytes);
@@ -155,10 +196,11 @@ VNNI INLINE void gemm_few(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, in
                           const Prep *p, int M, float *y) {
     __m256 v[FEW_ROWS][8], vr[FEW_ROWS];
     float s[8];
-    /* Q4_1: each row's activations transposed for the blocks on the lanes (no memory: the
-       reductions, the same integers) */
+    /* the 32-weight types: each row's activations transposed for the full groups' blocks
+       on the lanes (no memory: the reductions, the same integers) */
     int32_t *xt = NULL;
-    if (type == Q4_1 && k >= 512 && (xt = aligned_alloc(64, (size_t)(M * k + 63) / 64 * 64)))
+    if (ELEMS[type] == 32 && k >= 512 &&
+        (xt = aligned_alloc(64, (size_t)(M * k + 63) / 64 * 64)))
         for (int m = 0; m < M; m++) transpose_x(p->X + m * k, k / 512, xt + m * (k / 4));
     for (idx_t r0 = 0; r0 < n; r0 += 8) {
         const int C = n - r0 < 8 ? (int)(n - r0) : 8;
@@ -195,13 +237,13 @@ FEW_TYPE(Q4_0) FEW_TYPE(Q4_1) FEW_TYPE(Q5_0) FEW_TYPE(Q8_0)
 FEW_TYPE(Q4_K) FEW_TYPE(Q5_K) FEW_TYPE(Q6_K)
 /* The most rows a call of each type runs here, more going to the tiles (the same bits):
    where R rows cost less than the tiles' R rows (benchmarks/gguf_few_rows.py --cold, Zen 4,
-   thread CPU time over a 1-row call, side by side on a shared core; SmolLM2's shapes).
-   Q4_1 (its blocks on the lanes: 8 dot products a row and group) beat the tiles at every
-   count to 9 (9 rows 2.35-2.61x a row, the tiles 3.16-3.51x); the others reduce their dot
-   products per row (about 20 shuffles a group), which the tiles' transposed codes outrun
-   from Q8_0's 5 rows (4: 2.23-2.34x against 2.17-2.41x), Q4_0's 7, Q4_K's 4, Q6_K's 3. Q5_0
-   and Q5_K (not measured) as Q4_0 and Q4_K. */
-static const int FEW_MAX[NTYPES] = {6, FEW_ROWS, 6, 4, 3, 3, 2};
+   thread CPU time, side by side on a shared core; SmolLM2's shapes). The 32-weight types,
+   their full groups' blocks on the lanes (8 dot products a row and group), beat the tiles at
+   every count to 9 (SmolLM2's Q8_0 LM head: 2 rows 0.69x the tiles' time, 4 0.84x, 9 0.95x;
+   Q4_1's matrices 9 rows 2.3-2.9x a 1-row call, the tiles 3.0-3.7x). The K-quants reduce
+   their dot products per row and super-block, which the tiles' transposed codes outrun from
+   Q4_K's 4 rows and Q6_K's 3 (576 x 1536; Q5_K, not measured, as Q4_K). */
+static const int FEW_MAX[NTYPES] = {FEW_ROWS, FEW_ROWS, FEW_ROWS, FEW_ROWS, 3, 3, 2};
 
 /* FEW[type][M - 2]: M = 2 .. FEW_ROWS activation rows */
 static const gemm_fn FEW[NTYPES][FEW_ROWS - 1] = {
