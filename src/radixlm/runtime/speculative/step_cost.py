@@ -21,9 +21,10 @@ step (``models/native_decode.py``), each weight block decoded once for all of th
 forward only, batch 1, 1, 3 and 8 drafts cost 1.13, 1.49 and 2.59 plain forwards at 200
 tokens of context and 1.06, 1.44 and 2.50 at 1,552 (``F`` about 4); the fit found 2.9-6.8
 over speculative.py's rows (main's RAG fit had drifted to 0.65, pricing a row at 0.6).
-With float32 weights (dequantized) the step streams 4x the bytes and ``F`` is ~25-100. So ``F`` is measured: a decayed least-squares fit
-of the forward's time against rows over the pure decode steps (no prefill chunk), in the
-scheduler's thread CPU time when torch runs on one thread, else wall time;
+With float32 weights (dequantized) the step streams 4x the bytes and ``F`` is ~25-100. So
+``F`` is measured: a decayed least-squares fit of the forward's time against rows over the
+pure decode steps (no prefill chunk), in the scheduler's thread CPU time when torch runs on
+one thread, else wall time;
 :data:`PRIOR_FIXED_ROWS` until the steps seen differ enough in rows to fit. Only the forward
 is timed: the rest of a step holds one-off costs (a vocabulary or a mask built on first
 use: ~260 ms once in a RAG run) that a fit of whole steps read as "a 1-row step is dear,
