@@ -2,8 +2,9 @@
 bit the same alone (the 1-row decode kernel), in calls of each of 2..9 rows (with the tiles'
 order the few-rows kernel, gguf_blocks_few.h, up to its limit for the type, then the tiles;
 else the streaming kernel) and of 9..70 rows (passes of 32 tiles, or of 8), through the
-one-matrix and the fused entry points, every type, odd sizes, the VNNI and portable paths. The runtime's exactness rests on it: a cached prefix's
-continuation equals the cold run, a speculative verify's rows equal the one-token steps."""
+one-matrix and the fused entry points, every type, odd sizes, the VNNI and portable paths.
+The runtime's exactness rests on it: a cached prefix's continuation equals the cold run, a
+speculative verify's rows equal the one-token steps."""
 
 from __future__ import annotations
 
