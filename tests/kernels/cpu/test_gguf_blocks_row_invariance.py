@@ -1,8 +1,10 @@
 """A row's result on raw GGUF blocks does not depend on how many rows share the call: bit for
-bit the same alone (the 1-row decode kernel), in calls of 2..8 rows (the streaming kernel)
-and of 9..70 rows (passes of 32 tiles, or of 8), through the one-matrix and the fused entry
-points, every type, odd sizes. The runtime's exactness rests on it: a cached prefix's
-continuation equals the cold run, a speculative verify's rows equal the one-token steps."""
+bit the same alone (the 1-row decode kernel), in calls of each of 2..9 rows (with the tiles'
+order the few-rows kernel, gguf_blocks_few.h, up to its limit for the type, then the tiles;
+else the streaming kernel) and of 9..70 rows (passes of 32 tiles, or of 8), through the
+one-matrix and the fused entry points, every type, odd sizes, the VNNI and portable paths.
+The runtime's exactness rests on it: a cached prefix's continuation equals the cold run, a
+speculative verify's rows equal the one-token steps."""
 
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ TYPES = gguf_block_types()
 # blocks a row: the 32-weight types' groups of 16 blocks (a last one on 4, 8 or 16 lanes,
 # decode's groups of 8 and its ragged tail); the K-quants' super-blocks
 BLOCKS = {32: (1, 3, 7, 13, 20, 37), 256: (1, 3, 5, 17)}  # 256 x 17: wide K-quant rows
-# call sizes: 1 row, 2..8 rows, 9..70 rows (a pass of 32 and ragged ones)
-SPLITS = (1, 2, 3, 5, 8, 9, 13, 33, 70)
+# call sizes: 1 row, each of 2..9 rows (the few-rows kernel's row counts), 9..70 rows (a
+# pass of 32 and ragged ones)
+SPLITS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 33, 70)
 
 
 def _bits(y: torch.Tensor) -> torch.Tensor:
@@ -71,7 +74,7 @@ def test_fused_rows_do_not_depend_on_the_call(types, cols, native_path):
     fused = GGUFFusedBlocks(pieces, torch.randperm(width, generator=gen))
     x = _activations(45, cols, gen)
     alone = _bits(_in_calls(fused.forward, x, 1))
-    for size in (4, 9, 45):
+    for size in (2, 4, 7, 9, 45):
         got = _bits(_in_calls(fused.forward, x, size))
         rows = (got != alone).any(1).nonzero().flatten().tolist()
         assert not rows, f"calls of {size} rows: rows {rows} differ from the 1-row calls"

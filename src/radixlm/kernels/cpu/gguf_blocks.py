@@ -22,7 +22,10 @@ W.T`` is computed by the native module without decoding W to memory:
   decoded once per pass, a lane per sub-block (block) so about half the work per row; one
   row (decode) runs ``native/gguf_blocks_lanes.h``, the same float32 operations in the same
   lanes and order (the lane sums by reducing the dot products instead of transposing the
-  codes). So a row's bits do not depend on how many rows share its call
+  codes), and 2 to 9 rows (a speculative verify's; up to a limit per type, measured against
+  the tiles) ``native/gguf_blocks_few.h``, each block decoded once for all of them and each
+  row's operations the lanes kernel's. So a row's bits do not depend on how many rows share
+  its call
   (``tests/kernels/cpu/test_gguf_blocks_row_invariance.py``). ``tiles=False``: the
   streaming kernel, W streamed once per pass of up to 8 rows (one row: 4 output rows a pass,
   ``native/gguf_blocks_decode.h``), also row-invariant, in its own order (another rounding

@@ -14,11 +14,17 @@ draft_cost``: SmolLM2 135M, its Q4_1 GGUF blocks, 1 thread, thread CPU time on a
 through the scheduler at batch 1 a step with 1, 4, 8 rejected drafts cost 1.51, 2.27, 3.12
 plain steps (about ``1.25 + 0.24 k``: ``F`` about 3); forward only, 8 requests on a
 1,552-token passage, 1 and 3 drafts each cost 1.69 and 3.06 plain steps (``0.7`` a row:
-``F`` about 3.4). The block kernels' passes are compute-bound at a few rows, so a row costs
-nearly as much as a token of a small model. With float32 weights (dequantized) the step
-streams 4x the bytes and ``F`` is ~25-100. So ``F`` is measured: a decayed least-squares fit
-of the forward's time against rows over the pure decode steps (no prefill chunk), in the
-scheduler's thread CPU time when torch runs on one thread, else wall time;
+``F`` about 3.4). The block kernels' passes were compute-bound at a few rows, so a row cost
+nearly as much as a token of a small model. Since a verify's rows run bound like the plain
+step (``models/native_decode.py``), each weight block decoded once for all of them
+(``native/gguf_blocks_few.h``) and each key row read once (``avx512_attention_decode.h``),
+forward only, batch 1, 1, 3 and 8 drafts cost 1.13, 1.49 and 2.59 plain forwards at 200
+tokens of context and 1.06, 1.44 and 2.50 at 1,552 (``F`` about 4); the fit found 2.9-6.8
+over speculative.py's rows (main's RAG fit had drifted to 0.65, pricing a row at 0.6).
+With float32 weights (dequantized) the step streams 4x the bytes and ``F`` is ~25-100. So
+``F`` is measured: a decayed least-squares fit of the forward's time against rows over the
+pure decode steps (no prefill chunk), in the scheduler's thread CPU time when torch runs on
+one thread, else wall time;
 :data:`PRIOR_FIXED_ROWS` until the steps seen differ enough in rows to fit. Only the forward
 is timed: the rest of a step holds one-off costs (a vocabulary or a mask built on first
 use: ~260 ms once in a RAG run) that a fit of whole steps read as "a 1-row step is dear,

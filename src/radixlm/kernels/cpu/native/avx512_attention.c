@@ -355,7 +355,10 @@ static PyObject *py_decode_attention(PyObject *UNUSED self, PyObject *args) {
     if (!check_decode_slots(indptr, indices, batch, num_slots, &longest)) return NULL;
     if (!cpu_check(cpu_supported(), "decode_attention: this CPU lacks AVX-512")) return NULL;
 #if HAVE_X86
-    float *s = malloc(sizeof(float) * (size_t)((longest > 0 ? longest : 1) * (hq / hkv)));
+    /* scores of up to RUN_ROWS rows attended together (a verify's) */
+    const idx_t together = batch < RUN_ROWS ? (batch > 0 ? batch : 1) : RUN_ROWS;
+    float *s = malloc(sizeof(float) * (size_t)((longest > 0 ? longest : 1) * (hq / hkv) *
+                                               together));
     if (!s) return PyErr_NoMemory();
     WITHOUT_GIL(decode_all(PTR(q), PTR(k), PTR(v), indptr, indices, batch, hq, hkv, d, window,
                            PTR(prior), scale, cap, PTR(out), s));

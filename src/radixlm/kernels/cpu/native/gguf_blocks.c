@@ -326,6 +326,7 @@ static const gemm_fn GEMM[NTYPES][MAX_ROWS] = {GEMM_ROW(Q4_0), GEMM_ROW(Q4_1), G
 
 #include "gguf_blocks_tiles.h" /* the tiled kernel: passes of up to 128 rows */
 #include "gguf_blocks_lanes.h" /* the tiles' float order for one row */
+#include "gguf_blocks_few.h"   /* ... and for 2 .. FEW_ROWS rows, each block decoded once */
 
 /* -- Python entry points ------------------------------------------------------------- */
 DEFINE_CPU_SUPPORTED(CPU_HAS("avx512f") && CPU_HAS("avx512bw") && CPU_HAS("avx512vl") &&
@@ -346,6 +347,10 @@ static void prepare_rows(const float *x, idx_t rows, idx_t k, int E, int vnni, P
 static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
                         idx_t rows, float *y, int vnni, int tiled, const Prep *p) {
     const int E = ELEMS[type];
+    if (vnni && tiled && rows > 1 && rows <= FEW_MAX[type]) { /* a verify's few rows */
+        FEW[type][rows - 2](raw, stride, n, k, p, y);
+        return;
+    }
     tiles_fn tiles = vnni && tiled && rows > 1 ? TILES[type] : NULL;
     Prep t = {0};
     if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: lanes */

@@ -62,7 +62,7 @@ VNNI INLINE void row256_lanes(const uint8_t *row, idx_t k, int type, const Prep 
        from reduce_chunks4's pair [0 2 4 6 1 3 5 7 | 8 10 12 14 9 11 13 15] (Z) */
     const __m512i S = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i Z = _mm512_setr_epi32(0, 2, 8, 10, 4, 6, 12, 14, 1, 3, 9, 11, 5, 7, 13, 15);
-    __m256 a[MAX_ROWS], b[MAX_ROWS];
+    __m256 a[FEW_ROWS], b[FEW_ROWS]; /* M <= FEW_ROWS (gguf_blocks_few.h) */
     for (int m = 0; m < M; m++) a[m] = b[m] = _mm256_setzero_ps();
     for (idx_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = row + sb * BYTES[type];
@@ -188,18 +188,18 @@ static void transpose_x(const int8_t *X, idx_t groups, int32_t *xt) {
                 memcpy(xt + g * 128 + 16 * t + j, X + 512 * g + 32 * j + 4 * t, 4);
 }
 
-/* codes32 of the blocks at b and b + bytes in one 512-bit vector (the first in the low
-   half), decoding both at once: half the nibble work of two codes32 */
-VNNI INLINE __m512i codes32x2(int type, const uint8_t *b, int bytes) {
+/* codes32 of the blocks at b and c in one 512-bit vector (b's in the low half), decoding
+   both at once: half the nibble work of two codes32 */
+VNNI INLINE __m512i codes32_two(int type, const uint8_t *b, const uint8_t *c) {
     if (type == Q8_0)
         return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(
             _mm256_loadu_si256((const __m256i *)(b + 2))),
-            _mm256_loadu_si256((const __m256i *)(b + bytes + 2)), 1),
+            _mm256_loadu_si256((const __m256i *)(c + 2)), 1),
             _mm512_set1_epi8((char)0x80));
     const int at = type == Q4_0 ? 2 : type == Q4_1 ? 4 : 6; /* the nibbles' offset */
     const __m256i q = _mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + at))),
-        _mm_loadu_si128((const __m128i *)(b + bytes + at)), 1);
+        _mm_loadu_si128((const __m128i *)(c + at)), 1);
     /* 128-bit chunks [first, first, second, second]; the high nibbles in chunks 1 and 3 */
     __m512i u = _mm512_shuffle_i64x2(_mm512_castsi256_si512(q), _mm512_castsi256_si512(q),
                                      0x50);
@@ -207,9 +207,14 @@ VNNI INLINE __m512i codes32x2(int type, const uint8_t *b, int bytes) {
     if (type != Q5_0) return u;
     uint32_t h0, h1; /* bit i: element i's fifth bit, per block */
     memcpy(&h0, b + 2, 4);
-    memcpy(&h1, b + bytes + 2, 4);
+    memcpy(&h1, c + 2, 4);
     return _mm512_mask_add_epi8(u, (__mmask64)h0 | (__mmask64)h1 << 32, u,
                                 _mm512_set1_epi8(16));
+}
+
+/* codes32_two of the adjacent blocks at b and b + bytes */
+VNNI INLINE __m512i codes32x2(int type, const uint8_t *b, int bytes) {
+    return codes32_two(type, b, b + bytes);
 }
 
 /* Blocks 16 g .. 16 g + cnt - 1 (cnt <= 16) of R output rows (row, row + stride, ...) for

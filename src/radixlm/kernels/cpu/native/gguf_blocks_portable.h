@@ -8,6 +8,7 @@
 #include "radixlm_native.h"
 
 #define MAX_ROWS 8    /* activation rows per pass of the streaming kernel */
+#define FEW_ROWS 9    /* the most rows a call of gguf_blocks_few.h runs: a verify's 1 + 8 drafts */
 #define TILE_ROWS 32  /* per pass of the portable GEMM (and of the tiles on wide K-quant rows) */
 #define TINY 7.888609052210118e-31f /* 2^-100: blocks below it quantize to 0 */
 enum { Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, NTYPES };

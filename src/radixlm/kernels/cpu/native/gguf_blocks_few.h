@@ -1,0 +1,253 @@
+/* A few activation rows (2 .. FEW_ROWS: a speculative verify's draft rows) on the VNNI path
+ * of gguf_blocks.c (its only includer, after gguf_blocks_lanes.h, whose group pieces,
+ * row256_lanes and hsum8 it reuses).
+ *
+ * Why: at batch 1 the weight stream dominates a step, so R rows should cost little more than
+ * one. The tiles (passes of 128 rows) transpose each decoded group for the rows of a pass:
+ * worth it at 128 rows, not at 2-8 (2 rows in one call cost 2.0-2.5x a 1-row call, 8 rows
+ * 3.0-3.8x; benchmarks/gguf_few_rows.py). Here each output row's blocks are read and decoded
+ * once, as the lanes kernel does for one row, and dotted with every activation row of the call.
+ *
+ * Numerics (bit-identical per row to the lanes kernel, so to the tiles: tested by
+ * tests/kernels/cpu/test_gguf_blocks_row_invariance.py): each activation row gets the same
+ * exact integer per sub-block (block) on the same lane as the lanes kernel, then that
+ * kernel's float operations in its order (group_lanes32's products and FMAs, the ragged last
+ * group first; row256_lanes per row; acc's halves added; hsum8's tree per 8 output rows). The
+ * integers are exact, so any way of computing them gives the lanes kernel's: a full group of
+ * 16 blocks puts its blocks on the lanes once for all rows (Q4_1 by q4_1_on_lanes' permutes,
+ * the others by transposing the decoded codes) and meets each row's activations transposed
+ * once per call, 8 dot products a row; a ragged last group reduces each row's dot products as
+ * the lanes kernel does. */
+#ifndef RADIXLM_GGUF_BLOCKS_FEW_H
+#define RADIXLM_GGUF_BLOCKS_FEW_H
+
+/* transpose8 (gguf_blocks_tiles.h) on both 256-bit halves of u at once: u[i] holds block i's
+   8 code dwords (low half) and block 8 + i's (high half) -> v[t] lane j = dword t of block j
+   (a full group's 16 blocks on the lanes, in order) */
+VNNI INLINE void transpose8x2(const __m512i *u, __m512i *v) {
+    __m512i t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(u[2 * i], u[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(u[2 * i], u[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {
+        s[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        s[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        s[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        s[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    /* per half, permute2x128's 0x20 (the low 128 bits of each) and 0x31 (the high) */
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13),
+                  hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int q = 0; q < 4; q++) {
+        v[q] = _mm512_permutex2var_epi64(s[q], lo, s[4 + q]);
+        v[4 + q] = _mm512_permutex2var_epi64(s[q], hi, s[4 + q]);
+    }
+}
+
+/* A group's exact integers for activation rows m < M: I[m] lane j = block 16 g + j's sum of
+   codes times X (zeros past cnt), the codes of the group at b decoded once. *heads: the
+   blocks' first dwords (their float16 A; Q4_1 with m above it), zeros past cnt. xt: the rows'
+   transposed activations (transpose_x, k / 4 dwords a row) or NULL. */
+VNNI INLINE void group_ints_few(const uint8_t *b, idx_t g, int cnt, idx_t k, int type,
+                                const Prep *p, int M, const int32_t *xt, __m512i *heads,
+                                __m512i *I) {
+    const int bytes = BYTES[type];
+    prefetch_ahead(b, cnt * bytes);
+    if (type == Q4_1 && cnt == 16 && xt) { /* the blocks on the lanes (q4_1_on_lanes) */
+        __m512i v[5], q[8];
+        for (int i = 0; i < 5; i++) v[i] = _mm512_loadu_si512(b + 64 * i);
+        *heads = column5(v, 0);
+        const __m512i nib = _mm512_set1_epi8(15);
+        for (int s = 0; s < 4; s++) {
+            const __m512i c = column5(v, 1 + s);
+            q[s] = _mm512_and_si512(c, nib);
+            q[4 + s] = _mm512_and_si512(_mm512_srli_epi32(c, 4), nib);
+        }
+        for (int m = 0; m < M; m++) {
+            const int32_t *x = xt + m * (k / 4) + 128 * g;
+            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+            for (int s = 0; s < 4; s++) {
+                lo = _mm512_dpbusd_epi32(lo, q[s], _mm512_loadu_si512(x + 16 * s));
+                hi = _mm512_dpbusd_epi32(hi, q[4 + s], _mm512_loadu_si512(x + 16 * (4 + s)));
+            }
+            I[m] = _mm512_add_epi32(lo, hi);
+        }
+        return;
+    }
+    *heads = heads16(type, b, bytes, cnt);
+    if (cnt == 16 && xt) { /* the other types' full groups: codes transposed once, all rows */
+        __m512i u[8], q[8];
+        for (int i = 0; i < 8; i++) u[i] = codes32_two(type, b + i * bytes, b + (8 + i) * bytes);
+        transpose8x2(u, q);
+        for (int m = 0; m < M; m++) {
+            const int32_t *x = xt + m * (k / 4) + 128 * g;
+            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+            for (int t = 0; t < 4; t++) {
+                lo = _mm512_dpbusd_epi32(lo, q[t], _mm512_loadu_si512(x + 16 * t));
+                hi = _mm512_dpbusd_epi32(hi, q[4 + t], _mm512_loadu_si512(x + 16 * (4 + t)));
+            }
+            I[m] = _mm512_add_epi32(lo, hi);
+        }
+        return;
+    }
+    if (cnt <= 4) { /* a short last group: 256-bit dots, reduced on 128 bits */
+        __m256i u[4];
+        for (int j = 0; j < cnt; j++) u[j] = codes32(type, b + j * bytes);
+        for (int m = 0; m < M; m++) {
+            const int8_t *X = p->X + m * k + 512 * g;
+            __m256i P4[4], a[2];
+            for (int j = 0; j < 4; j++)
+                P4[j] = j < cnt ? _mm256_dpbusd_epi32(
+                    _mm256_setzero_si256(), u[j],
+                    _mm256_loadu_si256((const __m256i *)(X + 32 * j))) : _mm256_setzero_si256();
+            for (int i = 0; i < 2; i++)
+                a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(P4[2 * i], P4[2 * i + 1]),
+                                        _mm256_unpackhi_epi32(P4[2 * i], P4[2 * i + 1]));
+            const __m256i h = _mm256_add_epi32(_mm256_unpacklo_epi64(a[0], a[1]),
+                                               _mm256_unpackhi_epi64(a[0], a[1]));
+            I[m] = _mm512_zextsi128_si512(_mm_add_epi32(_mm256_castsi256_si128(h),
+                                                        _mm256_extracti128_si256(h, 1)));
+        }
+        return;
+    }
+    /* blocks 2 i, 2 i + 1 in u[i] (zeros past cnt); each row's dots reduced as
+       group_lanes32 does: reduce_chunks4 per 8 blocks, then the chunks put in block order */
+    const __m512i Z = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+    __m512i u[8];
+    for (int i = 0; i < 8; i++)
+        u[i] = 2 * i >= cnt ? _mm512_setzero_si512()
+             : 2 * i + 1 < cnt ? codes32x2(type, b + 2 * i * bytes, bytes)
+             : _mm512_castsi256_si512(codes32(type, b + 2 * i * bytes));
+    for (int m = 0; m < M; m++) {
+        const int8_t *X = p->X + m * k + 512 * g;
+        __m512i P[8];
+        for (int i = 0; i < 8; i++) {
+            if (2 * i >= cnt) {
+                P[i] = _mm512_setzero_si512();
+                continue;
+            }
+            /* blocks 2 i, 2 i + 1 of the activations (no reads past the last block) */
+            const __m512i x = cnt == 16 ? _mm512_loadu_si512(X + 64 * i)
+                : _mm512_inserti64x4(_mm512_castsi256_si512(
+                      _mm256_loadu_si256((const __m256i *)(X + 64 * i))),
+                      2 * i + 1 < cnt ? _mm256_loadu_si256((const __m256i *)(X + 64 * i + 32))
+                                      : _mm256_setzero_si256(), 1);
+            P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[i], x);
+        }
+        const __m512i c0 = reduce_chunks4(P);
+        const __m512i c1 = cnt > 8 ? reduce_chunks4(P + 4) : _mm512_setzero_si512();
+        I[m] = _mm512_permutexvar_epi32(Z, _mm512_add_epi32(_mm512_shuffle_i64x2(c0, c1, 0x88),
+                                                            _mm512_shuffle_i64x2(c0, c1, 0xDD)));
+    }
+}
+
+/* Blocks 16 g .. 16 g + cnt - 1 of one output row (at row) into acc[m] for activation rows
+   m < M: group_lanes32's float operations on each row's integers (first: the ragged last
+   group, which sets acc) */
+VNNI INLINE void group_few32(const uint8_t *row, idx_t g, int cnt, int first, idx_t k,
+                             int type, const Prep *p, int M, const int32_t *xt, __m512 *acc) {
+    const idx_t nb = k / 32;
+    const __mmask16 live = (__mmask16)((1u << cnt) - 1);
+    __m512i heads, I[FEW_ROWS];
+    group_ints_few(row + 16 * g * BYTES[type], g, cnt, k, type, p, M, xt, &heads, I);
+    const __m512 A = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads));
+    const __m512 w = type == Q4_1 ? _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(
+        _mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16)))) : A;
+    for (int m = 0; m < M; m++) {
+        const __m512 dx = _mm512_maskz_loadu_ps(live, p->dx + m * nb + 16 * g);
+        __m512i Im = I[m];
+        if (OFFSET[type]) /* the codes are q + off: the exact sum of q X starts at -off S */
+            Im = _mm512_add_epi32(Im, _mm512_mullo_epi32(
+                _mm512_maskz_loadu_epi32(live, p->s32 + m * nb + 16 * g),
+                _mm512_set1_epi32(-OFFSET[type])));
+        const __m512 f = _mm512_cvtepi32_ps(Im), scale = _mm512_mul_ps(A, dx);
+        if (first && cnt <= 8) /* the tiles' step32 on 8 lanes, last4 on 4: a product */
+            acc[m] = _mm512_mul_ps(f, scale);
+        else
+            acc[m] = _mm512_fmadd_ps(f, scale, first ? _mm512_setzero_ps() : acc[m]);
+        if (type == Q4_1)
+            acc[m] = _mm512_fnmadd_ps(w, _mm512_maskz_loadu_ps(live, p->xs + m * nb + 16 * g),
+                                      acc[m]);
+    }
+}
+
+/* One output row of a 32-weight type for M activation rows -> v[m] (acc's halves added) */
+VNNI INLINE void row_few32(const uint8_t *row, idx_t k, int type, const Prep *p, int M,
+                           const int32_t *xt, __m256 *v) {
+    const idx_t full = k / 512;
+    const int last = (int)(k / 32 - 16 * full);
+    __m512 acc[FEW_ROWS];
+    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
+    switch (last) { /* the ragged last group first, its count a constant */
+#define LAST(c) case c: group_few32(row, full, c, 1, k, type, p, M, xt, acc); break;
+        LAST(1) LAST(2) LAST(3) LAST(4) LAST(5) LAST(6) LAST(7) LAST(8)
+        LAST(9) LAST(10) LAST(11) LAST(12) LAST(13) LAST(14) LAST(15)
+#undef LAST
+    }
+    for (idx_t g = 0; g < full; g++) group_few32(row, g, 16, 0, k, type, p, M, xt, acc);
+    for (int m = 0; m < M; m++)
+        v[m] = _mm256_add_ps(_mm512_castps512_ps256(acc[m]), high8(acc[m]));
+}
+
+/* all n output rows for M activation rows -> y [M, n]: each output row decoded once for
+   all M; 8 output rows' sums at a time per activation row through hsum8 (gemm_lanes') */
+VNNI INLINE void gemm_few(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int type,
+                          const Prep *p, int M, float *y) {
+    __m256 v[FEW_ROWS][8], vr[FEW_ROWS];
+    float s[8];
+    /* the 32-weight types: each row's activations transposed for the full groups' blocks
+       on the lanes (no memory: the reductions, the same integers) */
+    int32_t *xt = NULL;
+    if (ELEMS[type] == 32 && k >= 512 &&
+        (xt = aligned_alloc(64, (size_t)(M * k + 63) / 64 * 64)))
+        for (int m = 0; m < M; m++) transpose_x(p->X + m * k, k / 512, xt + m * (k / 4));
+    for (idx_t r0 = 0; r0 < n; r0 += 8) {
+        const int C = n - r0 < 8 ? (int)(n - r0) : 8;
+        for (int c = 0; c < C; c++) {
+            const uint8_t *row = raw + (r0 + c) * stride;
+            if (ELEMS[type] == 32)
+                row_few32(row, k, type, p, M, xt, vr);
+            else
+                row256_lanes(row, k, type, p, M, vr);
+            for (int m = 0; m < M; m++) v[m][c] = vr[m];
+        }
+        for (int m = 0; m < M; m++) {
+            for (int c = C; c < 8; c++) v[m][c] = _mm256_setzero_ps();
+            hsum8(v[m], s);
+            for (int c = 0; c < C; c++) y[m * n + r0 + c] = s[c];
+        }
+    }
+    free(xt);
+}
+
+/* one specialisation per (type, M) so the row loops unroll */
+#define FEW_FOR(T, M)                                                                     \
+    VNNI static void few_##T##_##M(const uint8_t *raw, idx_t stride, idx_t n, idx_t k,    \
+                                   const Prep *p, float *y) {                             \
+        gemm_few(raw, stride, n, k, T, p, M, y);                                          \
+    }
+#define FEW_TYPE(T) \
+    FEW_FOR(T, 2) FEW_FOR(T, 3) FEW_FOR(T, 4) FEW_FOR(T, 5) FEW_FOR(T, 6) FEW_FOR(T, 7) \
+    FEW_FOR(T, 8) FEW_FOR(T, 9)
+#define FEW_ROW(T) \
+    {few_##T##_2, few_##T##_3, few_##T##_4, few_##T##_5, few_##T##_6, few_##T##_7, few_##T##_8, \
+     few_##T##_9}
+FEW_TYPE(Q4_0) FEW_TYPE(Q4_1) FEW_TYPE(Q5_0) FEW_TYPE(Q8_0)
+FEW_TYPE(Q4_K) FEW_TYPE(Q5_K) FEW_TYPE(Q6_K)
+/* The most rows a call of each type runs here, more going to the tiles (the same bits):
+   where R rows cost less than the tiles' R rows (benchmarks/gguf_few_rows.py --cold, Zen 4,
+   thread CPU time, side by side on a shared core; SmolLM2's shapes). The 32-weight types,
+   their full groups' blocks on the lanes (8 dot products a row and group), beat the tiles at
+   every count to 9 (SmolLM2's Q8_0 LM head: 2 rows 0.69x the tiles' time, 4 0.84x, 9 0.95x;
+   Q4_1's matrices 9 rows 2.3-2.9x a 1-row call, the tiles 3.0-3.7x). The K-quants reduce
+   their dot products per row and super-block, which the tiles' transposed codes outrun from
+   Q4_K's 4 rows and Q6_K's 3 (576 x 1536; Q5_K, not measured, as Q4_K). */
+static const int FEW_MAX[NTYPES] = {FEW_ROWS, FEW_ROWS, FEW_ROWS, FEW_ROWS, 3, 3, 2};
+
+/* FEW[type][M - 2]: M = 2 .. FEW_ROWS activation rows */
+static const gemm_fn FEW[NTYPES][FEW_ROWS - 1] = {
+    FEW_ROW(Q4_0), FEW_ROW(Q4_1), FEW_ROW(Q5_0), FEW_ROW(Q8_0),
+    FEW_ROW(Q4_K), FEW_ROW(Q5_K), FEW_ROW(Q6_K)};
+
+#endif /* RADIXLM_GGUF_BLOCKS_FEW_H */
