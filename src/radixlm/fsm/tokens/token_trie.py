@@ -208,6 +208,7 @@ class TokenTrie:
         succ_tokens = np.empty(self._num_tokens, dtype=np.int32)
         stack = np.zeros(self.depth + 1, dtype=np.int32)
         stack[0] = state
+        chain = np.zeros(self.depth + 1, dtype=np.int32)  # the counting skip's states
         i, n, flags = 0, 0, seen.flags
         summary = self.summary
         try:
@@ -216,8 +217,11 @@ class TokenTrie:
                 flags = seen.at_least(table.shape[0])
                 i, n, missing, question = kernel.walk_preorder(
                     table, built(), i, stack, *self.preorder, summary.ascii_bytes,
-                    summary.flags, summary.tokens, summary.token_start,
-                    *loops.at_least(table.shape[0]), words, flags, succ_states, succ_tokens, n)
+                    summary.flags, summary.tokens, summary.token_start, summary.chars_before,
+                    summary.max_chars, summary.token_chars, summary.wide_chars,
+                    *loops.at_least(table.shape[0]),
+                    *loops.steps_at_least(table.shape[0]), chain, words, flags, succ_states,
+                    succ_tokens, n)
                 if missing:
                     ensure_rows(np.array([missing], dtype=np.int32))
                 elif question:

@@ -63,6 +63,7 @@ _ready = threading.Event()  # set by warm() once the loop is loaded
 
 # the argument dtypes of walk_preorder (one compiled specialisation)
 NODE_BYTE, NODE_DEPTH, NODE_INDEX, TOKEN_ID = np.uint8, np.uint16, np.int32, np.int32
+CHARS = np.uint16  # characters of a prefix or token (subtree_summary)
 
 
 def ready() -> bool:
@@ -111,10 +112,15 @@ def warm() -> None:
                       np.zeros(2, dtype=NODE_INDEX), np.zeros(1, dtype=TOKEN_ID),
                       np.zeros((1, 2), dtype=np.uint64), np.zeros(1, dtype=np.uint8),
                       np.zeros(1, dtype=TOKEN_ID), np.zeros(2, dtype=NODE_INDEX),
-                      np.zeros(2, dtype=np.uint8), np.zeros((2, 2), dtype=np.uint64),
-                      np.zeros(2, dtype=np.uint8), np.zeros(2, dtype=np.uint32),
-                      np.zeros(2, dtype=np.uint8), np.zeros(1, dtype=np.int32),
-                      np.zeros(1, dtype=np.int32), 0)
+                      np.zeros(1, dtype=CHARS), np.ones(1, dtype=CHARS),
+                      np.ones(1, dtype=CHARS), np.zeros(1, dtype=CHARS),
+                      np.zeros(2, dtype=np.uint8),
+                      np.zeros((2, 2), dtype=np.uint64), np.zeros(2, dtype=np.uint8),
+                      np.full(2, -1, dtype=np.int32), np.zeros(2, dtype=np.uint8),
+                      np.zeros(2, dtype=np.int32), np.zeros((2, 2), dtype=np.uint64),
+                      np.zeros((2, 2), dtype=np.uint64), np.zeros(2, dtype=np.int32),
+                      np.zeros(2, dtype=np.uint32), np.zeros(2, dtype=np.uint8),
+                      np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), 0)
     except Exception:  # noqa: BLE001 (any failure of the optional loop: fall back)
         logging.getLogger(__name__).warning("numba's trie walk failed to load; masks are "
                                             "computed with numpy", exc_info=True)
@@ -123,9 +129,11 @@ def warm() -> None:
     _ready.set()
 
 
-def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_off,  # noqa: ANN001, ANN202, PLR0912, PLR0913, PLR0915
-                   extra_ids, ascii_bytes, flags, tokens, token_start, loop_known, loop_ascii,
-                   loop_utf8, words, seen, succ_states, succ_tokens, n_succ):
+def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_off,  # noqa: ANN001, ANN202, C901, PLR0912, PLR0913, PLR0915
+                   extra_ids, ascii_bytes, flags, tokens, token_start, chars_before, max_chars,
+                   token_chars, wide_chars, loop_known, loop_ascii, loop_utf8, utf8_to,
+                   step_known, step_to, step_ascii, dead_ascii, chain, words, seen, succ_states,
+                   succ_tokens, n_succ):
     """Walk the preorder nodes from index ``start``; ``stack[d]`` is the DFA state after the
     first ``d`` bytes of the current node's prefix (``stack[0]`` the state walked from, its
     row built).
@@ -147,10 +155,24 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
     (Bitmask rows for the largest subtrees, OR-ed in instead, measured slower at 262k: 57
     rows of 32 KB, cold in the cache, cost more than the bits of their ~155k tokens.)
 
+    Counting skip, where the subtree does not loop: if from the state before the node every
+    character of the subtree (its ASCII bytes, and whole multi-byte characters if any) leads
+    to one same state, and from there again to one same state, and so on (``chain[j]``: the
+    state after ``j`` characters), the state after a token of the subtree depends only on how
+    many characters it has from the node on (``token_chars[k] - chars_before[i]``, at most
+    ``max_chars[i] - chars_before[i]``): a bounded string, a counted repetition. A chain
+    state where every such character dies ends the chain: longer tokens are refused. Per
+    state, ``step_to`` is the live successor of the most ASCII bytes (``step_ascii``; the
+    bytes to the dead state ``dead_ascii``), filled here where ``step_known`` is 0, and
+    ``utf8_to`` the state every multi-byte character leads to (:mod:`state_loops`: -1
+    unknown, -2 not one state), asked only for the first ``wide_chars[i] - chars_before[i]``
+    chain states (past them the subtree's characters are ASCII). A subtree whose characters
+    go elsewhere is walked as usual.
+
     Returns (index to resume at, ``n_succ``, the state whose row is missing there, the state
-    whose ``loop_utf8`` is unknown there): the caller builds that row, or answers that
-    question, and calls again with the index, the same stack and outputs; both 0 means the
-    walk is done.
+    whose ``loop_utf8`` / ``utf8_to`` is unknown there): the caller builds that row, or
+    answers that question, and calls again with the index, the same stack and outputs; both 0
+    means the walk is done.
 
     The step is written without branches on the walk's own data where it can be (the next
     index a select, a dead node's bit an OR of 0, the dead state flagged seen): a dense walk
@@ -173,9 +195,10 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
                 loop_ascii[p, 0] = lo
                 loop_ascii[p, 1] = hi
                 loop_known[p] = 1
-            if (ascii_bytes[i, 0] & ~loop_ascii[p, 0]) == 0 and \
-                    (ascii_bytes[i, 1] & ~loop_ascii[p, 1]) == 0:
-                f = flags[i]
+            s0 = ascii_bytes[i, 0]
+            s1 = ascii_bytes[i, 1]
+            f = flags[i]
+            if (s0 & ~loop_ascii[p, 0]) == 0 and (s1 & ~loop_ascii[p, 1]) == 0:
                 loops = (f & 1) == 0  # NON_ASCII
                 if not loops and (f & 2) != 0:  # WHOLE_CHARS
                     if loop_utf8[p] == 0:
@@ -191,6 +214,99 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
                         succ_states[n_succ] = p
                         succ_tokens[n_succ] = tokens[first]
                         n_succ += 1
+                    i = skip[i]
+                    continue
+            wide = (f & 1) != 0
+            if not wide or (f & 2) != 0:  # characters can be counted from the node on
+                # the chain: chain[j] the state after j characters, live up to ``last``
+                span = np.int64(max_chars[i]) - np.int64(chars_before[i])
+                wide_span = np.int64(wide_chars[i]) - np.int64(chars_before[i])
+                last = span
+                chain[0] = p
+                q = p
+                j = 0
+                while j < span:
+                    if not built[q]:
+                        return i, n_succ, q, 0
+                    if step_known[q] == 0:
+                        dlo = np.uint64(0)
+                        dhi = np.uint64(0)
+                        for b in range(64):
+                            dlo |= np.uint64(table[q, b] == 0) << np.uint64(b)
+                            dhi |= np.uint64(table[q, b + 64] == 0) << np.uint64(b)
+                        best = 0
+                        count = 0
+                        blo = np.uint64(0)
+                        bhi = np.uint64(0)
+                        tlo = dlo  # ASCII bytes whose target is counted already
+                        thi = dhi
+                        for b in range(128):
+                            word = tlo if b < 64 else thi
+                            if ((word >> np.uint64(b & 63)) & np.uint64(1)) == 0:
+                                t = table[q, b]
+                                clo = np.uint64(0)
+                                chi = np.uint64(0)
+                                c = 0
+                                for b2 in range(b, 128):
+                                    if table[q, b2] == t:
+                                        c += 1
+                                        if b2 < 64:
+                                            clo |= np.uint64(1) << np.uint64(b2)
+                                        else:
+                                            chi |= np.uint64(1) << np.uint64(b2 - 64)
+                                tlo |= clo
+                                thi |= chi
+                                if c > count:
+                                    best = t
+                                    count = c
+                                    blo = clo
+                                    bhi = chi
+                        step_to[q] = best
+                        step_ascii[q, 0] = blo
+                        step_ascii[q, 1] = bhi
+                        dead_ascii[q, 0] = dlo
+                        dead_ascii[q, 1] = dhi
+                        step_known[q] = 1
+                    to = -1  # the state every character of the subtree leads to (-1: any)
+                    if (s0 | s1) != 0:
+                        if (s0 & ~step_ascii[q, 0]) == 0 and (s1 & ~step_ascii[q, 1]) == 0:
+                            to = step_to[q]
+                        elif (s0 & ~dead_ascii[q, 0]) == 0 and (s1 & ~dead_ascii[q, 1]) == 0:
+                            to = 0
+                        else:
+                            break
+                    if j < wide_span:
+                        u = utf8_to[q]
+                        if u == -1:
+                            return i, n_succ, 0, q
+                        if u < 0 or (to >= 0 and u != to):
+                            break
+                        to = u
+                    if to == 0:  # every character dies here: longer tokens are refused
+                        last = j
+                        j = span
+                        break
+                    j += 1
+                    chain[j] = to
+                    if to == q:  # a fixed point: the rest of the chain is q too
+                        while j < span:
+                            j += 1
+                            chain[j] = q
+                    q = to
+                if j >= span:  # the chain held: each token's state is chain[its characters]
+                    base = np.int64(chars_before[i])
+                    first, end = token_start[i], token_start[skip[i]]
+                    for k in range(first, end):
+                        c = np.int64(token_chars[k]) - base
+                        if c <= last:
+                            tk = tokens[k]
+                            words[tk >> 5] |= np.uint32(1) << np.uint32(tk & 31)
+                            s = chain[c]
+                            if seen[s] == 0:
+                                seen[s] = 1
+                                succ_states[n_succ] = s
+                                succ_tokens[n_succ] = tk
+                                n_succ += 1
                     i = skip[i]
                     continue
         t = table[p, byte[i]]
