@@ -17,7 +17,7 @@ from radixlm.fsm.automaton.derivatives import TermBuilder
 from radixlm.fsm.automaton.lazy_dfa import DEAD, LazyDFA
 from radixlm.fsm.regex.parser import regex_to_node
 from radixlm.fsm.tokens import trie_walk_kernel
-from radixlm.fsm.tokens.state_loops import StateLoops
+from radixlm.fsm.tokens.state_loops import NO, UTF8_UNKNOWN, YES, StateLoops, utf8_target
 from radixlm.fsm.tokens.token_trie import SeenFlags, TokenTrie
 from radixlm.testing.trie_walks import assert_walk_exact
 
@@ -75,6 +75,15 @@ def test_counting_walk_equals_numpy_and_per_token_walks(loop: str, token_bytes, 
         starts = _starts(dfa, [b'"', *path])
         for start in starts + starts[::-1]:  # fresh answers, then kept ones
             assert_walk_exact(trie, dfa, token_bytes, start, loops)
+        _assert_answers_exact(dfa, loops)
+
+
+def _assert_answers_exact(dfa: LazyDFA, loops: StateLoops) -> None:
+    """Where the walk answered where multi-byte characters lead, Python's check agrees."""
+    for state in np.flatnonzero(loops.utf8_to[: dfa.num_states] != UTF8_UNKNOWN).tolist():
+        target = utf8_target(state, lambda: dfa.trans, dfa.ensure_rows)
+        assert loops.utf8_to[state] == target
+        assert loops.utf8[state] == (YES if target == state else NO)
 
 
 @pytest.mark.parametrize("loop", LOOPS)
@@ -96,6 +105,8 @@ def test_a_bounded_string_subtree_is_counted(loop: str) -> None:
         start = dfa.walk(dfa.initial, b'"')
         assert_walk_exact(trie, dfa, token_bytes, start, loops)
         assert loops.step_known[start] == 1, "the chain was built from the string's start"
+        assert loops.utf8_to[start] != UTF8_UNKNOWN, "and its multi-byte answer"
+        _assert_answers_exact(dfa, loops)
         num_words = (len(token_bytes) + 31) // 32
         walk = trie.walk(lambda: dfa.trans, start, dfa.ensure_rows, num_words,
                          lambda: dfa.built, SeenFlags(), loops)

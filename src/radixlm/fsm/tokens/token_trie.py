@@ -215,19 +215,16 @@ class TokenTrie:
             while True:
                 table = trans()
                 flags = seen.at_least(table.shape[0])
-                i, n, missing, question = kernel.walk_preorder(
+                i, n, missing = kernel.walk_preorder(
                     table, built(), i, stack, *self.preorder, summary.ascii_bytes,
                     summary.flags, summary.tokens, summary.token_start, summary.chars_before,
                     summary.max_chars, summary.token_chars, summary.wide_chars,
                     *loops.at_least(table.shape[0]),
                     *loops.steps_at_least(table.shape[0]), chain, words, flags, succ_states,
                     succ_tokens, n)
-                if missing:
-                    ensure_rows(np.array([missing], dtype=np.int32))
-                elif question:
-                    loops.answer_utf8(question, trans, ensure_rows)
-                else:
+                if not missing:
                     break
+                ensure_rows(np.array([missing], dtype=np.int32))
         finally:
             flags[succ_states[:n]] = 0  # clear for the next walk (also after a budget error)
         order = np.argsort(succ_states[:n], kind="stable")

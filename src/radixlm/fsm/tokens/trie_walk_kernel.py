@@ -50,6 +50,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .subtree_summary import UTF8_SEQUENCES
+
 # numba's import and the loop's load cost 1-3 s (more on first use on a machine, when it is
 # compiled): paid by warm() in a thread of its own, not by every process importing radixlm.fsm
 try:  # the C loop (setup.py builds it; absent without a C compiler)
@@ -65,6 +67,14 @@ _ready = threading.Event()  # set by warm() once the loop is loaded
 NODE_BYTE, NODE_DEPTH, NODE_INDEX, TOKEN_ID = np.uint8, np.uint16, np.int32, np.int32
 CHARS = np.uint16  # characters of a prefix or token (subtree_summary)
 
+# Well-formed UTF-8 multi-byte characters (subtree_summary.UTF8_SEQUENCES) as arrays the
+# compiled loop reads: per sequence, (lo, hi) of each byte ([8, 4, 2]) and its length
+_SEQ_LENGTHS = np.array([len(seq) for seq in UTF8_SEQUENCES], dtype=np.int64)
+_SEQ_RANGES = np.zeros((len(UTF8_SEQUENCES), 4, 2), dtype=np.int64)
+for _r, _seq in enumerate(UTF8_SEQUENCES):
+    _SEQ_RANGES[_r, : len(_seq)] = _seq
+_FRONTIER = 64  # states one byte of the check may reach (more: answered "mixed")
+
 
 def ready() -> bool:
     """Whether the compiled loop is loaded (:func:`warm` done and it worked): until then
@@ -72,7 +82,7 @@ def ready() -> bool:
     return _ready.is_set()
 
 
-def walk_preorder(*args: object) -> tuple[int, int, int, int]:
+def walk_preorder(*args: object) -> tuple[int, int, int]:
     """:func:`_walk_preorder` in C where built, else compiled by numba (on first use; cached
     on disk by numba)."""
     if _c_loop is not None:
@@ -80,7 +90,7 @@ def walk_preorder(*args: object) -> tuple[int, int, int, int]:
     return numba_walk_preorder(*args)
 
 
-def numba_walk_preorder(*args: object) -> tuple[int, int, int, int]:
+def numba_walk_preorder(*args: object) -> tuple[int, int, int]:
     """:func:`_walk_preorder` compiled by numba (tests compare it with the C loop)."""
     global _compiled
     if _compiled is None:
@@ -88,6 +98,8 @@ def numba_walk_preorder(*args: object) -> tuple[int, int, int, int]:
             if _compiled is None:
                 from numba import njit
 
+                global _utf8_answer  # the loop calls it: compiled first, under its name
+                _utf8_answer = njit(cache=True, nogil=True)(_utf8_answer)
                 _compiled = njit(cache=True, nogil=True)(_walk_preorder)
     return _compiled(*args)
 
@@ -150,7 +162,8 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
     Subtree skip (:mod:`subtree_summary`): at an inner node whose subtree loops at the state
     before it (``ascii_bytes[i]`` within the state's looping ASCII bytes ``loop_ascii``,
     filled here where ``loop_known`` is 0, and either no byte >= 0x80 or whole characters
-    where ``loop_utf8`` says every character loops), every token of the subtree
+    where ``loop_utf8`` says every character loops: 0 unknown, 1 yes, 2 no, filled here by
+    :func:`_utf8_answer`), every token of the subtree
     (``tokens[token_start[i]:token_start[skip[i]]]``) is allowed and leads back to that state.
     (Bitmask rows for the largest subtrees, OR-ed in instead, measured slower at 262k: 57
     rows of 32 KB, cold in the cache, cost more than the bits of their ~155k tokens.)
@@ -165,14 +178,14 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
     state, ``step_to`` is the live successor of the most ASCII bytes (``step_ascii``; the
     bytes to the dead state ``dead_ascii``), filled here where ``step_known`` is 0, and
     ``utf8_to`` the state every multi-byte character leads to (:mod:`state_loops`: -1
-    unknown, -2 not one state), asked only for the first ``wide_chars[i] - chars_before[i]``
-    chain states (past them the subtree's characters are ASCII). A subtree whose characters
-    go elsewhere is walked as usual.
+    unknown, -2 not one state; filled here with ``loop_utf8``), needed only for the first
+    ``wide_chars[i] - chars_before[i]`` chain states (past them the subtree's characters are
+    ASCII). A subtree whose characters go elsewhere is walked as usual.
 
-    Returns (index to resume at, ``n_succ``, the state whose row is missing there, the state
-    whose ``loop_utf8`` / ``utf8_to`` is unknown there): the caller builds that row, or
-    answers that question, and calls again with the index, the same stack and outputs; both 0
-    means the walk is done.
+    Returns (index to resume at, ``n_succ``, the state whose row is missing there): the caller
+    builds that row and calls again with the index, the same stack and outputs; 0 means the
+    walk is done. (Where multi-byte characters lead was answered in Python, ~70 us of numpy
+    calls a state, most of a cold mask's time in states reached by a few rows.)
 
     The step is written without branches on the walk's own data where it can be (the next
     index a select, a dead node's bit an OR of 0, the dead state flagged seen): a dense walk
@@ -202,7 +215,9 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
                 loops = (f & 1) == 0  # NON_ASCII
                 if not loops and (f & 2) != 0:  # WHOLE_CHARS
                     if loop_utf8[p] == 0:
-                        return i, n_succ, 0, p
+                        missing = _utf8_answer(table, built, p, loop_utf8, utf8_to)
+                        if missing:
+                            return i, n_succ, missing
                     loops = loop_utf8[p] == 1
                 if loops:
                     first, end = token_start[i], token_start[skip[i]]
@@ -227,7 +242,7 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
                 j = 0
                 while j < span:
                     if not built[q]:
-                        return i, n_succ, q, 0
+                        return i, n_succ, q
                     if step_known[q] == 0:
                         dlo = np.uint64(0)
                         dhi = np.uint64(0)
@@ -276,9 +291,11 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
                         else:
                             break
                     if j < wide_span:
+                        if utf8_to[q] == -1:
+                            missing = _utf8_answer(table, built, q, loop_utf8, utf8_to)
+                            if missing:
+                                return i, n_succ, missing
                         u = utf8_to[q]
-                        if u == -1:
-                            return i, n_succ, 0, q
                         if u < 0 or (to >= 0 and u != to):
                             break
                         to = u
@@ -327,6 +344,67 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
                 extra = extra_ids[k]
                 words[extra >> 5] |= np.uint32(1) << np.uint32(extra & 31)
         if not built[t] and live and nxt < n and depth[nxt] > d:
-            return nxt, n_succ, t, 0  # descending into t next: its row first
+            return nxt, n_succ, t  # descending into t next: its row first
         i = nxt
-    return n, n_succ, 0, 0
+    return n, n_succ, 0
+
+
+def _utf8_answer(table, built, q, loop_utf8, utf8_to):  # noqa: ANN001, ANN202, C901, PLR0912
+    """Fill ``utf8_to[q]`` (the one state every well-formed multi-byte character leads to from
+    ``q``, 0 where all die, -2 where they lead to different states) and ``loop_utf8[q]`` (1:
+    that state is ``q``, else 2), as :func:`state_loops.utf8_target` answers, stepping
+    ``q`` (its row built) through each sequence of byte ranges. Returns 0, or a state on the
+    way whose row is missing (nothing filled: the caller builds it and asks again). More
+    than :data:`_FRONTIER` states at one step is answered -2: the skips are then not taken,
+    which is always exact."""
+    front = np.empty(_FRONTIER, dtype=np.int32)
+    reached = np.empty(_FRONTIER, dtype=np.int32)
+    target = -3  # none yet
+    for r in range(_SEQ_RANGES.shape[0]):
+        front[0] = q
+        n_front = 1
+        final = -3
+        for k in range(_SEQ_LENGTHS[r]):
+            for a in range(n_front):
+                if not built[front[a]]:
+                    return front[a]
+            n_reached = 0
+            died = False
+            over = False
+            for a in range(n_front):
+                for b in range(_SEQ_RANGES[r, k, 0], _SEQ_RANGES[r, k, 1] + 1):
+                    t = table[front[a], b]
+                    if t == 0:
+                        died = True
+                        continue
+                    known = False
+                    for c in range(n_reached):
+                        if reached[c] == t:
+                            known = True
+                            break
+                    if not known:
+                        if n_reached == _FRONTIER:
+                            over = True
+                            break
+                        reached[n_reached] = t
+                        n_reached += 1
+                if over:
+                    break
+            if over or (died and n_reached > 0):  # too many, or some die and some do not
+                final = -2
+                break
+            if n_reached == 0:  # all of them die
+                final = 0
+                break
+            for c in range(n_reached):
+                front[c] = reached[c]
+            n_front = n_reached
+        if final == -3:
+            final = front[0] if n_front == 1 else -2
+        if final == -2 or (target != -3 and final != target):
+            target = -2
+            break
+        target = final
+    utf8_to[q] = target
+    loop_utf8[q] = 1 if target == q else 2
+    return 0

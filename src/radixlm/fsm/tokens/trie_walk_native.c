@@ -6,8 +6,7 @@
  * as much as the model's weights; this module is ~20 KiB and needs no JIT at start-up.
  *
  * Contract: walk_preorder(...) takes the 32 arguments of _walk_preorder (its docstring says
- * what each holds) and returns the same (resume index, n_succ, missing row state, unknown
- * utf8 state). Arrays are C-contiguous with _walk_preorder's dtypes (checked by item size):
+ * what each holds) and returns the same (resume index, n_succ, missing row state). Arrays are C-contiguous with _walk_preorder's dtypes (checked by item size):
  * table int32 [S, 256], built bool [S], stack int32, byte uint8, depth uint16, skip int32,
  * token int32, extra_off int32, extra_ids int32, ascii_bytes uint64 [N, 2], flags uint8,
  * tokens int32, token_start int32, chars_before uint16, max_chars uint16, token_chars
@@ -26,22 +25,74 @@ static const int ARRAY_POS[NARRAYS] = {0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
                                        17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30};
 static const Py_ssize_t ITEM[NARRAYS] = {4, 1, 4, 1, 2, 4, 4, 4, 4, 8, 1, 4, 4, 2, 2, 2, 2, 1,
                                          8, 1, 4, 1, 4, 8, 8, 4, 4, 1, 4, 4};
-/* arrays the loop writes: stack, the per-state answers it fills (loop_known, loop_ascii,
- * step_known to dead_ascii; the utf8 ones are the caller's), chain, words, seen, succ_* */
+/* arrays the loop writes: stack, the per-state answers (loop_known to dead_ascii), chain,
+ * words, seen, succ_* */
 static const int WRITTEN[NARRAYS] = {0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1,
-                                     0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+                                     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
+/* Well-formed UTF-8 multi-byte characters (subtree_summary.UTF8_SEQUENCES): per sequence,
+ * the byte ranges and how many */
+static const uint8_t SEQ[8][4][2] = {
+    {{0xC2, 0xDF}, {0x80, 0xBF}}, {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}},
+    {{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}}, {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}},
+    {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}},
+    {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+    {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+    {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}}};
+static const int SEQ_LEN[8] = {2, 3, 3, 3, 3, 4, 4, 4};
+enum { FRONTIER = 64 }; /* states one byte of the check may reach (more: "mixed", safe) */
 
 typedef struct {
     const int32_t *table; const uint8_t *built; int32_t *stack; const uint8_t *byte;
     const uint16_t *depth; const int32_t *skip, *token, *extra_off, *extra_ids;
     const uint64_t *ascii_bytes; const uint8_t *flags; const int32_t *tokens, *token_start;
     const uint16_t *chars_before, *max_chars, *token_chars, *wide_chars;
-    uint8_t *loop_known; uint64_t *loop_ascii; const uint8_t *loop_utf8;
-    const int32_t *utf8_to; uint8_t *step_known; int32_t *step_to; uint64_t *step_ascii,
+    uint8_t *loop_known; uint64_t *loop_ascii; uint8_t *loop_utf8;
+    int32_t *utf8_to; uint8_t *step_known; int32_t *step_to; uint64_t *step_ascii,
     *dead_ascii; int32_t *chain; uint32_t *words; uint8_t *seen; int32_t *succ_states,
     *succ_tokens;
     Py_ssize_t n, num_words;
 } Walk;
+
+/* _utf8_answer: fill utf8_to[q] (the one state every well-formed multi-byte character leads
+ * to, 0 where all die, -2 where they go to different states) and loop_utf8[q] (1: that state
+ * is q, else 2); returns 0, or a state on the way whose row is missing (nothing filled) */
+static int32_t utf8_answer(const Walk *w, int32_t q) {
+    int32_t front[FRONTIER], reached[FRONTIER];
+    int32_t target = -3; /* none yet */
+    for (int r = 0; r < 8; r++) {
+        int n_front = 1, final = -3;
+        front[0] = q;
+        for (int k = 0; k < SEQ_LEN[r]; k++) {
+            for (int a = 0; a < n_front; a++)
+                if (!w->built[front[a]]) return front[a];
+            int n_reached = 0, died = 0, over = 0;
+            for (int a = 0; a < n_front && !over; a++) {
+                const int32_t *row = w->table + (int64_t)front[a] * 256;
+                for (int b = SEQ[r][k][0]; b <= SEQ[r][k][1]; b++) {
+                    const int32_t t = row[b];
+                    if (t == 0) { died = 1; continue; }
+                    int known = 0;
+                    for (int c = 0; c < n_reached; c++)
+                        if (reached[c] == t) { known = 1; break; }
+                    if (known) continue;
+                    if (n_reached == FRONTIER) { over = 1; break; }
+                    reached[n_reached++] = t;
+                }
+            }
+            if (over || (died && n_reached > 0)) { final = -2; break; } /* some die, some not */
+            if (n_reached == 0) { final = 0; break; } /* all of them die */
+            for (int c = 0; c < n_reached; c++) front[c] = reached[c];
+            n_front = n_reached;
+        }
+        if (final == -3) final = n_front == 1 ? front[0] : -2;
+        if (final == -2 || (target != -3 && final != target)) { target = -2; break; }
+        target = final;
+    }
+    w->utf8_to[q] = target;
+    w->loop_utf8[q] = target == q ? 1 : 2;
+    return 0;
+}
 
 /* step_to, step_ascii and dead_ascii of state q (its row built): the live successor the most
  * ASCII bytes lead to, those bytes, and the bytes leading to the dead state */
@@ -79,10 +130,10 @@ static void fill_step(const Walk *w, int32_t q) {
 
 /* The counting skip at inner node i (the state before it p): fills chain[0..span] and
  * returns the characters up to which its tokens live (>= 0), -1 where the subtree's
- * characters do not lead to one state each step, or -2 after setting out[] to a row or a
- * question the caller must answer first. */
+ * characters do not lead to one state each step, or -2 after setting out[] to a row the
+ * caller must build first. */
 static int64_t count_chain(const Walk *w, Py_ssize_t i, int32_t p, Py_ssize_t n_succ,
-                           Py_ssize_t out[4]) {
+                           Py_ssize_t out[3]) {
     const uint64_t s0 = w->ascii_bytes[2 * i], s1 = w->ascii_bytes[2 * i + 1];
     const int64_t span = (int64_t)w->max_chars[i] - (int64_t)w->chars_before[i];
     /* past this many characters the subtree's are ASCII: no multi-byte answer needed */
@@ -91,7 +142,7 @@ static int64_t count_chain(const Walk *w, Py_ssize_t i, int32_t p, Py_ssize_t n_
     w->chain[0] = p;
     for (int64_t j = 0; j < span; j++) {
         if (!w->built[q]) {
-            out[0] = i; out[1] = n_succ; out[2] = q; out[3] = 0;
+            out[0] = i; out[1] = n_succ; out[2] = q;
             return -2;
         }
         if (w->step_known[q] == 0) fill_step(w, q);
@@ -104,11 +155,14 @@ static int64_t count_chain(const Walk *w, Py_ssize_t i, int32_t p, Py_ssize_t n_
             else return -1;
         }
         if (j < wide_span) {
-            const int32_t u = w->utf8_to[q];
-            if (u == -1) {
-                out[0] = i; out[1] = n_succ; out[2] = 0; out[3] = q;
-                return -2;
+            if (w->utf8_to[q] == -1) {
+                const int32_t missing = utf8_answer(w, q);
+                if (missing) {
+                    out[0] = i; out[1] = n_succ; out[2] = missing;
+                    return -2;
+                }
             }
+            const int32_t u = w->utf8_to[q];
             if (u < 0 || (to >= 0 && u != to)) return -1;
             to = u;
         }
@@ -123,8 +177,8 @@ static int64_t count_chain(const Walk *w, Py_ssize_t i, int32_t p, Py_ssize_t n_
     return span;
 }
 
-/* _walk_preorder's loop, line for line; out = (resume, n_succ, missing, question) */
-static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[4]) {
+/* _walk_preorder's loop, line for line; out = (resume, n_succ, missing) */
+static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[3]) {
     const Py_ssize_t n = w->n;
     const int64_t spare = 32 * (int64_t)(w->num_words - 1); /* a bit of the spare word */
     w->seen[0] = 1; /* the dead state is never a successor */
@@ -148,8 +202,11 @@ static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[
                 int loops = (f & NON_ASCII) == 0;
                 if (!loops && (f & WHOLE_CHARS) != 0) {
                     if (w->loop_utf8[p] == 0) {
-                        out[0] = i; out[1] = n_succ; out[2] = 0; out[3] = p;
-                        return;
+                        const int32_t missing = utf8_answer(w, p);
+                        if (missing) {
+                            out[0] = i; out[1] = n_succ; out[2] = missing;
+                            return;
+                        }
                     }
                     loops = w->loop_utf8[p] == 1;
                 }
@@ -214,12 +271,12 @@ static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[
             }
         }
         if (!w->built[t] && live && nxt < n && w->depth[nxt] > d) {
-            out[0] = nxt; out[1] = n_succ; out[2] = t; out[3] = 0; /* its row first */
+            out[0] = nxt; out[1] = n_succ; out[2] = t; /* its row first */
             return;
         }
         i = nxt;
     }
-    out[0] = n; out[1] = n_succ; out[2] = 0; out[3] = 0;
+    out[0] = n; out[1] = n_succ; out[2] = 0;
 }
 
 static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -251,11 +308,11 @@ static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssiz
                         b[11], b[12], b[13], b[14], b[15], b[16], b[17], b[18], b[19], b[20],
                         b[21], b[22], b[23], b[24], b[25], b[26], b[27], b[28], b[29],
                         views[3].len, views[26].len / 4};
-        Py_ssize_t out[4] = {0, 0, 0, 0};
+        Py_ssize_t out[3] = {0, 0, 0};
         Py_BEGIN_ALLOW_THREADS
         walk(&w, start, n_succ, out);
         Py_END_ALLOW_THREADS
-        result = Py_BuildValue("(nnnn)", out[0], out[1], out[2], out[3]);
+        result = Py_BuildValue("(nnn)", out[0], out[1], out[2]);
     }
     for (int k = 0; k < got; k++) PyBuffer_Release(&views[k]);
     return result;
