@@ -26,6 +26,10 @@ from . import trie_walk_kernel as kernel
 from .state_loops import StateLoops
 from .subtree_summary import SubtreeSummary, summarize, whole_chars_from
 
+# A walk from a state with at least this many live printable ASCII bytes (of 95; a string's
+# body: ~93) starts from every token allowed (trie_walk_kernel's preset); others from none.
+_PRESET_LIVE_BYTES = 64
+
 
 @dataclass(frozen=True)
 class TrieWalk:
@@ -126,6 +130,7 @@ class TokenTrie:
             broken.append(np.searchsorted(makers[d], rows, side="right") - 1)
         del whole, cols
         self.preorder, self.summary = self._preorder(broken)
+        self._all_words_cache: dict[int, np.ndarray] = {}  # see _all_words
 
     def _preorder(self, broken: list[np.ndarray]) -> tuple[tuple[np.ndarray, ...],
                                                            SubtreeSummary]:
@@ -203,7 +208,13 @@ class TokenTrie:
                      num_words: int, seen: SeenFlags, loops: StateLoops) -> TrieWalk:
         if not built()[state]:
             ensure_rows(np.array([state], dtype=np.int32))
-        words = np.zeros(num_words + 1, dtype=np.uint32)  # the last: the spare word
+        # where most printable bytes are live (a string), most tokens are allowed: the walk
+        # starts from all of them and clears the refused ones (trie_walk_kernel's preset)
+        preset = np.count_nonzero(trans()[state, 0x20:0x7F]) >= _PRESET_LIVE_BYTES
+        if preset:
+            words = self._all_words(num_words).copy()
+        else:
+            words = np.zeros(num_words + 1, dtype=np.uint32)  # the last: the spare word
         succ_states = np.empty(self._num_tokens, dtype=np.int32)
         succ_tokens = np.empty(self._num_tokens, dtype=np.int32)
         stack = np.zeros(self.depth + 1, dtype=np.int32)
@@ -221,7 +232,7 @@ class TokenTrie:
                     summary.max_chars, summary.token_chars, summary.wide_chars,
                     *loops.at_least(table.shape[0]),
                     *loops.steps_at_least(table.shape[0]), chain, words, flags, succ_states,
-                    succ_tokens, n)
+                    succ_tokens, n, int(preset))
                 if not missing:
                     break
                 ensure_rows(np.array([missing], dtype=np.int32))
@@ -230,6 +241,17 @@ class TokenTrie:
         order = np.argsort(succ_states[:n], kind="stable")
         return TrieWalk(words[:num_words].view(np.int32), succ_states[order],
                         succ_tokens[order].astype(np.int64))
+
+    def _all_words(self, num_words: int) -> np.ndarray:
+        """uint32 [num_words + 1]: the bits of every token of the trie (the spare word 0),
+        made once per ``num_words``."""
+        words = self._all_words_cache.get(num_words)
+        if words is None:
+            bits = np.zeros(32 * (num_words + 1), dtype=bool)
+            bits[self.summary.tokens] = True
+            words = np.packbits(bits, bitorder="little").view("<u4").copy()
+            self._all_words_cache[num_words] = words
+        return words
 
     def walk_pairs(self, trans: Callable[[], np.ndarray], state: int,
                    ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:

@@ -5,22 +5,24 @@
  * share of LLVM, loaded even when the compiled loop comes from numba's on-disk cache), about
  * as much as the model's weights; this module is ~20 KiB and needs no JIT at start-up.
  *
- * Contract: walk_preorder(...) takes the 32 arguments of _walk_preorder (its docstring says
- * what each holds) and returns the same (resume index, n_succ, missing row state). Arrays are C-contiguous with _walk_preorder's dtypes (checked by item size):
- * table int32 [S, 256], built bool [S], stack int32, byte uint8, depth uint16, skip int32,
- * token int32, extra_off int32, extra_ids int32, ascii_bytes uint64 [N, 2], flags uint8,
- * tokens int32, token_start int32, chars_before uint16, max_chars uint16, token_chars
- * uint16, wide_chars uint16, loop_known uint8 [S], loop_ascii uint64 [S, 2], loop_utf8 uint8 [S], utf8_to
- * int32 [S], step_known uint8 [S], step_to int32 [S], step_ascii uint64 [S, 2], dead_ascii
- * uint64 [S, 2], chain int32, words uint32, seen uint8 [S], succ_states int32, succ_tokens
- * int32. The loop runs without the GIL, as numba's nogil loop did. */
+ * Contract: walk_preorder(...) takes the 33 arguments of _walk_preorder (its docstring says
+ * what each holds) and returns the same (resume index, n_succ, missing row state). Arrays are
+ * C-contiguous with _walk_preorder's dtypes (checked by item size): table int32 [S, 256],
+ * built bool [S], stack int32, byte uint8, depth uint16, skip int32, token int32, extra_off
+ * int32, extra_ids int32, ascii_bytes uint64 [N, 2], flags uint8, tokens int32, token_start
+ * int32, chars_before uint16, max_chars uint16, token_chars uint16, wide_chars uint16,
+ * loop_known uint8 [S], loop_ascii uint64 [S, 2], loop_utf8 uint8 [S], utf8_to int32 [S],
+ * step_known uint8 [S], step_to int32 [S], step_ascii uint64 [S, 2], dead_ascii uint64
+ * [S, 2], chain int32, words uint32, seen uint8 [S], succ_states int32, succ_tokens int32;
+ * n_succ and preset are integers. The loop runs without the GIL, as numba's nogil loop did. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 
-enum { NARGS = 32, NARRAYS = 30, NON_ASCII = 1, WHOLE_CHARS = 2 };
+enum { NARGS = 33, NARRAYS = 30, NON_ASCII = 1, WHOLE_CHARS = 2 };
 
-/* argument position -> item size; positions 2 (start) and 31 (n_succ) are integers */
+/* argument position -> item size; positions 2 (start), 31 (n_succ) and 32 (preset) are
+ * integers */
 static const int ARRAY_POS[NARRAYS] = {0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
                                        17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30};
 static const Py_ssize_t ITEM[NARRAYS] = {4, 1, 4, 1, 2, 4, 4, 4, 4, 8, 1, 4, 4, 2, 2, 2, 2, 1,
@@ -52,7 +54,23 @@ typedef struct {
     *dead_ascii; int32_t *chain; uint32_t *words; uint8_t *seen; int32_t *succ_states,
     *succ_tokens;
     Py_ssize_t n, num_words;
+    int preset; /* words came with every token set: clear the refused ones */
 } Walk;
+
+/* set / clear the bits of tokens[first:end] */
+static void set_bits(const Walk *w, int32_t first, int32_t end) {
+    for (int32_t k = first; k < end; k++) {
+        const int32_t tk = w->tokens[k];
+        w->words[tk >> 5] |= (uint32_t)1 << (tk & 31);
+    }
+}
+
+static void clear_bits(const Walk *w, int32_t first, int32_t end) {
+    for (int32_t k = first; k < end; k++) {
+        const int32_t tk = w->tokens[k];
+        w->words[tk >> 5] &= ~((uint32_t)1 << (tk & 31));
+    }
+}
 
 /* _utf8_answer: fill utf8_to[q] (the one state every well-formed multi-byte character leads
  * to, 0 where all die, -2 where they go to different states) and loop_utf8[q] (1: that state
@@ -177,6 +195,31 @@ static int64_t count_chain(const Walk *w, Py_ssize_t i, int32_t p, Py_ssize_t n_
     return span;
 }
 
+/* The tokens of counted subtree i: those of at most ``last`` characters from i on allowed (set
+ * unless preset), each reaching chain[its characters]; the longer ones refused (cleared if
+ * preset). Returns n_succ. */
+static Py_ssize_t count_tokens(const Walk *w, Py_ssize_t i, int64_t last, Py_ssize_t n_succ) {
+    const int64_t base = w->chars_before[i];
+    const int32_t first = w->token_start[i], end = w->token_start[w->skip[i]];
+    for (int32_t k = first; k < end; k++) {
+        const int64_t c = (int64_t)w->token_chars[k] - base;
+        const int32_t tk = w->tokens[k];
+        if (c > last) {
+            if (w->preset) w->words[tk >> 5] &= ~((uint32_t)1 << (tk & 31));
+            continue;
+        }
+        if (!w->preset) w->words[tk >> 5] |= (uint32_t)1 << (tk & 31);
+        const int32_t s = w->chain[c];
+        if (w->seen[s] == 0) {
+            w->seen[s] = 1;
+            w->succ_states[n_succ] = s;
+            w->succ_tokens[n_succ] = tk;
+            n_succ++;
+        }
+    }
+    return n_succ;
+}
+
 /* _walk_preorder's loop, line for line; out = (resume, n_succ, missing) */
 static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[3]) {
     const Py_ssize_t n = w->n;
@@ -212,10 +255,7 @@ static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[
                 }
                 if (loops) {
                     const int32_t first = w->token_start[i], end = w->token_start[w->skip[i]];
-                    for (int32_t k = first; k < end; k++) {
-                        const int32_t tk = w->tokens[k];
-                        w->words[tk >> 5] |= (uint32_t)1 << (tk & 31);
-                    }
+                    if (!w->preset) set_bits(w, first, end);
                     if (w->seen[p] == 0) {
                         w->seen[p] = 1;
                         w->succ_states[n_succ] = p;
@@ -231,20 +271,12 @@ static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[
                 const int64_t last = count_chain(w, i, p, n_succ, out);
                 if (last == -2) return;
                 if (last >= 0) { /* each token's state: chain[its characters from i on] */
-                    const int64_t base = w->chars_before[i];
-                    const int32_t first = w->token_start[i], end = w->token_start[w->skip[i]];
-                    for (int32_t k = first; k < end; k++) {
-                        const int64_t c = (int64_t)w->token_chars[k] - base;
-                        if (c > last) continue;
-                        const int32_t tk = w->tokens[k], s = w->chain[c];
-                        w->words[tk >> 5] |= (uint32_t)1 << (tk & 31);
-                        if (w->seen[s] == 0) {
-                            w->seen[s] = 1;
-                            w->succ_states[n_succ] = s;
-                            w->succ_tokens[n_succ] = tk;
-                            n_succ++;
-                        }
-                    }
+                    /* preset, with no token refused and every chain state listed already,
+                     * there is nothing to do per token */
+                    const int64_t span = (int64_t)w->max_chars[i] - (int64_t)w->chars_before[i];
+                    int scan = !w->preset || last < span;
+                    for (int64_t c = 1; c <= span && !scan; c++) scan = w->seen[w->chain[c]] == 0;
+                    if (scan) n_succ = count_tokens(w, i, last, n_succ);
                     i = w->skip[i];
                     continue;
                 }
@@ -256,7 +288,11 @@ static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[
         const int real = tok0 >= 0;
         const int64_t tok = real ? tok0 : spare;
         const int live = t != 0;
-        w->words[tok >> 5] |= (uint32_t)live << (tok & 31);
+        if (w->preset) { /* a dead node's subtree is refused whole (a live token stays set) */
+            if (!live) clear_bits(w, w->token_start[i], w->token_start[w->skip[i]]);
+        } else {
+            w->words[tok >> 5] |= (uint32_t)live << (tok & 31);
+        }
         const Py_ssize_t nxt = live ? i + 1 : w->skip[i];
         if (w->seen[t] == 0 && real) {
             w->seen[t] = 1;
@@ -264,7 +300,7 @@ static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[
             w->succ_tokens[n_succ] = (int32_t)tok;
             n_succ++;
         }
-        if (live && w->extra_off[i] != w->extra_off[i + 1]) {
+        if (live && !w->preset && w->extra_off[i] != w->extra_off[i + 1]) {
             for (int32_t k = w->extra_off[i]; k < w->extra_off[i + 1]; k++) {
                 const int32_t extra = w->extra_ids[k];
                 w->words[extra >> 5] |= (uint32_t)1 << (extra & 31);
@@ -287,6 +323,7 @@ static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     const Py_ssize_t start = PyLong_AsSsize_t(args[2]), n_succ = PyLong_AsSsize_t(args[31]);
+    const long preset = PyLong_AsLong(args[32]);
     if (PyErr_Occurred()) return NULL;
     Py_buffer views[NARRAYS];
     int got = 0;
@@ -307,7 +344,7 @@ static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssiz
         const Walk w = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
                         b[11], b[12], b[13], b[14], b[15], b[16], b[17], b[18], b[19], b[20],
                         b[21], b[22], b[23], b[24], b[25], b[26], b[27], b[28], b[29],
-                        views[3].len, views[26].len / 4};
+                        views[3].len, views[26].len / 4, preset != 0};
         Py_ssize_t out[3] = {0, 0, 0};
         Py_BEGIN_ALLOW_THREADS
         walk(&w, start, n_succ, out);
