@@ -29,6 +29,8 @@ from .subtree_summary import SubtreeSummary, summarize, whole_chars_from
 # A walk from a state with at least this many live printable ASCII bytes (of 95; a string's
 # body: ~93) starts from every token allowed (trie_walk_kernel's preset); others from none.
 _PRESET_LIVE_BYTES = 64
+# A walk from a state with at most this many live bytes walks only their subtrees.
+_ROOT_WALK_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,11 @@ class TokenTrie:
         del whole, cols
         self.preorder, self.summary = self._preorder(broken)
         self._all_words_cache: dict[int, np.ndarray] = {}  # see _all_words
+        # per first byte, its depth-1 node's preorder index (-1: no token starts with it)
+        self._root_child = np.full(256, -1, dtype=np.int64)
+        if self.depth:
+            depth_one = np.flatnonzero(self.preorder[1] == 1)
+            self._root_child[self.preorder[0][depth_one]] = depth_one
 
     def _preorder(self, broken: list[np.ndarray]) -> tuple[tuple[np.ndarray, ...],
                                                            SubtreeSummary]:
@@ -220,27 +227,41 @@ class TokenTrie:
         stack = np.zeros(self.depth + 1, dtype=np.int32)
         stack[0] = state
         chain = np.zeros(self.depth + 1, dtype=np.int32)  # the counting skip's states
-        i, n, flags = 0, 0, seen.flags
+        n, flags = 0, seen.flags
         summary = self.summary
         try:
-            while True:
-                table = trans()
-                flags = seen.at_least(table.shape[0])
-                i, n, missing = kernel.walk_preorder(
-                    table, built(), i, stack, *self.preorder, summary.ascii_bytes,
-                    summary.flags, summary.tokens, summary.token_start, summary.chars_before,
-                    summary.max_chars, summary.token_chars, summary.wide_chars,
-                    *loops.at_least(table.shape[0]),
-                    *loops.steps_at_least(table.shape[0]), chain, words, flags, succ_states,
-                    succ_tokens, n, int(preset))
-                if not missing:
-                    break
-                ensure_rows(np.array([missing], dtype=np.int32))
+            for i, stop in self._walk_ranges(trans()[state], preset):
+                while True:
+                    table = trans()
+                    flags = seen.at_least(table.shape[0])
+                    i, n, missing = kernel.walk_preorder(
+                        table, built(), i, stack, *self.preorder, summary.ascii_bytes,
+                        summary.flags, summary.tokens, summary.token_start,
+                        summary.chars_before, summary.max_chars, summary.token_chars,
+                        summary.wide_chars, *loops.at_least(table.shape[0]),
+                        *loops.steps_at_least(table.shape[0]), chain, words, flags,
+                        succ_states, succ_tokens, n, int(preset), stop)
+                    if not missing:
+                        break
+                    ensure_rows(np.array([missing], dtype=np.int32))
         finally:
             flags[succ_states[:n]] = 0  # clear for the next walk (also after a budget error)
         order = np.argsort(succ_states[:n], kind="stable")
         return TrieWalk(words[:num_words].view(np.int32), succ_states[order],
                         succ_tokens[order].astype(np.int64))
+
+    def _walk_ranges(self, row: np.ndarray, preset: bool) -> list[tuple[int, int]]:
+        """The preorder ranges a walk from a state with this ``row`` covers: the subtrees of
+        its live first bytes where they are few (the other first-level nodes, scattered
+        through the arrays, are not touched: ~250 cache misses each a cold mask at 262k),
+        else the whole trie. Not with ``preset`` words: the dead subtrees must be walked to
+        be cleared."""
+        live = np.flatnonzero(row)
+        if preset or live.size > _ROOT_WALK_BYTES:
+            return [(0, self.num_nodes)]
+        roots = self._root_child[live]
+        skip = self.preorder[2]
+        return [(int(r), int(skip[r])) for r in roots[roots >= 0].tolist()]
 
     def _all_words(self, num_words: int) -> np.ndarray:
         """uint32 [num_words + 1]: the bits of every token of the trie (the spare word 0),

@@ -132,7 +132,7 @@ def warm() -> None:
                       np.zeros(2, dtype=np.int32), np.zeros((2, 2), dtype=np.uint64),
                       np.zeros((2, 2), dtype=np.uint64), np.zeros(2, dtype=np.int32),
                       np.zeros(2, dtype=np.uint32), np.zeros(2, dtype=np.uint8),
-                      np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), 0, 0)
+                      np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), 0, 0, 1)
     except Exception:  # noqa: BLE001 (any failure of the optional loop: fall back)
         logging.getLogger(__name__).warning("numba's trie walk failed to load; masks are "
                                             "computed with numpy", exc_info=True)
@@ -145,7 +145,7 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
                    extra_ids, ascii_bytes, flags, tokens, token_start, chars_before, max_chars,
                    token_chars, wide_chars, loop_known, loop_ascii, loop_utf8, utf8_to,
                    step_known, step_to, step_ascii, dead_ascii, chain, words, seen, succ_states,
-                   succ_tokens, n_succ, preset):
+                   succ_tokens, n_succ, preset, stop):
     """Walk the preorder nodes from index ``start``; ``stack[d]`` is the DFA state after the
     first ``d`` bytes of the current node's prefix (``stack[0]`` the state walked from, its
     row built).
@@ -188,6 +188,9 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
     allowed ones, so a subtree taken whole costs nothing per token (in a free string at 262k
     tokens that was ~1.4 ns for each of ~250k tokens).
 
+    The walk ends before node ``stop`` (``n``: the whole trie; the index past a depth-1 node:
+    that node's subtree, so a caller can walk only the live first bytes' subtrees).
+
     Returns (index to resume at, ``n_succ``, the state whose row is missing there): the caller
     builds that row and calls again with the index, the same stack and outputs; 0 means the
     walk is done. (Where multi-byte characters lead was answered in Python, ~70 us of numpy
@@ -200,8 +203,9 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
     n = byte.shape[0]
     spare = 32 * (words.shape[0] - 1)  # a bit of the spare word
     seen[0] = 1  # the dead state is never a successor
+    stop = min(stop, n)
     i = start
-    while i < n:
+    while i < stop:
         d = depth[i]
         p = stack[d - 1]
         if skip[i] > i + 1:  # an inner node: its whole subtree may loop at p
@@ -369,7 +373,7 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
         if not built[t] and live and nxt < n and depth[nxt] > d:
             return nxt, n_succ, t  # descending into t next: its row first
         i = nxt
-    return n, n_succ, 0
+    return stop, n_succ, 0
 
 
 def _utf8_answer(table, built, q, loop_utf8, utf8_to):  # noqa: ANN001, ANN202, C901, PLR0912

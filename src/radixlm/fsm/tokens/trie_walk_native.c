@@ -5,7 +5,7 @@
  * share of LLVM, loaded even when the compiled loop comes from numba's on-disk cache), about
  * as much as the model's weights; this module is ~20 KiB and needs no JIT at start-up.
  *
- * Contract: walk_preorder(...) takes the 33 arguments of _walk_preorder (its docstring says
+ * Contract: walk_preorder(...) takes the 34 arguments of _walk_preorder (its docstring says
  * what each holds) and returns the same (resume index, n_succ, missing row state). Arrays are
  * C-contiguous with _walk_preorder's dtypes (checked by item size): table int32 [S, 256],
  * built bool [S], stack int32, byte uint8, depth uint16, skip int32, token int32, extra_off
@@ -14,15 +14,15 @@
  * loop_known uint8 [S], loop_ascii uint64 [S, 2], loop_utf8 uint8 [S], utf8_to int32 [S],
  * step_known uint8 [S], step_to int32 [S], step_ascii uint64 [S, 2], dead_ascii uint64
  * [S, 2], chain int32, words uint32, seen uint8 [S], succ_states int32, succ_tokens int32;
- * n_succ and preset are integers. The loop runs without the GIL, as numba's nogil loop did. */
+ * n_succ, preset and stop are integers. The loop runs without the GIL, as numba's nogil loop did. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 
-enum { NARGS = 33, NARRAYS = 30, NON_ASCII = 1, WHOLE_CHARS = 2 };
+enum { NARGS = 34, NARRAYS = 30, NON_ASCII = 1, WHOLE_CHARS = 2 };
 
-/* argument position -> item size; positions 2 (start), 31 (n_succ) and 32 (preset) are
- * integers */
+/* argument position -> item size; positions 2 (start), 31 (n_succ), 32 (preset) and 33
+ * (stop) are integers */
 static const int ARRAY_POS[NARRAYS] = {0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
                                        17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30};
 static const Py_ssize_t ITEM[NARRAYS] = {4, 1, 4, 1, 2, 4, 4, 4, 4, 8, 1, 4, 4, 2, 2, 2, 2, 1,
@@ -221,11 +221,13 @@ static Py_ssize_t count_tokens(const Walk *w, Py_ssize_t i, int64_t last, Py_ssi
 }
 
 /* _walk_preorder's loop, line for line; out = (resume, n_succ, missing) */
-static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[3]) {
+static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t stop, Py_ssize_t n_succ,
+                 Py_ssize_t out[3]) {
     const Py_ssize_t n = w->n;
     const int64_t spare = 32 * (int64_t)(w->num_words - 1); /* a bit of the spare word */
     w->seen[0] = 1; /* the dead state is never a successor */
-    while (i < n) {
+    if (stop > n) stop = n;
+    while (i < stop) {
         const Py_ssize_t d = w->depth[i];
         const int32_t p = w->stack[d - 1];
         if (w->skip[i] > i + 1) { /* an inner node: its whole subtree may loop at p */
@@ -312,7 +314,7 @@ static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t n_succ, Py_ssize_t out[
         }
         i = nxt;
     }
-    out[0] = n; out[1] = n_succ; out[2] = 0;
+    out[0] = stop; out[1] = n_succ; out[2] = 0;
 }
 
 static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -324,7 +326,12 @@ static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssiz
     }
     const Py_ssize_t start = PyLong_AsSsize_t(args[2]), n_succ = PyLong_AsSsize_t(args[31]);
     const long preset = PyLong_AsLong(args[32]);
+    const Py_ssize_t stop = PyLong_AsSsize_t(args[33]);
     if (PyErr_Occurred()) return NULL;
+    if (stop < 0) {
+        PyErr_SetString(PyExc_ValueError, "walk_preorder: stop must be >= 0");
+        return NULL;
+    }
     Py_buffer views[NARRAYS];
     int got = 0;
     for (; got < NARRAYS; got++) {
@@ -347,7 +354,7 @@ static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssiz
                         views[3].len, views[26].len / 4, preset != 0};
         Py_ssize_t out[3] = {0, 0, 0};
         Py_BEGIN_ALLOW_THREADS
-        walk(&w, start, n_succ, out);
+        walk(&w, start, stop, n_succ, out);
         Py_END_ALLOW_THREADS
         result = Py_BuildValue("(nnn)", out[0], out[1], out[2]);
     }
