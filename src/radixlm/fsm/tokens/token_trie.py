@@ -133,11 +133,11 @@ class TokenTrie:
         del whole, cols
         self.preorder, self.summary = self._preorder(broken)
         self._all_words_cache: dict[int, np.ndarray] = {}  # see _all_words
-        # per first byte, its depth-1 node's preorder index (-1: no token starts with it)
-        self._root_child = np.full(256, -1, dtype=np.int64)
-        if self.depth:
-            depth_one = np.flatnonzero(self.preorder[1] == 1)
-            self._root_child[self.preorder[0][depth_one]] = depth_one
+        # per first byte, its subtree's preorder range (None: no token starts with it)
+        self._root_ranges: list[tuple[int, int] | None] = [None] * 256
+        skip = self.preorder[2]
+        for node in np.flatnonzero(self.preorder[1] == 1).tolist():
+            self._root_ranges[int(self.preorder[0][node])] = (node, int(skip[node]))
 
     def _preorder(self, broken: list[np.ndarray]) -> tuple[tuple[np.ndarray, ...],
                                                            SubtreeSummary]:
@@ -215,22 +215,27 @@ class TokenTrie:
                      num_words: int, seen: SeenFlags, loops: StateLoops) -> TrieWalk:
         if not built()[state]:
             ensure_rows(np.array([state], dtype=np.int32))
+        row = trans()[state]
+        live = np.flatnonzero(row)
         # where most printable bytes are live (a string), most tokens are allowed: the walk
         # starts from all of them and clears the refused ones (trie_walk_kernel's preset)
-        preset = np.count_nonzero(trans()[state, 0x20:0x7F]) >= _PRESET_LIVE_BYTES
+        preset = (live.size >= _PRESET_LIVE_BYTES
+                  and np.count_nonzero(row[0x20:0x7F]) >= _PRESET_LIVE_BYTES)
         if preset:
             words = self._all_words(num_words).copy()
         else:
             words = np.zeros(num_words + 1, dtype=np.uint32)  # the last: the spare word
-        succ_states = np.empty(self._num_tokens, dtype=np.int32)
-        succ_tokens = np.empty(self._num_tokens, dtype=np.int32)
-        stack = np.zeros(self.depth + 1, dtype=np.int32)
+        # one allocation each (a cold mask pays per numpy call): successors' states and
+        # tokens; the stack of states by depth and the counting skip's chain
+        succ = np.empty((2, self._num_tokens), dtype=np.int32)
+        succ_states, succ_tokens = succ[0], succ[1]
+        scratch = np.zeros((2, self.depth + 1), dtype=np.int32)
+        stack, chain = scratch[0], scratch[1]
         stack[0] = state
-        chain = np.zeros(self.depth + 1, dtype=np.int32)  # the counting skip's states
         n, flags = 0, seen.flags
         summary = self.summary
         try:
-            for i, stop in self._walk_ranges(trans()[state], preset):
+            for i, stop in self._walk_ranges(live, preset):
                 while True:
                     table = trans()
                     flags = seen.at_least(table.shape[0])
@@ -250,18 +255,16 @@ class TokenTrie:
         return TrieWalk(words[:num_words].view(np.int32), succ_states[order],
                         succ_tokens[order].astype(np.int64))
 
-    def _walk_ranges(self, row: np.ndarray, preset: bool) -> list[tuple[int, int]]:
-        """The preorder ranges a walk from a state with this ``row`` covers: the subtrees of
-        its live first bytes where they are few (the other first-level nodes, scattered
-        through the arrays, are not touched: ~250 cache misses each a cold mask at 262k),
-        else the whole trie. Not with ``preset`` words: the dead subtrees must be walked to
-        be cleared."""
-        live = np.flatnonzero(row)
+    def _walk_ranges(self, live: np.ndarray, preset: bool) -> list[tuple[int, int]]:
+        """The preorder ranges a walk from a state with these ``live`` bytes covers: the
+        subtrees of its live first bytes where they are few (the other first-level nodes,
+        scattered through the arrays, are not touched: ~250 cache misses each a cold mask at
+        262k), else the whole trie. Not with ``preset`` words: the dead subtrees must be
+        walked to be cleared."""
         if preset or live.size > _ROOT_WALK_BYTES:
             return [(0, self.num_nodes)]
-        roots = self._root_child[live]
-        skip = self.preorder[2]
-        return [(int(r), int(skip[r])) for r in roots[roots >= 0].tolist()]
+        ranges = self._root_ranges
+        return [ranges[b] for b in live.tolist() if ranges[b] is not None]
 
     def _all_words(self, num_words: int) -> np.ndarray:
         """uint32 [num_words + 1]: the bits of every token of the trie (the spare word 0),
