@@ -10,6 +10,7 @@
 * :mod:`real_vocabularies` — real tokenizer vocabularies read from installed package data.
 * :mod:`gguf_sentencepiece` — a GGUF file's own SentencePiece tokenizer, for ``sentencepiece``.
 * :mod:`scripted_backend` — a language backend without a model, answering from a script.
+* :mod:`trie_walks` — the token trie walk checked against numpy's and per-token walks.
 
 It may import anything of radixlm (``runtime``, ``fsm``, ``kernels``, ``tiny_model``); each
 module is imported by name (nothing is re-exported here), so using one loads only what it needs.

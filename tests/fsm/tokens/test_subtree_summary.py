@@ -15,7 +15,8 @@ from radixlm.fsm.regex.parser import regex_to_node
 from radixlm.fsm.tokens import trie_walk_kernel
 from radixlm.fsm.tokens.state_loops import StateLoops
 from radixlm.fsm.tokens.subtree_summary import NON_ASCII, WHOLE_CHARS, whole_chars_from
-from radixlm.fsm.tokens.token_trie import SeenFlags, TokenTrie
+from radixlm.fsm.tokens.token_trie import TokenTrie
+from radixlm.testing.trie_walks import assert_walk_exact, node_prefixes
 
 # pieces of text: ASCII, the JSON string's specials, whole 2-, 3- and 4-byte characters
 PIECES = [b"a", b"b", b" ", b'"', b"\\", b"\n", "é".encode(), "日".encode(), "😀".encode()]
@@ -52,14 +53,10 @@ def test_whole_chars_is_the_strict_decoder(data: bytes) -> None:
 @given(tokens)
 def test_each_node_summarizes_its_subtree(token_bytes) -> None:  # noqa: ANN001
     trie = TokenTrie(token_bytes)
-    byte, depth, skip, *_ = trie.preorder
+    skip = trie.preorder[2]
     summary = trie.summary
-    prefix: list[bytes] = []
-    for i in range(byte.size):
-        del prefix[depth[i] - 1:]
-        prefix.append(bytes([byte[i]]))
-        start = b"".join(prefix[:-1])  # the node's parent's bytes
-        here = start + prefix[-1]
+    for i, start, own in node_prefixes(trie):  # start: the node's parent's bytes
+        here = start + own
         under = {t: b for t, b in enumerate(token_bytes) if b and b.startswith(here)}
         suffixes = [b[len(start):] for b in under.values()]
         used = set().union(*map(set, suffixes))
@@ -70,6 +67,29 @@ def test_each_node_summarizes_its_subtree(token_bytes) -> None:  # noqa: ANN001
         assert bool(summary.flags[i] & WHOLE_CHARS) == whole
         ids = summary.tokens[summary.token_start[i]:summary.token_start[skip[i]]]
         assert sorted(ids.tolist()) == sorted(under)
+
+
+def _begun(data: bytes) -> int:
+    """Characters begun in ``data``: its bytes other than continuation bytes."""
+    return sum(1 for b in data if not 0x80 <= b < 0xC0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(tokens)
+def test_each_node_counts_its_characters(token_bytes) -> None:  # noqa: ANN001
+    """The counting skip's fields: characters begun before each node, the most by a token of
+    its subtree (all of it, and up to its last multi-byte character), and per token."""
+    trie = TokenTrie(token_bytes)
+    summary = trie.summary
+    for i, start, own in node_prefixes(trie):
+        under = [b for b in token_bytes if b and b.startswith(start + own)]
+        assert summary.chars_before[i] == _begun(start)
+        assert summary.max_chars[i] == max(_begun(b) for b in under)
+        last_wide = [max((k for k in range(len(b)) if b[k] >= 0x80), default=-1) for b in under]
+        assert summary.wide_chars[i] == max(_begun(b[:k + 1]) if k >= 0 else 0
+                                            for b, k in zip(under, last_wide, strict=True))
+    ids = summary.tokens.tolist()
+    assert summary.token_chars.tolist() == [_begun(token_bytes[t]) for t in ids]
 
 
 def _decodes(data: bytes) -> bool:
@@ -94,20 +114,9 @@ def test_skipping_walk_equals_numpy_and_per_token_walks(token_bytes, pattern, pa
     if state == DEAD:
         state = dfa.initial
     trie = TokenTrie(token_bytes)
-    num_words = (len(token_bytes) + 31) // 32 or 1
     loops = StateLoops()  # kept across the walks, as a TokenIndex keeps it
     for start in (state, dfa.initial, state):
-        native = trie.walk(lambda: dfa.trans, start, dfa.ensure_rows, num_words,
-                           lambda: dfa.built, SeenFlags(), loops)
-        plain = trie.walk(lambda: dfa.trans, start, dfa.ensure_rows, num_words, None)
-        assert np.array_equal(native.words, plain.words)
-        assert np.array_equal(native.states, plain.states)
-        expected = {t: dfa.walk(start, b) for t, b in enumerate(token_bytes) if b}
-        live = sorted(t for t, s in expected.items() if s != DEAD)
-        bits = np.unpackbits(native.words.view(np.uint8), bitorder="little")
-        assert np.flatnonzero(bits).tolist() == live
-        for s, t in zip(native.states.tolist(), native.tokens.tolist(), strict=True):
-            assert dfa.walk(start, token_bytes[t]) == s
+        assert_walk_exact(trie, dfa, token_bytes, start, loops)
 
 
 def test_a_long_subtree_is_skipped_whole() -> None:

@@ -67,10 +67,14 @@ def test_c_loop_refuses_wrong_dtypes() -> None:
             np.zeros(1, np.uint8), np.ones(1, np.uint16), np.array([1], np.int32),
             np.zeros(1, np.int32), np.zeros(2, np.int32), np.zeros(1, np.int32),
             np.zeros((1, 2), np.uint64), np.zeros(1, np.uint8), np.zeros(1, np.int32),
-            np.zeros(2, np.int32), np.zeros(2, np.uint8), np.zeros((2, 2), np.uint64),
-            np.zeros(2, np.uint8), np.zeros(2, np.uint32), np.zeros(2, np.uint8),
-            np.zeros(1, np.int32), np.zeros(1, np.int32), 0]
-    assert trie_walk_kernel._c_loop.walk_preorder(*args) == (1, 0, 0, 0)  # noqa: SLF001
+            np.zeros(2, np.int32), np.zeros(1, np.uint16), np.ones(1, np.uint16),
+            np.ones(1, np.uint16), np.zeros(1, np.uint16), np.zeros(2, np.uint8),
+            np.zeros((2, 2), np.uint64),
+            np.zeros(2, np.uint8), np.full(2, -1, np.int32), np.zeros(2, np.uint8),
+            np.zeros(2, np.int32), np.zeros((2, 2), np.uint64), np.zeros((2, 2), np.uint64),
+            np.zeros(2, np.int32), np.zeros(2, np.uint32), np.zeros(2, np.uint8),
+            np.zeros(1, np.int32), np.zeros(1, np.int32), 0, 0, 1]
+    assert trie_walk_kernel._c_loop.walk_preorder(*args) == (1, 0, 0)  # noqa: SLF001
     args[0] = args[0].astype(np.int64)  # the table's dtype
     with pytest.raises(TypeError, match="argument 0"):
         trie_walk_kernel._c_loop.walk_preorder(*args)  # noqa: SLF001

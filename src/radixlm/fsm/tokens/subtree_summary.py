@@ -17,6 +17,19 @@ node's own byte included) as two 64-bit words, and flags: :data:`NON_ASCII` (som
 the subtree is >= 0x80) and :data:`WHOLE_CHARS` (every token through the node is, from the
 node's byte on, well-formed UTF-8: the Unicode standard's table 3-7, as Python's strict
 decoder; the same table :mod:`state_loops` checks states against).
+
+For the counting skip (states where nothing loops but every character moves state k to one
+same state k + 1: a bounded string, a counted repetition), characters are counted: per node,
+the characters of its prefix before its own byte (:attr:`SubtreeSummary.chars_before`) and
+the most any token of its subtree has (:attr:`SubtreeSummary.max_chars`), and per token its
+own (:attr:`SubtreeSummary.token_chars`, in the order of :attr:`SubtreeSummary.tokens`). A
+character is counted at its first byte (any byte but a continuation byte 0x80-0xBF): where
+the bytes from a node on are whole characters (ASCII or :data:`WHOLE_CHARS`), a token's
+characters from the node on are ``token_chars - chars_before``. Per node too, the most
+characters any token of the subtree has begun up to its last multi-byte one
+(:attr:`SubtreeSummary.wide_chars`): past that many, every character of the subtree is ASCII,
+so the skip asks where multi-byte characters lead (rows of the states inside them) only that
+far.
 """
 
 from __future__ import annotations
@@ -51,12 +64,19 @@ class SubtreeSummary:
     tokens: np.ndarray  # int32 [tokens]: every token id, by its node's preorder position
     # int32 [n + 1]: node i's subtree holds tokens[token_start[i]:token_start[skip[i]]]
     token_start: np.ndarray
+    chars_before: np.ndarray  # uint16 [n]: characters begun in the prefix before the node's byte
+    max_chars: np.ndarray  # uint16 [n]: the most characters begun by a token of the subtree
+    token_chars: np.ndarray  # uint16 [tokens]: characters begun by each token of ``tokens``
+    # uint16 [n]: the most characters begun by a token of the subtree up to its last
+    # multi-byte character (0 where none has one)
+    wide_chars: np.ndarray
 
     @property
     def nbytes(self) -> int:
-        """Memory held (per node 21 bytes, per token 4)."""
+        """Memory held (per node 27 bytes, per token 6)."""
         return sum(a.nbytes for a in (self.ascii_bytes, self.flags, self.tokens,
-                                      self.token_start))
+                                      self.token_start, self.chars_before, self.max_chars,
+                                      self.token_chars, self.wide_chars))
 
 
 def whole_chars_from(cols: np.ndarray) -> np.ndarray:
@@ -125,4 +145,39 @@ def summarize(levels: tuple[list[np.ndarray], list[np.ndarray]], where: list[np.
         level_flags[whole] |= WHOLE_CHARS
         flags[where[d]] = level_flags
     token_start = np.searchsorted(node, np.arange(num_nodes + 1)).astype(np.int32)
-    return SubtreeSummary(ascii_bytes, flags, tid.astype(np.int32), token_start)
+    counts = _count_chars(levels, where, node, num_nodes)
+    return SubtreeSummary(ascii_bytes, flags, tid.astype(np.int32), token_start, *counts)
+
+
+def _count_chars(levels: tuple[list[np.ndarray], list[np.ndarray]], where: list[np.ndarray],
+                 node: np.ndarray, num_nodes: int) -> tuple[np.ndarray, ...]:
+    """(chars_before, max_chars, token_chars, wide_chars) of :class:`SubtreeSummary` (see
+    there)."""
+    parent, byte = levels
+    depth = len(parent) - 1
+    begun = [np.zeros(1, dtype=np.int64)]  # per level: characters begun through each node
+    wide = [np.zeros(1, dtype=np.int64)]  # ... up to the last multi-byte one (0: none)
+    for d in range(1, depth + 1):
+        starts = (byte[d] < 0x80) | (byte[d] >= 0xC0)  # not a continuation byte
+        begun.append(begun[d - 1][parent[d]] + starts)
+        wide.append(np.where(byte[d] >= 0x80, begun[d], wide[d - 1][parent[d]]))
+    is_end = np.zeros(num_nodes, dtype=bool)
+    is_end[node] = True
+    most = [np.zeros(1, dtype=np.int64)]  # per level: the most begun by a token below
+    most += [np.where(is_end[where[d]], begun[d], 0) for d in range(1, depth + 1)]
+    most_wide = [np.zeros(1, dtype=np.int64)]
+    most_wide += [np.where(is_end[where[d]], wide[d], 0) for d in range(1, depth + 1)]
+    for d in range(depth, 1, -1):  # children into parents, deepest level first
+        np.maximum.at(most[d - 1], parent[d], most[d])
+        np.maximum.at(most_wide[d - 1], parent[d], most_wide[d])
+    # uint16: as a node's depth (a token's bytes, so its characters, fit)
+    chars_before = np.zeros(num_nodes, dtype=np.uint16)
+    max_chars = np.zeros(num_nodes, dtype=np.uint16)
+    through = np.zeros(num_nodes, dtype=np.uint16)
+    wide_chars = np.zeros(num_nodes, dtype=np.uint16)
+    for d in range(1, depth + 1):
+        chars_before[where[d]] = begun[d - 1][parent[d]]
+        max_chars[where[d]] = most[d]
+        through[where[d]] = begun[d]
+        wide_chars[where[d]] = most_wide[d]
+    return chars_before, max_chars, through[node], wide_chars

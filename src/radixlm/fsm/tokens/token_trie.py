@@ -26,6 +26,12 @@ from . import trie_walk_kernel as kernel
 from .state_loops import StateLoops
 from .subtree_summary import SubtreeSummary, summarize, whole_chars_from
 
+# A walk from a state with at least this many live printable ASCII bytes (of 95; a string's
+# body: ~93) starts from every token allowed (trie_walk_kernel's preset); others from none.
+_PRESET_LIVE_BYTES = 64
+# A walk from a state with at most this many live bytes walks only their subtrees.
+_ROOT_WALK_BYTES = 16
+
 
 @dataclass(frozen=True)
 class TrieWalk:
@@ -126,6 +132,12 @@ class TokenTrie:
             broken.append(np.searchsorted(makers[d], rows, side="right") - 1)
         del whole, cols
         self.preorder, self.summary = self._preorder(broken)
+        self._all_words_cache: dict[int, np.ndarray] = {}  # see _all_words
+        # per first byte, its subtree's preorder range (None: no token starts with it)
+        self._root_ranges: list[tuple[int, int] | None] = [None] * 256
+        skip = self.preorder[2]
+        for node in np.flatnonzero(self.preorder[1] == 1).tolist():
+            self._root_ranges[int(self.preorder[0][node])] = (node, int(skip[node]))
 
     def _preorder(self, broken: list[np.ndarray]) -> tuple[tuple[np.ndarray, ...],
                                                            SubtreeSummary]:
@@ -203,32 +215,67 @@ class TokenTrie:
                      num_words: int, seen: SeenFlags, loops: StateLoops) -> TrieWalk:
         if not built()[state]:
             ensure_rows(np.array([state], dtype=np.int32))
-        words = np.zeros(num_words + 1, dtype=np.uint32)  # the last: the spare word
-        succ_states = np.empty(self._num_tokens, dtype=np.int32)
-        succ_tokens = np.empty(self._num_tokens, dtype=np.int32)
-        stack = np.zeros(self.depth + 1, dtype=np.int32)
+        row = trans()[state]
+        live = np.flatnonzero(row)
+        # where most printable bytes are live (a string), most tokens are allowed: the walk
+        # starts from all of them and clears the refused ones (trie_walk_kernel's preset)
+        preset = (live.size >= _PRESET_LIVE_BYTES
+                  and np.count_nonzero(row[0x20:0x7F]) >= _PRESET_LIVE_BYTES)
+        if preset:
+            words = self._all_words(num_words).copy()
+        else:
+            words = np.zeros(num_words + 1, dtype=np.uint32)  # the last: the spare word
+        # one allocation each (a cold mask pays per numpy call): successors' states and
+        # tokens; the stack of states by depth and the counting skip's chain
+        succ = np.empty((2, self._num_tokens), dtype=np.int32)
+        succ_states, succ_tokens = succ[0], succ[1]
+        scratch = np.zeros((2, self.depth + 1), dtype=np.int32)
+        stack, chain = scratch[0], scratch[1]
         stack[0] = state
-        i, n, flags = 0, 0, seen.flags
+        n, flags = 0, seen.flags
         summary = self.summary
         try:
-            while True:
-                table = trans()
-                flags = seen.at_least(table.shape[0])
-                i, n, missing, question = kernel.walk_preorder(
-                    table, built(), i, stack, *self.preorder, summary.ascii_bytes,
-                    summary.flags, summary.tokens, summary.token_start,
-                    *loops.at_least(table.shape[0]), words, flags, succ_states, succ_tokens, n)
-                if missing:
+            for i, stop in self._walk_ranges(live, preset):
+                while True:
+                    table = trans()
+                    flags = seen.at_least(table.shape[0])
+                    i, n, missing = kernel.walk_preorder(
+                        table, built(), i, stack, *self.preorder, summary.ascii_bytes,
+                        summary.flags, summary.tokens, summary.token_start,
+                        summary.chars_before, summary.max_chars, summary.token_chars,
+                        summary.wide_chars, *loops.at_least(table.shape[0]),
+                        *loops.steps_at_least(table.shape[0]), chain, words, flags,
+                        succ_states, succ_tokens, n, int(preset), stop)
+                    if not missing:
+                        break
                     ensure_rows(np.array([missing], dtype=np.int32))
-                elif question:
-                    loops.answer_utf8(question, trans, ensure_rows)
-                else:
-                    break
         finally:
             flags[succ_states[:n]] = 0  # clear for the next walk (also after a budget error)
         order = np.argsort(succ_states[:n], kind="stable")
         return TrieWalk(words[:num_words].view(np.int32), succ_states[order],
                         succ_tokens[order].astype(np.int64))
+
+    def _walk_ranges(self, live: np.ndarray, preset: bool) -> list[tuple[int, int]]:
+        """The preorder ranges a walk from a state with these ``live`` bytes covers: the
+        subtrees of its live first bytes where they are few (the other first-level nodes,
+        scattered through the arrays, are not touched: ~250 cache misses each a cold mask at
+        262k), else the whole trie. Not with ``preset`` words: the dead subtrees must be
+        walked to be cleared."""
+        if preset or live.size > _ROOT_WALK_BYTES:
+            return [(0, self.num_nodes)]
+        ranges = self._root_ranges
+        return [ranges[b] for b in live.tolist() if ranges[b] is not None]
+
+    def _all_words(self, num_words: int) -> np.ndarray:
+        """uint32 [num_words + 1]: the bits of every token of the trie (the spare word 0),
+        made once per ``num_words``."""
+        words = self._all_words_cache.get(num_words)
+        if words is None:
+            bits = np.zeros(32 * (num_words + 1), dtype=bool)
+            bits[self.summary.tokens] = True
+            words = np.packbits(bits, bitorder="little").view("<u4").copy()
+            self._all_words_cache[num_words] = words
+        return words
 
     def walk_pairs(self, trans: Callable[[], np.ndarray], state: int,
                    ensure_rows: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:

@@ -17,13 +17,21 @@ At an inner node whose whole subtree loops at the state before it (its bytes all
 state to itself: inside a free JSON string, everything but a quote, a backslash, a control
 byte or a cut character; :mod:`subtree_summary`, :mod:`state_loops`), the loop sets the
 subtree's tokens at once and jumps past it: at Gemma 3's 262k tokens a free string's mask
-visits ~31k of the 588k nodes (5.7 -> 1.0 ms CPU on a loaded core).
+visits ~31k of the 588k nodes (5.7 -> 1.0 ms CPU on a loaded core). Where nothing loops but
+every character moves state k to one same state k + 1 (a bounded string: maxLength, a counted
+repetition), it counts instead: the state after a token of the subtree is the chain's state
+after as many characters (the counting skip; a bounded string's mask at 262k walked all 588k
+nodes, ~4 ms, before it). Where most bytes are live (a string) the walk starts from every
+token allowed and clears the refused ones (``preset``), so subtrees taken whole cost nothing
+per token; where few are (a key, punctuation) the caller walks only their first bytes'
+subtrees (``stop``), not touching the other first-level nodes (cache misses on a cold mask).
 
 It runs without the GIL (``nogil``), so the compiler's worker computing a mask does not hold
 the interpreter against the scheduler thread while it walks. Rows of the lazy DFA are built in
 Python (derivatives): the loop stops where it is about to descend into a state without a row
-and returns where to resume and that state; the caller builds the row and calls again (the
-stack and outputs are kept in the arrays passed in).
+(or needs one to answer where a state's characters lead) and returns where to resume and that
+state; the caller builds the row and calls again (the stack and outputs are kept in the
+arrays passed in).
 
 The loop is also built as plain C (``trie_walk_native.c``, the same loop line for line, built
 by ``setup.py`` like the CPU kernels): where that module is built it runs instead of numba's,
@@ -50,6 +58,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .subtree_summary import UTF8_SEQUENCES
+
 # numba's import and the loop's load cost 1-3 s (more on first use on a machine, when it is
 # compiled): paid by warm() in a thread of its own, not by every process importing radixlm.fsm
 try:  # the C loop (setup.py builds it; absent without a C compiler)
@@ -63,6 +73,15 @@ _ready = threading.Event()  # set by warm() once the loop is loaded
 
 # the argument dtypes of walk_preorder (one compiled specialisation)
 NODE_BYTE, NODE_DEPTH, NODE_INDEX, TOKEN_ID = np.uint8, np.uint16, np.int32, np.int32
+CHARS = np.uint16  # characters of a prefix or token (subtree_summary)
+
+# Well-formed UTF-8 multi-byte characters (subtree_summary.UTF8_SEQUENCES) as arrays the
+# compiled loop reads: per sequence, (lo, hi) of each byte ([8, 4, 2]) and its length
+_SEQ_LENGTHS = np.array([len(seq) for seq in UTF8_SEQUENCES], dtype=np.int64)
+_SEQ_RANGES = np.zeros((len(UTF8_SEQUENCES), 4, 2), dtype=np.int64)
+for _r, _seq in enumerate(UTF8_SEQUENCES):
+    _SEQ_RANGES[_r, : len(_seq)] = _seq
+_FRONTIER = 64  # states one byte of the check may reach (more: answered "mixed")
 
 
 def ready() -> bool:
@@ -71,7 +90,7 @@ def ready() -> bool:
     return _ready.is_set()
 
 
-def walk_preorder(*args: object) -> tuple[int, int, int, int]:
+def walk_preorder(*args: object) -> tuple[int, int, int]:
     """:func:`_walk_preorder` in C where built, else compiled by numba (on first use; cached
     on disk by numba)."""
     if _c_loop is not None:
@@ -79,7 +98,7 @@ def walk_preorder(*args: object) -> tuple[int, int, int, int]:
     return numba_walk_preorder(*args)
 
 
-def numba_walk_preorder(*args: object) -> tuple[int, int, int, int]:
+def numba_walk_preorder(*args: object) -> tuple[int, int, int]:
     """:func:`_walk_preorder` compiled by numba (tests compare it with the C loop)."""
     global _compiled
     if _compiled is None:
@@ -87,6 +106,8 @@ def numba_walk_preorder(*args: object) -> tuple[int, int, int, int]:
             if _compiled is None:
                 from numba import njit
 
+                global _utf8_answer  # the loop calls it: compiled first, under its name
+                _utf8_answer = njit(cache=True, nogil=True)(_utf8_answer)
                 _compiled = njit(cache=True, nogil=True)(_walk_preorder)
     return _compiled(*args)
 
@@ -111,10 +132,15 @@ def warm() -> None:
                       np.zeros(2, dtype=NODE_INDEX), np.zeros(1, dtype=TOKEN_ID),
                       np.zeros((1, 2), dtype=np.uint64), np.zeros(1, dtype=np.uint8),
                       np.zeros(1, dtype=TOKEN_ID), np.zeros(2, dtype=NODE_INDEX),
-                      np.zeros(2, dtype=np.uint8), np.zeros((2, 2), dtype=np.uint64),
-                      np.zeros(2, dtype=np.uint8), np.zeros(2, dtype=np.uint32),
-                      np.zeros(2, dtype=np.uint8), np.zeros(1, dtype=np.int32),
-                      np.zeros(1, dtype=np.int32), 0)
+                      np.zeros(1, dtype=CHARS), np.ones(1, dtype=CHARS),
+                      np.ones(1, dtype=CHARS), np.zeros(1, dtype=CHARS),
+                      np.zeros(2, dtype=np.uint8),
+                      np.zeros((2, 2), dtype=np.uint64), np.zeros(2, dtype=np.uint8),
+                      np.full(2, -1, dtype=np.int32), np.zeros(2, dtype=np.uint8),
+                      np.zeros(2, dtype=np.int32), np.zeros((2, 2), dtype=np.uint64),
+                      np.zeros((2, 2), dtype=np.uint64), np.zeros(2, dtype=np.int32),
+                      np.zeros(2, dtype=np.uint32), np.zeros(2, dtype=np.uint8),
+                      np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), 0, 0, 1)
     except Exception:  # noqa: BLE001 (any failure of the optional loop: fall back)
         logging.getLogger(__name__).warning("numba's trie walk failed to load; masks are "
                                             "computed with numpy", exc_info=True)
@@ -123,9 +149,11 @@ def warm() -> None:
     _ready.set()
 
 
-def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_off,  # noqa: ANN001, ANN202, PLR0912, PLR0913, PLR0915
-                   extra_ids, ascii_bytes, flags, tokens, token_start, loop_known, loop_ascii,
-                   loop_utf8, words, seen, succ_states, succ_tokens, n_succ):
+def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_off,  # noqa: ANN001, ANN202, C901, PLR0912, PLR0913, PLR0915
+                   extra_ids, ascii_bytes, flags, tokens, token_start, chars_before, max_chars,
+                   token_chars, wide_chars, loop_known, loop_ascii, loop_utf8, utf8_to,
+                   step_known, step_to, step_ascii, dead_ascii, chain, words, seen, succ_states,
+                   succ_tokens, n_succ, preset, stop):
     """Walk the preorder nodes from index ``start``; ``stack[d]`` is the DFA state after the
     first ``d`` bytes of the current node's prefix (``stack[0]`` the state walked from, its
     row built).
@@ -142,15 +170,39 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
     Subtree skip (:mod:`subtree_summary`): at an inner node whose subtree loops at the state
     before it (``ascii_bytes[i]`` within the state's looping ASCII bytes ``loop_ascii``,
     filled here where ``loop_known`` is 0, and either no byte >= 0x80 or whole characters
-    where ``loop_utf8`` says every character loops), every token of the subtree
+    where ``loop_utf8`` says every character loops: 0 unknown, 1 yes, 2 no, filled here by
+    :func:`_utf8_answer`), every token of the subtree
     (``tokens[token_start[i]:token_start[skip[i]]]``) is allowed and leads back to that state.
     (Bitmask rows for the largest subtrees, OR-ed in instead, measured slower at 262k: 57
     rows of 32 KB, cold in the cache, cost more than the bits of their ~155k tokens.)
 
-    Returns (index to resume at, ``n_succ``, the state whose row is missing there, the state
-    whose ``loop_utf8`` is unknown there): the caller builds that row, or answers that
-    question, and calls again with the index, the same stack and outputs; both 0 means the
-    walk is done.
+    Counting skip, where the subtree does not loop: if from the state before the node every
+    character of the subtree (its ASCII bytes, and whole multi-byte characters if any) leads
+    to one same state, and from there again to one same state, and so on (``chain[j]``: the
+    state after ``j`` characters), the state after a token of the subtree depends only on how
+    many characters it has from the node on (``token_chars[k] - chars_before[i]``, at most
+    ``max_chars[i] - chars_before[i]``): a bounded string, a counted repetition. A chain
+    state where every such character dies ends the chain: longer tokens are refused. Per
+    state, ``step_to`` is the live successor of the most ASCII bytes (``step_ascii``; the
+    bytes to the dead state ``dead_ascii``), filled here where ``step_known`` is 0, and
+    ``utf8_to`` the state every multi-byte character leads to (:mod:`state_loops`: -1
+    unknown, -2 not one state; filled here with ``loop_utf8``), needed only for the first
+    ``wide_chars[i] - chars_before[i]`` chain states (past them the subtree's characters are
+    ASCII). A subtree whose characters go elsewhere is walked as usual.
+
+    ``preset`` (int): ``words`` came with every token of the trie set (the caller's choice
+    where most bytes are live, as in a string): the walk then clears the refused tokens
+    (a dead node's subtree, a counted subtree's tokens too long) instead of setting the
+    allowed ones, so a subtree taken whole costs nothing per token (in a free string at 262k
+    tokens that was ~1.4 ns for each of ~250k tokens).
+
+    The walk ends before node ``stop`` (``n``: the whole trie; the index past a depth-1 node:
+    that node's subtree, so a caller can walk only the live first bytes' subtrees).
+
+    Returns (index to resume at, ``n_succ``, the state whose row is missing there): the caller
+    builds that row and calls again with the index, the same stack and outputs; 0 means the
+    walk is done. (Where multi-byte characters lead was answered in Python, ~70 us of numpy
+    calls a state, most of a cold mask's time in states reached by a few rows.)
 
     The step is written without branches on the walk's own data where it can be (the next
     index a select, a dead node's bit an OR of 0, the dead state flagged seen): a dense walk
@@ -159,8 +211,9 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
     n = byte.shape[0]
     spare = 32 * (words.shape[0] - 1)  # a bit of the spare word
     seen[0] = 1  # the dead state is never a successor
+    stop = min(stop, n)
     i = start
-    while i < n:
+    while i < stop:
         d = depth[i]
         p = stack[d - 1]
         if skip[i] > i + 1:  # an inner node: its whole subtree may loop at p
@@ -173,24 +226,133 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
                 loop_ascii[p, 0] = lo
                 loop_ascii[p, 1] = hi
                 loop_known[p] = 1
-            if (ascii_bytes[i, 0] & ~loop_ascii[p, 0]) == 0 and \
-                    (ascii_bytes[i, 1] & ~loop_ascii[p, 1]) == 0:
-                f = flags[i]
+            s0 = ascii_bytes[i, 0]
+            s1 = ascii_bytes[i, 1]
+            f = flags[i]
+            if (s0 & ~loop_ascii[p, 0]) == 0 and (s1 & ~loop_ascii[p, 1]) == 0:
                 loops = (f & 1) == 0  # NON_ASCII
                 if not loops and (f & 2) != 0:  # WHOLE_CHARS
                     if loop_utf8[p] == 0:
-                        return i, n_succ, 0, p
+                        missing = _utf8_answer(table, built, p, loop_utf8, utf8_to)
+                        if missing:
+                            return i, n_succ, missing
                     loops = loop_utf8[p] == 1
                 if loops:
                     first, end = token_start[i], token_start[skip[i]]
-                    for k in range(first, end):
-                        tk = tokens[k]
-                        words[tk >> 5] |= np.uint32(1) << np.uint32(tk & 31)
+                    if not preset:
+                        for k in range(first, end):
+                            tk = tokens[k]
+                            words[tk >> 5] |= np.uint32(1) << np.uint32(tk & 31)
                     if seen[p] == 0:
                         seen[p] = 1
                         succ_states[n_succ] = p
                         succ_tokens[n_succ] = tokens[first]
                         n_succ += 1
+                    i = skip[i]
+                    continue
+            wide = (f & 1) != 0
+            if not wide or (f & 2) != 0:  # characters can be counted from the node on
+                # the chain: chain[j] the state after j characters, live up to ``last``
+                span = np.int64(max_chars[i]) - np.int64(chars_before[i])
+                wide_span = np.int64(wide_chars[i]) - np.int64(chars_before[i])
+                last = span
+                chain[0] = p
+                q = p
+                j = 0
+                while j < span:
+                    if not built[q]:
+                        return i, n_succ, q
+                    if step_known[q] == 0:
+                        dlo = np.uint64(0)
+                        dhi = np.uint64(0)
+                        for b in range(64):
+                            dlo |= np.uint64(table[q, b] == 0) << np.uint64(b)
+                            dhi |= np.uint64(table[q, b + 64] == 0) << np.uint64(b)
+                        best = 0
+                        count = 0
+                        blo = np.uint64(0)
+                        bhi = np.uint64(0)
+                        tlo = dlo  # ASCII bytes whose target is counted already
+                        thi = dhi
+                        for b in range(128):
+                            word = tlo if b < 64 else thi
+                            if ((word >> np.uint64(b & 63)) & np.uint64(1)) == 0:
+                                t = table[q, b]
+                                clo = np.uint64(0)
+                                chi = np.uint64(0)
+                                c = 0
+                                for b2 in range(b, 128):
+                                    if table[q, b2] == t:
+                                        c += 1
+                                        if b2 < 64:
+                                            clo |= np.uint64(1) << np.uint64(b2)
+                                        else:
+                                            chi |= np.uint64(1) << np.uint64(b2 - 64)
+                                tlo |= clo
+                                thi |= chi
+                                if c > count:
+                                    best = t
+                                    count = c
+                                    blo = clo
+                                    bhi = chi
+                        step_to[q] = best
+                        step_ascii[q, 0] = blo
+                        step_ascii[q, 1] = bhi
+                        dead_ascii[q, 0] = dlo
+                        dead_ascii[q, 1] = dhi
+                        step_known[q] = 1
+                    to = -1  # the state every character of the subtree leads to (-1: any)
+                    if (s0 | s1) != 0:
+                        if (s0 & ~step_ascii[q, 0]) == 0 and (s1 & ~step_ascii[q, 1]) == 0:
+                            to = step_to[q]
+                        elif (s0 & ~dead_ascii[q, 0]) == 0 and (s1 & ~dead_ascii[q, 1]) == 0:
+                            to = 0
+                        else:
+                            break
+                    if j < wide_span:
+                        if utf8_to[q] == -1:
+                            missing = _utf8_answer(table, built, q, loop_utf8, utf8_to)
+                            if missing:
+                                return i, n_succ, missing
+                        u = utf8_to[q]
+                        if u < 0 or (to >= 0 and u != to):
+                            break
+                        to = u
+                    if to == 0:  # every character dies here: longer tokens are refused
+                        last = j
+                        j = span
+                        break
+                    j += 1
+                    chain[j] = to
+                    if to == q:  # a fixed point: the rest of the chain is q too
+                        while j < span:
+                            j += 1
+                            chain[j] = q
+                    q = to
+                if j >= span:  # the chain held: each token's state is chain[its characters]
+                    # preset, with no token refused and every chain state listed already,
+                    # there is nothing to do per token
+                    scan = not preset or last < span
+                    for c in range(1, span + 1):
+                        if scan:
+                            break
+                        scan = seen[chain[c]] == 0
+                    if scan:
+                        base = np.int64(chars_before[i])
+                        for k in range(token_start[i], token_start[skip[i]]):
+                            c = np.int64(token_chars[k]) - base
+                            tk = tokens[k]
+                            if c <= last:
+                                if not preset:
+                                    words[tk >> 5] |= np.uint32(1) << np.uint32(tk & 31)
+                                s = chain[c]
+                                if seen[s] == 0:
+                                    seen[s] = 1
+                                    succ_states[n_succ] = s
+                                    succ_tokens[n_succ] = tk
+                                    n_succ += 1
+                            elif preset:
+                                words[tk >> 5] &= ~(np.uint32(1) << np.uint32(tk & 31))
                     i = skip[i]
                     continue
         t = table[p, byte[i]]
@@ -199,18 +361,85 @@ def _walk_preorder(table, built, start, stack, byte, depth, skip, token, extra_o
         real = tok >= 0
         tok = tok if real else spare
         live = t != 0
-        words[tok >> 5] |= np.uint32(live) << np.uint32(tok & 31)
+        if preset:  # a dead node's subtree is refused whole (a live token stays set)
+            if not live:
+                for k in range(token_start[i], token_start[skip[i]]):
+                    tk = tokens[k]
+                    words[tk >> 5] &= ~(np.uint32(1) << np.uint32(tk & 31))
+        else:
+            words[tok >> 5] |= np.uint32(live) << np.uint32(tok & 31)
         nxt = i + 1 if live else skip[i]
         if seen[t] == 0 and real:
             seen[t] = 1
             succ_states[n_succ] = t
             succ_tokens[n_succ] = tok
             n_succ += 1
-        if live and extra_off[i] != extra_off[i + 1]:
+        if live and not preset and extra_off[i] != extra_off[i + 1]:
             for k in range(extra_off[i], extra_off[i + 1]):
                 extra = extra_ids[k]
                 words[extra >> 5] |= np.uint32(1) << np.uint32(extra & 31)
         if not built[t] and live and nxt < n and depth[nxt] > d:
-            return nxt, n_succ, t, 0  # descending into t next: its row first
+            return nxt, n_succ, t  # descending into t next: its row first
         i = nxt
-    return n, n_succ, 0, 0
+    return stop, n_succ, 0
+
+
+def _utf8_answer(table, built, q, loop_utf8, utf8_to):  # noqa: ANN001, ANN202, C901, PLR0912
+    """Fill ``utf8_to[q]`` (the one state every well-formed multi-byte character leads to from
+    ``q``, 0 where all die, -2 where they lead to different states) and ``loop_utf8[q]`` (1:
+    that state is ``q``, else 2), as :func:`state_loops.utf8_target` answers, stepping
+    ``q`` (its row built) through each sequence of byte ranges. Returns 0, or a state on the
+    way whose row is missing (nothing filled: the caller builds it and asks again). More
+    than :data:`_FRONTIER` states at one step is answered -2: the skips are then not taken,
+    which is always exact."""
+    front = np.empty(_FRONTIER, dtype=np.int32)
+    reached = np.empty(_FRONTIER, dtype=np.int32)
+    target = -3  # none yet
+    for r in range(_SEQ_RANGES.shape[0]):
+        front[0] = q
+        n_front = 1
+        final = -3
+        for k in range(_SEQ_LENGTHS[r]):
+            for a in range(n_front):
+                if not built[front[a]]:
+                    return front[a]
+            n_reached = 0
+            died = False
+            over = False
+            for a in range(n_front):
+                for b in range(_SEQ_RANGES[r, k, 0], _SEQ_RANGES[r, k, 1] + 1):
+                    t = table[front[a], b]
+                    if t == 0:
+                        died = True
+                        continue
+                    known = False
+                    for c in range(n_reached):
+                        if reached[c] == t:
+                            known = True
+                            break
+                    if not known:
+                        if n_reached == _FRONTIER:
+                            over = True
+                            break
+                        reached[n_reached] = t
+                        n_reached += 1
+                if over:
+                    break
+            if over or (died and n_reached > 0):  # too many, or some die and some do not
+                final = -2
+                break
+            if n_reached == 0:  # all of them die
+                final = 0
+                break
+            for c in range(n_reached):
+                front[c] = reached[c]
+            n_front = n_reached
+        if final == -3:
+            final = front[0] if n_front == 1 else -2
+        if final == -2 or (target != -3 and final != target):
+            target = -2
+            break
+        target = final
+    utf8_to[q] = target
+    loop_utf8[q] = 1 if target == q else 2
+    return 0
