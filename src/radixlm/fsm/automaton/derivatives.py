@@ -303,10 +303,10 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         if hit is not None:
             return hit
         kind = t.kind
-        if kind == BYTES_K:
-            out = self.eps if (t.args >> byte) & 1 else self.empty
-        elif kind == CAT_K:
+        if kind == CAT_K:  # the most frequent, first
             out = self._cat_derivative(t, byte)
+        elif kind == BYTES_K:
+            out = self.eps if (t.args >> byte) & 1 else self.empty
         elif kind == ALT_K:
             out = self.alt(self._members(t.args, byte))
         elif kind == REP_K:
@@ -331,15 +331,14 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
     def _cat_derivative(self, t: Term, byte: int) -> Term:
         """d(a1 (a2 (a3 ...))) walked iteratively along the right spine while heads are
         nullable (long chains of optional parts would otherwise recurse deeply)."""
-        parts = []
-        node = t
+        a, b = t.args
         cat, derive = self.cat, self._derive
+        self._derivative_calls += 1  # a derivative() call, its memo read inline
+        head = cat(a.deriv.get(byte) or derive(a, byte), b)
+        if not a.nullable:  # most heads: d(a b) = d(a) b
+            return head
+        parts = [head]
         while True:
-            a, b = node.args
-            self._derivative_calls += 1  # a derivative() call, its memo read inline
-            parts.append(cat(a.deriv.get(byte) or derive(a, byte), b))
-            if not a.nullable:
-                break
             hit = b.deriv.get(byte)
             if hit is not None:
                 parts.append(hit)
@@ -348,8 +347,12 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
                 self._derivative_calls += 1
                 parts.append(b.deriv.get(byte) or derive(b, byte))
                 break
-            node = b
-        return parts[0] if len(parts) == 1 else self.alt(parts)
+            a, b = b.args
+            self._derivative_calls += 1
+            parts.append(cat(a.deriv.get(byte) or derive(a, byte), b))
+            if not a.nullable:
+                break
+        return self.alt(parts)
 
     def classes(self, t: Term) -> tuple[int, ...]:
         """A partition of the 256 bytes (bit masks) on whose parts the derivative is constant."""
