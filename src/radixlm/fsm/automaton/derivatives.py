@@ -50,7 +50,7 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
     clamped inside them: :class:`intersection_clamp.IntersectionClamp`)."""
 
     def __init__(self, liveness_budget: int = 50_000, clamp_budget: int = 4096) -> None:
-        self._intern: dict[tuple, Term] = {}
+        self._intern: dict[tuple | int, Term] = {}
         self._lowered_keep: list[ra.Node] = []
         self._class_cache: dict[tuple[tuple[int, int], ...], Term] = {}
         # classes of alternations and intersections by their members' (_common_refinement)
@@ -62,6 +62,7 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         self.clamp_budget = clamp_budget
         self._radii: dict[tuple[int, int], int | None] = {}
         self._visited = 0  # states the liveness searches have visited, in all
+        self._reps: dict[int, tuple[list[int], tuple[int, ...]]] = {}  # _ordered_reps memo
         # called every _DEADLINE_EVERY search states: raises (GrammarBudgetError) once the
         # work this search is part of (a compile, one mask) is out of time; None: no limit
         self.deadline: Callable[[], None] | None = None
@@ -75,7 +76,7 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
     # -- construction ---------------------------------------------------------------------
 
     def _make(self, kind: int, args: object, nullable: bool, boolean: bool,
-              key: tuple | None = None, bigcount: int = 0) -> Term:
+              key: tuple | int | None = None, bigcount: int = 0) -> Term:
         key = key if key is not None else (kind, args)
         term = self._intern.get(key)
         if term is None:
@@ -127,7 +128,10 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
             return b
         if b is eps:
             return a
-        key = (CAT_K, a.uid, b.uid)
+        # an int, not a tuple (the one int key of _intern): cat is called for every
+        # derivative of a concatenation, hit or not, and a tuple key cost its allocation
+        # and hash each time
+        key = a.uid << 32 | b.uid
         hit = self._intern.get(key)
         if hit is not None:  # most are (a derivative's tail is shared): no flags read
             return hit
@@ -304,7 +308,18 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
             return hit
         kind = t.kind
         if kind == CAT_K:  # the most frequent, first
-            out = self._cat_derivative(t, byte)
+            a, b = t.args
+            if a.nullable:
+                out = self._cat_derivative(t, byte)
+            else:  # d(a b) = d(a) b, inlined: the bulk of every derivative of a deep term
+                self._derivative_calls += 1
+                da = a.deriv.get(byte) or self._derive(a, byte)
+                if da is self.empty:
+                    out = da
+                elif da is self.eps:
+                    out = b  # (never EPS or EMPTY: cat() leaves neither in a concatenation)
+                else:
+                    out = self._intern.get(da.uid << 32 | b.uid) or self.cat(da, b)
         elif kind == BYTES_K:
             out = self.eps if (t.args >> byte) & 1 else self.empty
         elif kind == ALT_K:
