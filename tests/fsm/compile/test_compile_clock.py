@@ -55,3 +55,15 @@ def test_a_compile_charges_extra_steps_per_term_created() -> None:
     assert builder.num_terms - terms == 3
     assert clock.steps == builder.work_steps - steps + 3 * EXTRA_TERM_STEPS
     assert EXTRA_TERM_STEPS > 0
+
+
+def test_a_refused_compile_is_cached_without_its_frames(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, CompileBudget(**{**UNTIMED, "max_compile_steps": 20}))
+    compiler.wait_started()
+    try:
+        error = compiler.compile_async(GrammarSpec.json_schema(SCHEMA)).exception()
+        assert isinstance(error, GrammarBudgetError)
+        # the frames held the refused automaton alive as long as the cache kept the error
+        assert error.__traceback__ is None
+    finally:
+        compiler.shutdown()

@@ -108,6 +108,25 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         the time of a refusal."""
         return self._derivative_calls + self._expanded + self._charged
 
+    def release(self) -> None:
+        """Forget every term (for an automaton no longer wanted: a refused compile's).
+
+        Terms form cycles (a derivative leading back to its term, a recursive rule's
+        expansion holding the rule, a term its own clamped form), so a dropped automaton
+        waited for the cyclic collector, which scanned its 100-150 k terms while the next
+        compile ran and was charged to it (the corpus's term-heavy refusals came one after
+        another). With the caches that close those cycles emptied, reference counting frees
+        the terms as soon as the last holder lets go. The builder is unusable afterwards."""
+        for t in self._intern.values():
+            t.deriv.clear()
+            t.forced = None
+            t.clamped = None
+        for cache in (self._intern, self._refinements, self._part_indexes, self._reps,
+                      self._class_cache, self._radii):
+            cache.clear()
+        self._lowered_keep.clear()
+        self.deadline = None
+
     def charge_steps(self, steps: int) -> None:
         """Count ``steps`` more of :attr:`work_steps`: work outside the derivatives and the
         liveness searches that a step budget must see (a search over terms of its own)."""

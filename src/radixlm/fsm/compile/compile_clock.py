@@ -55,6 +55,13 @@ class CompileClock:
         self._start_steps = builder.work_steps
         self._start_terms = builder.num_terms
 
+    def release(self) -> None:
+        """The compile was refused: free its automaton now (:meth:`TermBuilder.release`)
+        and stop counting."""
+        builder, self._builder = self._builder, None
+        if builder is not None:
+            builder.release()
+
     @property
     def steps(self) -> int:
         """Work steps this compile has taken so far (0 before the automaton exists): the
