@@ -109,14 +109,11 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
         return self._derivative_calls + self._expanded + self._charged
 
     def release(self) -> None:
-        """Forget every term (for an automaton no longer wanted: a refused compile's).
-
-        Terms form cycles (a derivative leading back to its term, a recursive rule's
-        expansion holding the rule, a term its own clamped form), so a dropped automaton
-        waited for the cyclic collector, which scanned its 100-150 k terms while the next
-        compile ran and was charged to it (the corpus's term-heavy refusals came one after
-        another). With the caches that close those cycles emptied, reference counting frees
-        the terms as soon as the last holder lets go. The builder is unusable afterwards."""
+        """Forget every term (an automaton no longer wanted: a refused compile's). Terms form
+        cycles (a derivative leading back, a recursive rule's expansion, a clamped form), so
+        a dropped automaton waited for the cyclic collector, which scanned its 100-150 k
+        terms while the next compile ran; with those caches emptied, reference counting
+        frees them at once. The builder is unusable afterwards."""
         for t in self._intern.values():
             t.deriv.clear()
             t.forced = None
@@ -147,9 +144,8 @@ class TermBuilder(LivenessSearch, IntersectionClamp):
             return b
         if b is eps:
             return a
-        # an int, not a tuple (the one int key of _intern): cat is called for every
-        # derivative of a concatenation, hit or not, and a tuple key cost its allocation
-        # and hash each time
+        # an int, not a tuple (the one int key of _intern): cat runs for every derivative
+        # of a concatenation, and a tuple key cost its allocation and hash each time
         key = a.uid << 32 | b.uid
         hit = self._intern.get(key)
         if hit is not None:  # most are (a derivative's tail is shared): no flags read
