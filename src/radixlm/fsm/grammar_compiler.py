@@ -192,6 +192,7 @@ class GrammarCompiler:
         try:
             result: CompiledGrammar | GrammarError = self._build(spec, key)
         except GrammarError as exc:
+            _drop_frames(exc)
             result = exc
         except RecursionError:
             result = GrammarError("the grammar is nested too deeply to compile")
@@ -334,15 +335,19 @@ class GrammarCompiler:
         node, notes = spec_to_node(spec, deadline)
         schema_seconds = time.perf_counter() - start
         stats = GrammarStats(schema_seconds=schema_seconds, notes=notes)
-        grammar = CompiledGrammar(spec, node, self.vocab, self.budget, stats, deadline)
-        cached = self.disk.load(key) if self.disk is not None else []
-        yield_to = self._park if ticket is not None else None
         try:
-            if cached:
-                grammar.install_masks(cached)
-            warmed = self._warm_at_compile(grammar, yield_to)
-        finally:
-            grammar.dfa.builder.deadline = None  # the compile is over: no longer its clock
+            grammar = CompiledGrammar(spec, node, self.vocab, self.budget, stats, deadline)
+            cached = self.disk.load(key) if self.disk is not None else []
+            yield_to = self._park if ticket is not None else None
+            try:
+                if cached:
+                    grammar.install_masks(cached)
+                warmed = self._warm_at_compile(grammar, yield_to)
+            finally:
+                grammar.dfa.builder.deadline = None  # the compile is over: no longer its clock
+        except GrammarError:
+            deadline.release()  # refused: its automaton is freed now, not by the collector
+            raise
         if self.budget.warmup_states:
             # part of the warm-up: the tokens its shortest output needs (admission checks
             # max_new_tokens against it), here on the worker rather than on the scheduler's
@@ -389,6 +394,18 @@ _WORKER_PREFIX = "radixlm-grammar"  # the worker threads' names (only they park)
 # (about a millisecond at 49k tokens), which no derivative counts
 _MASK_WALK_STEPS = 1_000
 _PREFETCH_SLICE = 8  # masks per warm-up call of a prefetch (a compile may cut in between)
+
+
+def _drop_frames(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and of the exceptions it chains: a refusal is cached
+    (and handed to every waiter) for its message, and its frames held the refused compile's
+    automaton alive as long as the cache kept it."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        node.__traceback__ = None
+        node = node.__cause__ or node.__context__
 
 
 def _done(result: CompiledGrammar | GrammarError) -> Future:

@@ -153,10 +153,12 @@ MAX_MASK_STEPS = 2_500_000
 MAX_MASK_SECONDS = 60.0
 # One compile's step budget (the start state's liveness and its warm-up masks), in
 # TermBuilder.work_steps (derivative calls, liveness expansions, 8 per term created: each
-# charged where the time goes). Default: 1.9 M steps. Cost: 0.5-0.7 us a step on a Zen 4
-# EPYC core shared with other work (Handwritten's slowest), so a refusal comes after ~1-1.3 s
-# of CPU there, less on a quiet core. Floor: the corpus's allany15 shape (tests'
-# NESTED_NEGATIONS) needs 1.81 M steps and must compile. See docs/fsm.md "Budgets and bounds".
+# charged where the time goes) plus compile_clock.EXTRA_TERM_STEPS (4) per term created.
+# Default: 1.9 M steps. Cost: 0.33-0.45 us a step on a Zen 4 EPYC core shared with other
+# work (Handwritten's slowest, thread CPU, the collector included), so a refusal comes after
+# ~0.6-0.85 s of CPU there, less on a quiet core. Floor: the corpus's allany15 shape (tests'
+# NESTED_NEGATIONS) needs 1.86 M steps and must compile (string1, 104 k terms, 1.84 M).
+# See docs/fsm.md "Budgets and bounds".
 MAX_COMPILE_STEPS = 1_900_000
 
 

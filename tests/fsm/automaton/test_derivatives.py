@@ -119,3 +119,28 @@ def test_liveness_search_stops_at_its_deadline() -> None:
         builder.is_live(_dead_window_term(builder))
     undisturbed = TermBuilder()
     assert undisturbed.is_live(_dead_window_term(undisturbed)) is False
+
+
+def test_release_frees_the_terms_without_the_cyclic_collector() -> None:
+    import gc
+
+    from radixlm.fsm.automaton.term import Term
+
+    def terms_alive() -> int:
+        return sum(type(o) is Term for o in gc.get_objects())  # no proxy asked (torch warns)
+
+    gc.collect()
+    gc.disable()  # what is freed below is freed by reference counting
+    try:
+        before = terms_alive()
+        b = TermBuilder()
+        star = b.rep(b.alt([b.byte_set(1 << ord("a")), b.cat(b.byte_set(1 << ord("b")),
+                                                            b.byte_set(1 << ord("c")))]), 0, -1)
+        assert b.matches(star, b"abcabca")  # derivatives lead back to star: a cycle
+        assert terms_alive() > before
+        b.release()
+        assert b.num_terms == 0 and not star.deriv
+        del b, star
+        assert terms_alive() == before
+    finally:
+        gc.enable()

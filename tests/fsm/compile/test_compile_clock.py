@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from radixlm.fsm import CompileBudget, GrammarBudgetError, GrammarCompiler, GrammarSpec
+from radixlm.fsm.automaton.derivatives import TermBuilder
+from radixlm.fsm.compile.compile_clock import EXTRA_TERM_STEPS, CompileClock
 
 # a pattern intersected with lengths: its start needs liveness searches
 SCHEMA = {"type": "object", "properties": {
@@ -42,3 +44,26 @@ def test_a_default_budget_bounds_the_compile_in_steps() -> None:
     assert CompileBudget().max_compile_steps is not None
     with pytest.raises(ValueError, match="max_compile_steps"):
         CompileBudget(max_compile_steps=0)
+
+
+def test_a_compile_charges_extra_steps_per_term_created() -> None:
+    builder = TermBuilder()
+    clock = CompileClock(max_steps=None, max_seconds=60.0)
+    clock.track(builder)
+    steps, terms = builder.work_steps, builder.num_terms
+    builder.cat(builder.byte_set(1), builder.byte_set(2))  # three new terms
+    assert builder.num_terms - terms == 3
+    assert clock.steps == builder.work_steps - steps + 3 * EXTRA_TERM_STEPS
+    assert EXTRA_TERM_STEPS > 0
+
+
+def test_a_refused_compile_is_cached_without_its_frames(vocab) -> None:  # noqa: ANN001
+    compiler = GrammarCompiler(vocab, CompileBudget(**{**UNTIMED, "max_compile_steps": 20}))
+    compiler.wait_started()
+    try:
+        error = compiler.compile_async(GrammarSpec.json_schema(SCHEMA)).exception()
+        assert isinstance(error, GrammarBudgetError)
+        # the frames held the refused automaton alive as long as the cache kept the error
+        assert error.__traceback__ is None
+    finally:
+        compiler.shutdown()

@@ -23,13 +23,14 @@ class LivenessBudgetError(RuntimeError):
 class LivenessSearch:
     """``is_live`` and the search behind it, for a builder that provides derivatives.
 
-    The host class sets ``liveness_budget``, ``deadline``, ``_visited``, ``_expanded`` and
-    ``empty`` and implements ``derivative``, ``classes`` and ``force`` (see
-    :class:`derivatives.TermBuilder`).
+    The host class sets ``liveness_budget``, ``deadline``, ``_visited``, ``_expanded``,
+    ``_reps`` (an empty dict) and ``empty`` and implements ``derivative``, ``classes`` and
+    ``force`` (see :class:`derivatives.TermBuilder`).
     """
 
     liveness_budget: int
     deadline: Callable[[], None] | None
+    _reps: dict[int, tuple[list[int], tuple[int, ...]]]  # _ordered_reps by partition id
     _visited: int
     _expanded: int
     empty: Term
@@ -253,9 +254,17 @@ class LivenessSearch:
         return self.search_estimate(self.force(t))
 
     def _ordered_reps(self, t: Term) -> list[int]:
-        """One byte per derivative class, the smallest class last (popped first)."""
-        classes = sorted(self.classes(t), key=lambda m: -m.bit_count())
-        return [(m & -m).bit_length() - 1 for m in classes]
+        """One byte per derivative class, the smallest class last (popped first); memoised
+        by the partition's identity (terms share their partitions: a search expands
+        thousands of terms over a few hundred)."""
+        classes = self.classes(t)
+        hit = self._reps.get(id(classes))
+        if hit is not None:
+            return hit[0]
+        ordered = sorted(classes, key=lambda m: -m.bit_count())
+        reps = [(m & -m).bit_length() - 1 for m in ordered]
+        self._reps[id(classes)] = (reps, classes)  # the partition kept alive: its id stays
+        return reps
 
 
 _FIRST_ROUND_STATES = 256  # an alternation's members are first searched this far each

@@ -25,6 +25,15 @@ from ..errors import GrammarBudgetError
 # the default 5 ms) although steps cost 0.5-0.7 us now that terms are charged: at 2 M the
 # warm-up reached masks whose liveness refused schemas that compiled before (allOfPProp7).
 STEPS_PER_SECOND = 1_000_000
+# Steps a compile charges per term created on top of :data:`..automaton.derivatives.TERM_STEPS`
+# (8): a term costs 10-11 derivative calls of CPU once the collector's share is counted (it
+# scans every new term, at ~1 us each; least squares over Handwritten's 49 slowest compiles
+# and refusals, thread CPU), so a compile that makes many terms (an object whose key must
+# match a pattern) ran 0.45 us a step where one making few (allany15) ran 0.33, and its
+# refusal at the budget took 30% longer. 4 is the most under which every schema of the
+# corpus that compiled still does (string1, 104 k terms: 1.84 M steps). Compile-only: the
+# mask and closing-search budgets keep counting plain work steps.
+EXTRA_TERM_STEPS = 4
 
 
 class CompileClock:
@@ -38,17 +47,30 @@ class CompileClock:
         self._end = work_clock.now() + max_seconds  # GC pauses are not the grammar's work
         self._builder: TermBuilder | None = None
         self._start_steps = 0
+        self._start_terms = 0
 
     def track(self, builder: TermBuilder) -> None:
         """Count ``builder``'s work from now on (the compiled grammar's automaton)."""
         self._builder = builder
         self._start_steps = builder.work_steps
+        self._start_terms = builder.num_terms
+
+    def release(self) -> None:
+        """The compile was refused: free its automaton now (:meth:`TermBuilder.release`)
+        and stop counting."""
+        builder, self._builder = self._builder, None
+        if builder is not None:
+            builder.release()
 
     @property
     def steps(self) -> int:
-        """Work steps this compile has taken so far (0 before the automaton exists)."""
+        """Work steps this compile has taken so far (0 before the automaton exists): the
+        builder's, plus :data:`EXTRA_TERM_STEPS` per term it created."""
         builder = self._builder
-        return 0 if builder is None else builder.work_steps - self._start_steps
+        if builder is None:
+            return 0
+        return (builder.work_steps - self._start_steps
+                + EXTRA_TERM_STEPS * (builder.num_terms - self._start_terms))
 
     def steps_left(self) -> int | None:
         """Steps left before the budget refuses (None: no step limit)."""
