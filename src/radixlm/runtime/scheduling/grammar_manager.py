@@ -47,6 +47,7 @@ from .mask_gate import StepMaskGate
 from .mask_rows import StepMaskRows
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req, RequestError
+from .speculative_share import SpeculativeShare
 from .token_advance import AdvanceDeferred, GrammarStep
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ class GrammarManager:
         self._late = LateFills()  # fills the gate did not make, this step
         self.jumps = JumpPlanner(tokenizer, lambda: self.compiler)
         self._prepared: PreparedJump | None = None  # the deferred advance being made's plan
+        self.speculative = SpeculativeShare(args.num_threads)  # look-ahead beside a step?
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -197,11 +199,14 @@ class GrammarManager:
         would run has its mask ready (waiting at most ``--grammar-mask-wait-ms`` in all); a
         request admitted has its mask copied into the step's rows then, one held is
         prefetched again at once, ahead of other masks. From its first check to
-        :meth:`StepMaskGate.leave` the gate keeps the compiler's worker off the GIL."""
+        :meth:`StepMaskGate.leave` the gate keeps the compiler's worker off the GIL; where
+        the forward takes every core, its speculative work is held off until
+        :meth:`end_step` (:mod:`.speculative_share`)."""
         if self._gate is not None:  # a step that raised before end_step: never left held
             self._gate.leave()
         self._rows.clear()
         self._late = LateFills()
+        self.speculative.step_started(self._compiler)
         background = self._compiler.background if self._compiler is not None else None
         self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch,
                                   self._rows.fill, self.gate_reserve, self.run_queue,
@@ -212,6 +217,7 @@ class GrammarManager:
         """Record the step's mask time and holds. ``ran``: a forward ran; when none did
         because every request able to run was held, sleep until one of their masks is ready
         (at most :data:`IDLE_WAIT_SECONDS`) instead of spinning the scheduler loop."""
+        self.speculative.step_ended()
         gate, self._gate = self._gate, None
         if gate is None:
             return
