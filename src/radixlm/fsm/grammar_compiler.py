@@ -105,7 +105,9 @@ class GrammarCompiler:
         self.urgent = UrgentWork()
         # look-ahead and background warm-up (speculative) park at their pause points while
         # this is held: a scheduler whose forward takes every core holds it for the forward
-        self.speculative = BackgroundHold(max_background_pause)
+        # (parks of a millisecond: a parked look-ahead gives way to urgent work at once)
+        self.speculative = BackgroundHold(_SPECULATIVE_PARK_SECONDS)
+        self._max_speculative_park = max_background_pause
         # the worker's jobs asked for in a quiet hold, handed to it when it ends (held_quietly)
         self._quiet_depth = 0
         self._quiet_jobs: list[tuple[Callable[..., None], tuple]] = []
@@ -338,9 +340,14 @@ class GrammarCompiler:
 
     def _speculative_pause(self) -> bool:
         """A pause point of speculative work (look-ahead, breadth first): park while the
-        :attr:`speculative` hold is in force, then stop it (True) when a job decoding waits
-        for is queued (:mod:`.compile.urgent_work`)."""
-        self.speculative.point()
+        :attr:`speculative` hold is in force (at most ``max_background_pause``, as a
+        background park), then stop it (True) when a job decoding waits for is queued
+        (:mod:`.compile.urgent_work`), at once if one is queued while it is parked: the
+        urgent job must not wait for the hold's end (a scheduler's step, waiting for it)."""
+        end = time.perf_counter() + self._max_speculative_park
+        while self.speculative.held and not self.urgent.waiting() and not self._closed \
+                and time.perf_counter() < end:
+            self.speculative.point()
         return self.urgent.waiting()
 
     def _park_or_yield(self) -> bool:
@@ -419,6 +426,7 @@ _WORKER_PREFIX = "radixlm-grammar"  # the worker threads' names (only they park)
 # a compile's warm-up charges each mask at least this many steps: the trie walk's own work
 # (about a millisecond at 49k tokens), which no derivative counts
 _MASK_WALK_STEPS = 1_000
+_SPECULATIVE_PARK_SECONDS = 0.001  # one park of speculative work: then urgent work is checked
 _PREFETCH_SLICE = 8  # masks per warm-up call of a prefetch (a compile may cut in between)
 
 

@@ -18,6 +18,10 @@ SCHEMA = {"type": "object", "properties": {k: {"type": "string", "maxLength": 12
           "required": ["alpha", "beta", "gamma"], "additionalProperties": False}
 
 
+def _token(vocab, text: bytes) -> int:  # noqa: ANN001
+    return next(t for t, b in enumerate(vocab.token_bytes) if b == text)
+
+
 class _Grammar:
     def __init__(self, urgent_pending: bool) -> None:
         self.urgent_pending = urgent_pending
@@ -109,18 +113,24 @@ def test_masks_are_the_same_when_look_ahead_gives_way(vocab) -> None:  # noqa: A
 
 
 def test_the_speculative_hold_parks_look_ahead_but_not_what_decoding_waits_for(vocab) -> None:  # noqa: ANN001, E501
-    compiler = GrammarCompiler(vocab, COLD)
+    # parks as long as a test takes: what ends the look-ahead's park is urgent work
+    compiler = GrammarCompiler(vocab, COLD, max_background_pause=600.0)
     grammar = compiler.compile(GrammarSpec.json_schema(SCHEMA))
     matcher = grammar.new_matcher()
-    compiler.speculative.hold()  # as a scheduler does for a forward on a core it fills
+    start = matcher.state
+    compiler.speculative.hold()  # as a scheduler does through a step on a core it fills
     try:
         compiler.prefetch(matcher)
         assert matcher.wait_mask_ready(60.0), "the prefetched state's mask is computed"
         assert compiler.speculative.wait_parked(60.0), "the look-ahead parks"
         assert grammar.prefetch_pending and not grammar.urgent_pending
+        assert matcher.accept_token(_token(vocab, b"{"))  # decoding moves on, still held
+        assert not matcher.mask_ready(), "a look-ahead state the park left cold"
+        compiler.prefetch(matcher)
+        assert matcher.wait_mask_ready(60.0), "urgent work does not wait for the hold's end"
     finally:
         compiler.speculative.release()
     compiler.shutdown()  # the look-ahead, once released
-    successors, _ = grammar.index.successors(matcher.state)
+    successors, _ = grammar.index.successors(start)
     assert not grammar.prefetch_pending
     assert all(grammar.mask_ready(s) for s in successors.tolist())
