@@ -51,8 +51,10 @@ class SpeculativeShare:
         (nothing before the compiler is built; one hold, however often called)."""
         if compiler is None or self.spare_core or self._held is not None:
             return
-        self._held = compiler.speculative
-        self._held.hold()
+        hold = getattr(compiler, "speculative", None)  # a stand-in compiler may have none
+        if hold is not None:
+            hold.hold()
+            self._held = hold
 
     def idle(self) -> None:
         """The scheduler has no request left: the speculative work may run."""
