@@ -27,6 +27,7 @@ from .compile.background_hold import MAX_PAUSE_SECONDS, BackgroundHold
 from .compile.compile_clock import STEPS_PER_SECOND, CompileClock
 from .compile.compile_lanes import QUICK_COMPILE_STEPS, CompileLanes, CompileTicket
 from .compile.grammar_cache import DiskMaskCache, MemoryCache
+from .compile.urgent_work import UrgentWork
 from .compiled_grammar import CompiledGrammar, GrammarStats
 from .errors import GrammarError
 from .grammar_spec import DTYPE_REGEXES, CompileBudget, GrammarSpec
@@ -100,6 +101,13 @@ class GrammarCompiler:
         self._closed = False
         # the worker's pause points park on this while a caller holds it (hold_background)
         self.background = BackgroundHold(max_background_pause)
+        # the queued jobs decoding waits for: look-ahead and background warm-up give way
+        self.urgent = UrgentWork()
+        # look-ahead and background warm-up (speculative) park at their pause points while
+        # this is held: a scheduler whose forward takes every core holds it for the forward
+        # (parks of a millisecond: a parked look-ahead gives way to urgent work at once)
+        self.speculative = BackgroundHold(_SPECULATIVE_PARK_SECONDS)
+        self._max_speculative_park = max_background_pause
         # the worker's jobs asked for in a quiet hold, handed to it when it ends (held_quietly)
         self._quiet_depth = 0
         self._quiet_jobs: list[tuple[Callable[..., None], tuple]] = []
@@ -226,9 +234,12 @@ class GrammarCompiler:
         try:
             # a compile asked for meanwhile (running, or queued behind this slice) stops
             # even the mask in progress: at 131k tokens one can take tens of ms
+            # so does a queued job that decoding waits for (urgent): it runs first
             done = len(grammar.warm_up(min(left, 16), 0.002, polite=True,
-                                       stop=lambda: not self._idle.is_set(),
-                                       yield_to=self._park_or_yield))
+                                       stop=lambda: not self._idle.is_set() or
+                                       self.urgent.waiting(),
+                                       yield_to=self._park_or_yield,
+                                       urgent=self._speculative_pause))
         except GrammarError:
             return  # the matcher reports it if decoding ever gets there
         if grammar.warm_up_pending and left - done > 0 and not self._closed:
@@ -257,15 +268,18 @@ class GrammarCompiler:
     def _schedule_prefetch(self, grammar: CompiledGrammar) -> None:
         if not grammar.prefetch_scheduled and not self._closed:
             grammar.prefetch_scheduled = True
+            self.urgent.slice_queued(grammar)
             self._queue(self._prefetch_in_background, grammar)
 
     def prefetch_closing_dist(self, grammar: CompiledGrammar, state: int) -> None:
         """Have the worker compute the closing distance of ``state`` (a search over the
         automaton, building rows: :meth:`ClosingIndex.dist`), for a scheduler that deferred
         the budget check of a jump-forward ending there. Never blocks."""
+        self.urgent.call_queued()
         self._queue(self._closing_dist_in_background, grammar, state)
 
     def _closing_dist_in_background(self, grammar: CompiledGrammar, state: int) -> None:
+        self.urgent.call_started()
         self.background.point()
         grammar.warm_closing_dist(state)
 
@@ -274,9 +288,11 @@ class GrammarCompiler:
         when the hold ends: :meth:`held_quietly`); it parks first while a hold is in force.
         For work a decoding caller needs soon and would rather not do itself (a scheduler's
         jump-forward plan). Never blocks."""
+        self.urgent.call_queued()
         self._queue(self._parked_call, fn, args)
 
     def _parked_call(self, fn: Callable[..., None], args: tuple) -> None:
+        self.urgent.call_started()
         self.background.point()
         fn(*args)
 
@@ -292,18 +308,28 @@ class GrammarCompiler:
             self._pool.submit(fn, *args)
 
     def _prefetch_in_background(self, grammar: CompiledGrammar) -> None:
+        """A prefetch slice: the grammar's urgent work (deferred advances, prefetched states),
+        then its look-ahead, which gives way (requeued behind them) to the jobs decoding
+        waits for (:mod:`.compile.urgent_work`); all of it to a compile."""
+        self.urgent.slice_started(grammar)
         grammar.prefetch_scheduled = False  # prefetches from now on queue another slice
+
+        def give_way() -> bool:
+            return not self._idle.is_set() or (not grammar.urgent_pending and
+                                               self.urgent.waiting())
+
         while grammar.prefetch_pending:  # bounded: depth 1 after each prefetched state
             self.background.point()
             try:
-                grammar.warm_up(_PREFETCH_SLICE, float("inf"), polite=True,
-                                stop=lambda: not self._idle.is_set(), yield_to=self._park,
-                                prefetched_only=True)
+                grammar.warm_up(_PREFETCH_SLICE, float("inf"), polite=True, stop=give_way,
+                                yield_to=self._park, prefetched_only=True,
+                                urgent=self._speculative_pause)
             except GrammarError:
                 return  # the matcher reports it if decoding ever gets there
-            if not self._idle.is_set():  # a compile waits for this worker: yield to it
+            if give_way():  # a compile, or a job decoding waits for, goes first
                 if grammar.prefetch_pending and not grammar.prefetch_scheduled:
                     grammar.prefetch_scheduled = True
+                    self.urgent.slice_queued(grammar)
                     self._pool.submit(self._prefetch_in_background, grammar)
                 return
 
@@ -312,6 +338,18 @@ class GrammarCompiler:
         the mask (False: a prefetched mask is what decoding waits for)."""
         self.background.point()
         return False
+
+    def _speculative_pause(self) -> bool:
+        """A pause point of speculative work (look-ahead, breadth first): park while the
+        :attr:`speculative` hold is in force (at most ``max_background_pause``, as a
+        background park), then stop it (True) when a job decoding waits for is queued
+        (:mod:`.compile.urgent_work`), at once if one is queued while it is parked: the
+        urgent job must not wait for the hold's end (a scheduler's step, waiting for it)."""
+        end = time.perf_counter() + self._max_speculative_park
+        while self.speculative.held and not self.urgent.waiting() and not self._closed \
+                and time.perf_counter() < end:
+            self.speculative.point()
+        return self.urgent.waiting()
 
     def _park_or_yield(self) -> bool:
         """A pause point inside a background warm-up mask: park while held, then stop the
@@ -393,6 +431,7 @@ _WORKER_PREFIX = "radixlm-grammar"  # the worker threads' names (only they park)
 # a compile's warm-up charges each mask at least this many steps: the trie walk's own work
 # (about a millisecond at 49k tokens), which no derivative counts
 _MASK_WALK_STEPS = 1_000
+_SPECULATIVE_PARK_SECONDS = 0.001  # one park of speculative work: then urgent work is checked
 _PREFETCH_SLICE = 8  # masks per warm-up call of a prefetch (a compile may cut in between)
 
 

@@ -3,10 +3,14 @@
 Decoding asks (:meth:`GrammarWarmUp.prefetch` after each accepted token,
 :meth:`GrammarWarmUp.prefetch_advance` for a token whose advance would build automaton rows);
 the worker's :meth:`GrammarWarmUp.warm_up` computes first the advances asked for, then the
-masks asked for and the states one token after them, then the rest breadth first over the
-clamped automaton; callers sleep for what they asked for (:meth:`GrammarWarmUp.wait_mask`,
-:meth:`GrammarWarmUp.wait_advance`), the GIL released. A budget hit is kept for the state or
-advance that hit it, so a caller waiting for it fails at once instead of retrying.
+masks (and closing rows) asked for, which decoding waits for (``urgent_pending``), then the
+look-ahead: the masks of the states one token after them, then the rest breadth first over
+the clamped automaton. Look-ahead and breadth-first work are speculative: at each pause
+point they give way to urgent work (this grammar's, or a queued job's:
+:mod:`.urgent_work`), the rows built kept. Callers sleep for what they asked for
+(:meth:`GrammarWarmUp.wait_mask`, :meth:`GrammarWarmUp.wait_advance`), the GIL released. A
+budget hit is kept for the state or advance that hit it, so a caller waiting for it fails at
+once instead of retrying.
 """
 
 from __future__ import annotations
@@ -54,9 +58,11 @@ class GrammarWarmUp:
         self._warm_queue = deque([self.dfa.initial])  # breadth-first warm-up, resumable
         self._warm_paths: dict[int, bytes] = {self.dfa.initial: b""}
         self._warm_keys: set[int] = set()
-        # (state, depth) decoding is at or about to reach: warmed before the breadth-first
-        # queue; depth 0 = asked for by prefetch, depth 1 = one token after such a state
-        self._hot: deque[tuple[int, int]] = deque()
+        # states decoding is at (asked for by prefetch, newest first): needed now
+        self._hot: deque[int] = deque()
+        # look-ahead: the states one token after a prefetched state (the newest one's
+        # first), warmed after the hot states and before the breadth-first queue
+        self._ahead: deque[int] = deque()
         self.prefetch_scheduled = False  # a background slice is queued for the hot states
         # notified after the warm-up computes a mask (or fails one): what wait_mask sleeps on
         self._mask_added = threading.Condition(threading.Lock())
@@ -123,7 +129,7 @@ class GrammarWarmUp:
         if remaining is not None:  # the closing row only where that budget may cut
             self._closing_budgets[state] = min(remaining,
                                                self._closing_budgets.get(state, remaining))
-        self._hot.appendleft((state, 0))
+        self._hot.appendleft(state)
         if len(self._hot) > _MAX_HOT:  # oldest requests are stale: decoding moved on
             self._hot.pop()
         return ready
@@ -212,7 +218,8 @@ class GrammarWarmUp:
     def warm_up(self, max_states: int, max_seconds: float, polite: bool = False,
                 stop: Callable[[], bool] | None = None,
                 yield_to: Callable[[], bool] | None = None,
-                prefetched_only: bool = False) -> dict[int, bytes]:
+                prefetched_only: bool = False,
+                urgent: Callable[[], bool] | None = None) -> dict[int, bytes]:
         """Compute up to ``max_states`` more distinct masks (or for ``max_seconds``, whichever
         comes first): first the states :meth:`prefetch` asked for and the states one token
         after them (where decoding is), then breadth first over the clamped automaton (states
@@ -229,7 +236,11 @@ class GrammarWarmUp:
         milliseconds: this is what keeps a compile from waiting that long for the GIL.
         ``prefetched_only``: stop once nothing :meth:`prefetch` or :meth:`prefetch_advance`
         asked for is left (a prefetch's slice; the breadth-first part is the background
-        warm-up's, within its own ``background_warmup_states``).
+        warm-up's, within its own ``background_warmup_states``). ``urgent``: called at each
+        pause point of speculative work (look-ahead, breadth first; it may park there):
+        whether a job decoding waits for is queued elsewhere (:meth:`UrgentWork.waiting`);
+        speculative work stops there when it is, or when this grammar has urgent work
+        (``urgent_pending``), its state requeued first.
 
         Raises :class:`GrammarError` when a reachable non-final state allows no token at all
         (the vocabulary cannot spell what the grammar requires there).
@@ -244,7 +255,7 @@ class GrammarWarmUp:
         while pending() and len(done) + hot_done < max_states and \
                 (not done and not hot_done or time.perf_counter() < end):
             try:
-                hot_done += self._warm_next(done, yield_to)
+                hot_done += self._warm_next(done, yield_to, urgent)
             except MaskDeferred:
                 break
             if polite and time.perf_counter() > next_yield:
@@ -255,9 +266,13 @@ class GrammarWarmUp:
         self.stats.warmup_states += len(done) + hot_done
         return done
 
-    def _warm_next(self, done: dict[int, bytes], yield_to: Callable[[], bool] | None) -> int:
-        """One step of :meth:`warm_up` (a prefetched state first; 1 if it computed one);
-        raises :class:`MaskDeferred` when ``yield_to`` stopped a mask, the state requeued."""
+    def _warm_next(self, done: dict[int, bytes], yield_to: Callable[[], bool] | None,
+                   urgent: Callable[[], bool] | None = None) -> int:
+        """One step of :meth:`warm_up` (a deferred advance, else a prefetched state, else a
+        look-ahead state, else the breadth-first queue's next; 1 if it computed a prefetched
+        or look-ahead mask); raises :class:`MaskDeferred` when ``yield_to`` (or, for the
+        speculative ones, urgent work: see :meth:`warm_up`) stopped a mask, the state
+        requeued."""
         with self._lock:  # the index's hook is set and cleared under the automaton's lock
             self.index.yield_when = yield_to
             try:
@@ -265,13 +280,28 @@ class GrammarWarmUp:
                     self._warm_advance(*self._advances.popleft())
                     return 0
                 if self._hot:
-                    return self._warm_hot(*self._hot.popleft())
+                    return self._warm_hot(self._hot.popleft())
+                if self.urgent_pending or (urgent is not None and urgent()):
+                    raise MaskDeferred  # urgent work came first: not even one row
+                self.index.yield_when = self._speculative_pause(yield_to, urgent)
+                if self._ahead:
+                    return self._warm_ahead(self._ahead.popleft())
                 if not self._warm_queue:  # another thread took the last prefetched state
                     return 0
                 self._warm_breadth_first(self._warm_queue.popleft(), done)
                 return 0
             finally:
                 self.index.yield_when = None
+
+    def _speculative_pause(self, yield_to: Callable[[], bool] | None,
+                           urgent: Callable[[], bool] | None) -> Callable[[], bool]:
+        """The pause point of speculative work: ``yield_to`` (parks while held), then stop
+        (True) when urgent work waits, here or queued elsewhere."""
+        def pause() -> bool:
+            if yield_to is not None and yield_to():
+                return True
+            return self.urgent_pending or (urgent is not None and urgent())
+        return pause
 
     def _warm_breadth_first(self, state: int, done: dict[int, bytes]) -> None:
         """Compute one mask of the breadth-first order (once per clamped term)."""
@@ -294,33 +324,45 @@ class GrammarWarmUp:
                 paths[nxt] = paths[state] + (self.vocab.token_bytes[tok] or b"")
                 self._warm_queue.append(nxt)
 
-    def _warm_hot(self, state: int, depth: int) -> int:
-        """Compute one prefetched state's mask (queueing its successors); 1 if computed.
-        A budget hit is kept for that state (see :meth:`mask`) and reported to waiters."""
-        computed = 0
+    def _warm_hot(self, state: int) -> int:
+        """Compute one prefetched state's mask and closing row (queueing its successors for
+        the look-ahead, first); 1 if it computed the mask."""
         with self._lock:
+            computed = self._warm_mask(state, self._hot)
             if state in self._failed:
-                return 0
-            if state not in self.cached_np_masks:
-                try:
-                    self.mask(state)
-                except MaskDeferred:
-                    self._hot.appendleft((state, depth))
-                    raise
-                except GrammarError as exc:
-                    self._failed[state] = exc
-                    self._notify_mask()
-                    return 0
-                computed = 1
-                self._notify_mask()
-            if depth == 0:
-                if self.closing_used and not self.closing.row_ready(state):
-                    self._warm_closing(state)
-                states, _ = self.index.successors(state)
-                fresh = [s for s in states.tolist()[:_MAX_HOT]
-                         if s != DEAD and s not in self.cached_np_masks]
-                self._hot.extend((s, 1) for s in fresh)
+                return computed
+            if self.closing_used and not self.closing.row_ready(state):
+                self._warm_closing(state)
+            states, _ = self.index.successors(state)
+            fresh = [s for s in states.tolist()[:_MAX_HOT]
+                     if s != DEAD and s not in self.cached_np_masks]
+            self._ahead.extendleft(reversed(fresh))  # before older look-ahead: nearer
+            while len(self._ahead) > _MAX_HOT:  # the oldest are stale: decoding moved on
+                self._ahead.pop()
         return computed
+
+    def _warm_ahead(self, state: int) -> int:
+        """Compute one look-ahead state's mask; 1 if computed."""
+        with self._lock:
+            return self._warm_mask(state, self._ahead)
+
+    def _warm_mask(self, state: int, queue: deque[int]) -> int:
+        """Compute ``state``'s mask unless it is cached or failed; 1 if computed. Stopped at
+        a pause point, ``state`` goes back to the front of ``queue``; a budget hit is kept
+        for that state (see :meth:`mask`) and reported to waiters."""
+        if state in self._failed or state in self.cached_np_masks:
+            return 0
+        try:
+            self.mask(state)
+        except MaskDeferred:
+            queue.appendleft(state)
+            raise
+        except GrammarError as exc:
+            self._failed[state] = exc
+            self._notify_mask()
+            return 0
+        self._notify_mask()
+        return 1
 
     def _warm_closing(self, state: int) -> None:
         """The closing row of ``state`` (a trie walk and distance searches), or only its
@@ -344,8 +386,14 @@ class GrammarWarmUp:
     def prefetch_pending(self) -> bool:
         """Whether states asked for by :meth:`prefetch` (or their successors), or advances
         asked for by :meth:`prefetch_advance`, are queued."""
+        return self.urgent_pending or bool(self._ahead)
+
+    @property
+    def urgent_pending(self) -> bool:
+        """Whether work decoding waits for is queued: states asked for by :meth:`prefetch`
+        (their masks and closing rows) or advances asked for by :meth:`prefetch_advance`."""
         return bool(self._hot) or bool(self._advances)
 
 
 _POLITE_SLICE = 0.001  # seconds a background warm-up holds the GIL before offering it
-_MAX_HOT = 256  # prefetch queue length (successors of one state included)
+_MAX_HOT = 256  # prefetch queue length, and look-ahead's (successors of one state at most)

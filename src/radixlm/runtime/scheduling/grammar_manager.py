@@ -47,6 +47,7 @@ from .mask_gate import StepMaskGate
 from .mask_rows import StepMaskRows
 from .mask_wait_stats import MaskWaitStats, RunQueueClock
 from .request import Req, RequestError
+from .speculative_share import SpeculativeShare
 from .token_advance import AdvanceDeferred, GrammarStep
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ class GrammarManager:
         self._late = LateFills()  # fills the gate did not make, this step
         self.jumps = JumpPlanner(tokenizer, lambda: self.compiler)
         self._prepared: PreparedJump | None = None  # the deferred advance being made's plan
+        self.speculative = SpeculativeShare(args.num_threads)  # look-ahead beside a step?
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -237,6 +239,16 @@ class GrammarManager:
             else:
                 req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
+
+    def step_chosen(self, decodes: bool) -> None:
+        """The step's batch is chosen (``decodes``: it has decoding rows): where the forward
+        takes every core, the compiler's speculative work is held off from a step that
+        decodes until :meth:`idle` or a step that only prefills (:mod:`.speculative_share`)."""
+        self.speculative.step_chosen(self._compiler, decodes)
+
+    def idle(self) -> None:
+        """The scheduler has no request left: the compiler's speculative work may run."""
+        self.speculative.idle()
 
     def stats(self) -> dict[str, float | int]:
         """The steps' mask waits (:meth:`MaskWaitStats.summary`), their grammar time as thread

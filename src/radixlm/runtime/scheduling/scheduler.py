@@ -102,7 +102,9 @@ class Scheduler:
         if req in self.waiting:
             self.waiting.remove(req)
         self.counters["aborted"] += 1
-        return self._finish(req, FinishAbort(message="aborted by the client"))
+        out = self._finish(req, FinishAbort(message="aborted by the client"))
+        self._if_idle()
+        return out
 
     def fail(self, rid: str) -> None:
         """Drop a request that errored (its error is reported separately); its KV is not
@@ -115,6 +117,7 @@ class Scheduler:
                 self.running.remove(req)
             self._release(req, cache=False)
             self.reqs.pop(rid, None)
+            self._if_idle()
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
@@ -133,9 +136,12 @@ class Scheduler:
         decodes = self._reserve_decodes(gate)
         outs, self.pending_outs = self.pending_outs, []  # what was owed outside the forward
         chunks = self._schedule_prefills(decodes, gate)
+        if decodes or chunks:  # a step that holds every request keeps the hold as it is
+            self.grammar.step_chosen(decodes=bool(decodes))  # speculative grammar work?
         gate.leave()  # its last check is done: the compiler's worker may take the GIL again
         if not decodes and not chunks:
             self.grammar.end_step(ran=False)
+            self._if_idle()
             return outs
         # after the prefills are chosen: a request holding draft slots has no pending tokens
         drafts = self.speculator.draft(decodes, chunks) if self.speculator is not None else {}
@@ -155,7 +161,13 @@ class Scheduler:
         self.last_step_time = time.monotonic()
         if self.speculator is not None and not chunks:  # a draft row's price, measured
             self.speculator.observe(batch.num_tokens, forward_s)
+        self._if_idle()
         return outs
+
+    def _if_idle(self) -> None:
+        """At a step's end: no request left, the grammar worker's held work may run."""
+        if not self.has_work():
+            self.grammar.idle()
 
     def _start_grammar(self, start: GrammarStart) -> StepMaskGate:
         """Act on the grammar side's start of the step (fail, queue the outputs owed, retire,

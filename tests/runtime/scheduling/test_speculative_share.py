@@ -1,0 +1,55 @@
+"""The grammar worker's speculative work and the scheduler's steps (speculative_share.py):
+held off from a step that decodes until no request is left (or a step only prefills) where
+the forward leaves no core spare, never otherwise; greedy output the same either way."""
+
+from __future__ import annotations
+
+import pytest
+from stepping import matches_reference
+
+from radixlm.fsm.compile.background_hold import BackgroundHold
+from radixlm.runtime.scheduling.speculative_share import SpeculativeShare, usable_cores
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.speculative = BackgroundHold()
+
+
+def test_decoding_steps_hold_speculative_work_only_where_no_core_is_spare() -> None:
+    compiler = _Compiler()
+    share = SpeculativeShare(forward_threads=1, cores=1)
+    share.step_chosen(compiler, decodes=True)
+    share.step_chosen(compiler, decodes=True)  # the next step: still one hold
+    assert share.holding and compiler.speculative.held
+    share.idle()
+    assert not share.holding and not compiler.speculative.held
+    share.idle()  # nothing held: nothing to release
+    share.step_chosen(compiler, decodes=True)
+    share.step_chosen(compiler, decodes=False)  # only a prefill: no stream waits
+    assert not share.holding and not compiler.speculative.held
+    spare = SpeculativeShare(forward_threads=1, cores=2)
+    spare.step_chosen(compiler, decodes=True)
+    assert not spare.holding and not compiler.speculative.held, "a spare core: runs beside"
+    share.step_chosen(None, decodes=True)  # no compiler built yet: nothing to hold
+    assert not share.holding
+    assert SpeculativeShare(forward_threads=1).cores == usable_cores() >= 1
+
+
+@pytest.mark.parametrize("cores", [1, 64], ids=["no spare core", "spare cores"])
+def test_greedy_output_is_the_same_with_speculative_work_held_through_steps(make_scheduler,
+                                                                          cores):
+    s = make_scheduler(grammar_mask_wait_ms=0)  # never wait: hold whatever is cold
+    s.grammar.speculative = SpeculativeShare(forward_threads=1, cores=cores)
+    seen: list[bool] = []
+    forward = s.runner.forward
+
+    def watched(batch):  # noqa: ANN001, ANN202
+        seen.append(s.grammar.compiler.speculative.held)
+        return forward(batch)
+
+    s.runner.forward = watched
+    matches_reference(make_scheduler, s)
+    # the first forward only prefills: no stream waits yet, the look-ahead runs beside it
+    assert len(seen) > 1 and not seen[0] and (all(seen[1:]) if cores == 1 else not any(seen))
+    assert not s.grammar.compiler.speculative.held, "released once no request is left"
