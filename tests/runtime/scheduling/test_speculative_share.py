@@ -1,6 +1,6 @@
 """The grammar worker's speculative work and the scheduler's steps (speculative_share.py):
-held off from a step that decodes until no request is left (or a step only prefills) where
-the forward leaves no core spare, never otherwise; greedy output the same either way."""
+held off from the first step until no request is left where the forward leaves no core
+spare, never otherwise; greedy output the same either way."""
 
 from __future__ import annotations
 
@@ -16,22 +16,19 @@ class _Compiler:
         self.speculative = BackgroundHold()
 
 
-def test_decoding_steps_hold_speculative_work_only_where_no_core_is_spare() -> None:
+def test_steps_hold_speculative_work_only_where_no_core_is_spare() -> None:
     compiler = _Compiler()
     share = SpeculativeShare(forward_threads=1, cores=1)
-    share.step_chosen(compiler, decodes=True)
-    share.step_chosen(compiler, decodes=True)  # the next step: still one hold
+    share.step_started(compiler)
+    share.step_started(compiler)  # the next step: still one hold
     assert share.holding and compiler.speculative.held
     share.idle()
     assert not share.holding and not compiler.speculative.held
     share.idle()  # nothing held: nothing to release
-    share.step_chosen(compiler, decodes=True)
-    share.step_chosen(compiler, decodes=False)  # only a prefill: no stream waits
-    assert not share.holding and not compiler.speculative.held
     spare = SpeculativeShare(forward_threads=1, cores=2)
-    spare.step_chosen(compiler, decodes=True)
+    spare.step_started(compiler)
     assert not spare.holding and not compiler.speculative.held, "a spare core: runs beside"
-    share.step_chosen(None, decodes=True)  # no compiler built yet: nothing to hold
+    share.step_started(None)  # no compiler built yet: nothing to hold
     assert not share.holding
     assert SpeculativeShare(forward_threads=1).cores == usable_cores() >= 1
 
@@ -50,6 +47,5 @@ def test_greedy_output_is_the_same_with_speculative_work_held_through_steps(make
 
     s.runner.forward = watched
     matches_reference(make_scheduler, s)
-    # the first forward only prefills: no stream waits yet, the look-ahead runs beside it
-    assert len(seen) > 1 and not seen[0] and (all(seen[1:]) if cores == 1 else not any(seen))
+    assert seen and (all(seen) if cores == 1 else not any(seen))
     assert not s.grammar.compiler.speculative.held, "released once no request is left"

@@ -199,11 +199,14 @@ class GrammarManager:
         would run has its mask ready (waiting at most ``--grammar-mask-wait-ms`` in all); a
         request admitted has its mask copied into the step's rows then, one held is
         prefetched again at once, ahead of other masks. From its first check to
-        :meth:`StepMaskGate.leave` the gate keeps the compiler's worker off the GIL."""
+        :meth:`StepMaskGate.leave` the gate keeps the compiler's worker off the GIL; where
+        the forward takes every core, its speculative work is held off until :meth:`idle`
+        (:mod:`.speculative_share`)."""
         if self._gate is not None:  # a step that raised before end_step: never left held
             self._gate.leave()
         self._rows.clear()
         self._late = LateFills()
+        self.speculative.step_started(self._compiler)
         background = self._compiler.background if self._compiler is not None else None
         self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch,
                                   self._rows.fill, self.gate_reserve, self.run_queue,
@@ -239,12 +242,6 @@ class GrammarManager:
             else:
                 req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
-
-    def step_chosen(self, decodes: bool) -> None:
-        """The step's batch is chosen (``decodes``: it has decoding rows): where the forward
-        takes every core, the compiler's speculative work is held off from a step that
-        decodes until :meth:`idle` or a step that only prefills (:mod:`.speculative_share`)."""
-        self.speculative.step_chosen(self._compiler, decodes)
 
     def idle(self) -> None:
         """The scheduler has no request left: the compiler's speculative work may run."""

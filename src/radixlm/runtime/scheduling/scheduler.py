@@ -136,8 +136,6 @@ class Scheduler:
         decodes = self._reserve_decodes(gate)
         outs, self.pending_outs = self.pending_outs, []  # what was owed outside the forward
         chunks = self._schedule_prefills(decodes, gate)
-        if decodes or chunks:  # a step that holds every request keeps the hold as it is
-            self.grammar.step_chosen(decodes=bool(decodes))  # speculative grammar work?
         gate.leave()  # its last check is done: the compiler's worker may take the GIL again
         if not decodes and not chunks:
             self.grammar.end_step(ran=False)

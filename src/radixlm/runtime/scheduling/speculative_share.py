@@ -10,16 +10,12 @@ take every core this process may run on (``taskset`` to one core, one torch thre
 takes its CPU time from the step: a stream's every gap grew by it, for masks the stream
 never used (``benchmarks/stream_gaps.py``: the first steps of each stream carried ~7 ms of
 breadth-first warm-up each). There, :class:`SpeculativeShare` holds the speculative work
-off from the first step that decodes until the scheduler has no request left (it parks at
-its next pause point, the rows it built kept: :mod:`radixlm.fsm.compile.background_hold`).
-Not released between steps, nor while a step waits for a request's mask: a look-ahead mask
-begun in such a window ran on into the next forward (the trie walk has no pause point), a
-stream's every gap after a hold longer by it. It runs while the engine is idle and beside a
-step that only prefills: there no stream waits between two tokens, and the look-ahead from
-a new request's first state is what its stream meets first (the second state of
-Handwritten---allOfPProp10, a mask of seconds, was computed during the prefill on main, not
-with the hold). Masks are the same either way: only when the speculative ones are computed
-changes.
+off from the first step the scheduler makes until it has no request left (it parks at its
+next pause point, the rows it built kept: :mod:`radixlm.fsm.compile.background_hold`); it
+runs while the engine is idle. Not released between steps, nor while a step waits for a
+request's mask: a look-ahead mask begun in such a window ran on into the next forward (the
+trie walk has no pause point), a stream's every gap after a hold longer by it. Masks are
+the same either way: only when the speculative ones are computed changes.
 """
 
 from __future__ import annotations
@@ -50,14 +46,9 @@ class SpeculativeShare:
         """Whether the speculative work is held off now."""
         return self._held is not None
 
-    def step_chosen(self, compiler: Any | None, decodes: bool) -> None:
-        """A step's batch is chosen: with ``decodes`` (a stream waits for its next token),
-        hold ``compiler``'s speculative work off where no core is spare (nothing before
-        the compiler is built; one hold, however often called); a step that only prefills
-        lets it run."""
-        if not decodes:
-            self.idle()
-            return
+    def step_started(self, compiler: Any | None) -> None:
+        """A step starts: hold ``compiler``'s speculative work off where no core is spare
+        (nothing before the compiler is built; one hold, however often called)."""
         if compiler is None or self.spare_core or self._held is not None:
             return
         hold = getattr(compiler, "speculative", None)  # a stand-in compiler may have none
