@@ -1,6 +1,6 @@
 """The grammar worker's speculative work and the scheduler's steps (speculative_share.py):
-held off from the first step until no request is left where the forward leaves no core
-spare, never otherwise; greedy output the same either way."""
+held off through each step where the forward leaves no core spare, never otherwise; greedy
+output the same either way."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ def test_steps_hold_speculative_work_only_where_no_core_is_spare() -> None:
     compiler = _Compiler()
     share = SpeculativeShare(forward_threads=1, cores=1)
     share.step_started(compiler)
-    share.step_started(compiler)  # the next step: still one hold
+    share.step_started(compiler)  # a step that raised before it ended: still one hold
     assert share.holding and compiler.speculative.held
-    share.idle()
+    share.step_ended()
     assert not share.holding and not compiler.speculative.held
-    share.idle()  # nothing held: nothing to release
+    share.step_ended()  # nothing held: nothing to release
     spare = SpeculativeShare(forward_threads=1, cores=2)
     spare.step_started(compiler)
     assert not spare.holding and not compiler.speculative.held, "a spare core: runs beside"
@@ -48,4 +48,4 @@ def test_greedy_output_is_the_same_with_speculative_work_held_through_steps(make
     s.runner.forward = watched
     matches_reference(make_scheduler, s)
     assert seen and (all(seen) if cores == 1 else not any(seen))
-    assert not s.grammar.compiler.speculative.held, "released once no request is left"
+    assert not s.grammar.compiler.speculative.held, "released once the steps are over"

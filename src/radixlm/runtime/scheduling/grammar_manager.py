@@ -200,8 +200,8 @@ class GrammarManager:
         request admitted has its mask copied into the step's rows then, one held is
         prefetched again at once, ahead of other masks. From its first check to
         :meth:`StepMaskGate.leave` the gate keeps the compiler's worker off the GIL; where
-        the forward takes every core, its speculative work is held off until :meth:`idle`
-        (:mod:`.speculative_share`)."""
+        the forward takes every core, its speculative work is held off until
+        :meth:`end_step` (:mod:`.speculative_share`)."""
         if self._gate is not None:  # a step that raised before end_step: never left held
             self._gate.leave()
         self._rows.clear()
@@ -217,6 +217,7 @@ class GrammarManager:
         """Record the step's mask time and holds. ``ran``: a forward ran; when none did
         because every request able to run was held, sleep until one of their masks is ready
         (at most :data:`IDLE_WAIT_SECONDS`) instead of spinning the scheduler loop."""
+        self.speculative.step_ended()
         gate, self._gate = self._gate, None
         if gate is None:
             return
@@ -242,10 +243,6 @@ class GrammarManager:
             else:
                 req.grammar.wait_mask_ready(IDLE_WAIT_SECONDS)
             self.mask_waits.idle_wait_seconds += time.perf_counter() - start
-
-    def idle(self) -> None:
-        """The scheduler has no request left: the compiler's speculative work may run."""
-        self.speculative.idle()
 
     def stats(self) -> dict[str, float | int]:
         """The steps' mask waits (:meth:`MaskWaitStats.summary`), their grammar time as thread

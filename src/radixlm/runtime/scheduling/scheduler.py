@@ -102,9 +102,7 @@ class Scheduler:
         if req in self.waiting:
             self.waiting.remove(req)
         self.counters["aborted"] += 1
-        out = self._finish(req, FinishAbort(message="aborted by the client"))
-        self._if_idle()
-        return out
+        return self._finish(req, FinishAbort(message="aborted by the client"))
 
     def fail(self, rid: str) -> None:
         """Drop a request that errored (its error is reported separately); its KV is not
@@ -117,7 +115,6 @@ class Scheduler:
                 self.running.remove(req)
             self._release(req, cache=False)
             self.reqs.pop(rid, None)
-            self._if_idle()
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
@@ -139,7 +136,6 @@ class Scheduler:
         gate.leave()  # its last check is done: the compiler's worker may take the GIL again
         if not decodes and not chunks:
             self.grammar.end_step(ran=False)
-            self._if_idle()
             return outs
         # after the prefills are chosen: a request holding draft slots has no pending tokens
         drafts = self.speculator.draft(decodes, chunks) if self.speculator is not None else {}
@@ -159,13 +155,7 @@ class Scheduler:
         self.last_step_time = time.monotonic()
         if self.speculator is not None and not chunks:  # a draft row's price, measured
             self.speculator.observe(batch.num_tokens, forward_s)
-        self._if_idle()
         return outs
-
-    def _if_idle(self) -> None:
-        """At a step's end: no request left, the grammar worker's held work may run."""
-        if not self.has_work():
-            self.grammar.idle()
 
     def _start_grammar(self, start: GrammarStart) -> StepMaskGate:
         """Act on the grammar side's start of the step (fail, queue the outputs owed, retire,

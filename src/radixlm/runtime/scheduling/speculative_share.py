@@ -10,12 +10,10 @@ take every core this process may run on (``taskset`` to one core, one torch thre
 takes its CPU time from the step: a stream's every gap grew by it, for masks the stream
 never used (``benchmarks/stream_gaps.py``: the first steps of each stream carried ~7 ms of
 breadth-first warm-up each). There, :class:`SpeculativeShare` holds the speculative work
-off from the first step the scheduler makes until it has no request left (it parks at its
-next pause point, the rows it built kept: :mod:`radixlm.fsm.compile.background_hold`); it
-runs while the engine is idle. Not released between steps, nor while a step waits for a
-request's mask: a look-ahead mask begun in such a window ran on into the next forward (the
-trie walk has no pause point), a stream's every gap after a hold longer by it. Masks are
-the same either way: only when the speculative ones are computed changes.
+off from each step's start to its end (it parks at its next pause point, the rows it built
+kept: :mod:`radixlm.fsm.compile.background_hold`); it runs while the scheduler sleeps (a
+step all of whose requests wait for masks, an idle engine). Masks are the same either way:
+only when the speculative ones are computed changes.
 """
 
 from __future__ import annotations
@@ -48,7 +46,7 @@ class SpeculativeShare:
 
     def step_started(self, compiler: Any | None) -> None:
         """A step starts: hold ``compiler``'s speculative work off where no core is spare
-        (nothing before the compiler is built; one hold, however often called)."""
+        (nothing before the compiler is built; once per step, however often called)."""
         if compiler is None or self.spare_core or self._held is not None:
             return
         hold = getattr(compiler, "speculative", None)  # a stand-in compiler may have none
@@ -56,8 +54,8 @@ class SpeculativeShare:
             hold.hold()
             self._held = hold
 
-    def idle(self) -> None:
-        """The scheduler has no request left: the speculative work may run."""
+    def step_ended(self) -> None:
+        """The step is over (the scheduler may sleep next): the speculative work may run."""
         held, self._held = self._held, None
         if held is not None:
             held.release()
