@@ -1,5 +1,5 @@
 """The grammar worker's speculative work and the scheduler's steps (speculative_share.py):
-held off through each step where the forward leaves no core spare, never otherwise; greedy
+held off through each forward where the forward leaves no core spare, never otherwise; greedy
 output the same either way."""
 
 from __future__ import annotations
@@ -19,22 +19,22 @@ class _Compiler:
 def test_steps_hold_speculative_work_only_where_no_core_is_spare() -> None:
     compiler = _Compiler()
     share = SpeculativeShare(forward_threads=1, cores=1)
-    share.step_started(compiler)
-    share.step_started(compiler)  # a step that raised before it ended: still one hold
+    share.forward_started(compiler)
+    share.forward_started(compiler)  # a step that raised before it ended: still one hold
     assert share.holding and compiler.speculative.held
-    share.step_ended()
+    share.forward_ended()
     assert not share.holding and not compiler.speculative.held
-    share.step_ended()  # nothing held: nothing to release
+    share.forward_ended()  # nothing held: nothing to release
     spare = SpeculativeShare(forward_threads=1, cores=2)
-    spare.step_started(compiler)
+    spare.forward_started(compiler)
     assert not spare.holding and not compiler.speculative.held, "a spare core: runs beside"
-    share.step_started(None)  # no compiler built yet: nothing to hold
+    share.forward_started(None)  # no compiler built yet: nothing to hold
     assert not share.holding
     assert SpeculativeShare(forward_threads=1).cores == usable_cores() >= 1
 
 
 @pytest.mark.parametrize("cores", [1, 64], ids=["no spare core", "spare cores"])
-def test_greedy_output_is_the_same_with_speculative_work_held_through_steps(make_scheduler,
+def test_greedy_output_is_the_same_with_speculative_work_held_through_forwards(make_scheduler,
                                                                           cores):
     s = make_scheduler(grammar_mask_wait_ms=0)  # never wait: hold whatever is cold
     s.grammar.speculative = SpeculativeShare(forward_threads=1, cores=cores)
@@ -46,6 +46,15 @@ def test_greedy_output_is_the_same_with_speculative_work_held_through_steps(make
         return forward(batch)
 
     s.runner.forward = watched
+    after: list[bool] = []  # sampling, verify masks, advances: they may need the DFA's lock
+    process = s.output.process
+
+    def processed(*args):  # noqa: ANN002, ANN202
+        after.append(s.grammar.compiler.speculative.held)
+        return process(*args)
+
+    s.output.process = processed
     matches_reference(make_scheduler, s)
     assert seen and (all(seen) if cores == 1 else not any(seen))
+    assert after and not any(after), "held through the forward only, never after it"
     assert not s.grammar.compiler.speculative.held, "released once the steps are over"

@@ -200,24 +200,36 @@ class GrammarManager:
         request admitted has its mask copied into the step's rows then, one held is
         prefetched again at once, ahead of other masks. From its first check to
         :meth:`StepMaskGate.leave` the gate keeps the compiler's worker off the GIL; where
-        the forward takes every core, its speculative work is held off until
-        :meth:`end_step` (:mod:`.speculative_share`)."""
+        the forward takes every core, its speculative work is held off through the forward
+        (:meth:`forward_hold`, :mod:`.speculative_share`)."""
         if self._gate is not None:  # a step that raised before end_step: never left held
             self._gate.leave()
         self._rows.clear()
         self._late = LateFills()
-        self.speculative.step_started(self._compiler)
+        self.speculative.forward_ended()  # a forward that raised: never left held
         background = self._compiler.background if self._compiler is not None else None
         self._gate = StepMaskGate(self.mask_wait_bound, self.mask_waits, self.prefetch,
                                   self._rows.fill, self.gate_reserve, self.run_queue,
                                   self.clock, self.cpu_clock, background)
         return self._gate
 
+    @contextmanager
+    def forward_hold(self) -> Iterator[None]:
+        """Hold the worker's speculative work off for the ``with`` block (the forward), where
+        the forward takes every core (:mod:`.speculative_share`). Only the forward: the
+        scheduler's own grammar work (drafts, verify masks, advances) may wait for the
+        automaton's lock, which a parked speculative mask holds."""
+        self.speculative.forward_started(self._compiler)
+        try:
+            yield
+        finally:
+            self.speculative.forward_ended()
+
     def end_step(self, ran: bool) -> None:
         """Record the step's mask time and holds. ``ran``: a forward ran; when none did
         because every request able to run was held, sleep until one of their masks is ready
         (at most :data:`IDLE_WAIT_SECONDS`) instead of spinning the scheduler loop."""
-        self.speculative.step_ended()
+        self.speculative.forward_ended()
         gate, self._gate = self._gate, None
         if gate is None:
             return

@@ -142,7 +142,8 @@ class Scheduler:
         batch = build_step_batch(decodes, chunks, self.kv.table, self.runner, self.max_context,
                                  drafts)
         forward_started = self.clock()
-        logits = self.runner.forward(batch)
+        with self.grammar.forward_hold():
+            logits = self.runner.forward(batch)
         forward_s = self.clock() - forward_started
         self.counters["steps"] += 1
         result = self.output.process(batch, decodes, chunks, logits, drafts)

@@ -10,10 +10,13 @@ take every core this process may run on (``taskset`` to one core, one torch thre
 takes its CPU time from the step: a stream's every gap grew by it, for masks the stream
 never used (``benchmarks/stream_gaps.py``: the first steps of each stream carried ~7 ms of
 breadth-first warm-up each). There, :class:`SpeculativeShare` holds the speculative work
-off from each step's start to its end (it parks at its next pause point, the rows it built
-kept: :mod:`radixlm.fsm.compile.background_hold`); it runs while the scheduler sleeps (a
-step all of whose requests wait for masks, an idle engine). Masks are the same either way:
-only when the speculative ones are computed changes.
+off through each forward (it parks at its next pause point, the rows it built kept:
+:mod:`radixlm.fsm.compile.background_hold`); it runs while the scheduler samples, advances
+and sleeps. Only the forward: a parked speculative mask keeps the automaton's lock, and the
+scheduler's own grammar work (a verify's draft masks, an advance building a row) waits for
+that lock, so a hold over the whole step made each such wait last a park (a speculative
+JSON run at batch 1 went 7x slower). Masks are the same either way: only when the
+speculative ones are computed changes.
 """
 
 from __future__ import annotations
@@ -44,9 +47,9 @@ class SpeculativeShare:
         """Whether the speculative work is held off now."""
         return self._held is not None
 
-    def step_started(self, compiler: Any | None) -> None:
-        """A step starts: hold ``compiler``'s speculative work off where no core is spare
-        (nothing before the compiler is built; once per step, however often called)."""
+    def forward_started(self, compiler: Any | None) -> None:
+        """A forward starts: hold ``compiler``'s speculative work off where no core is spare
+        (nothing before the compiler is built; once per forward, however often called)."""
         if compiler is None or self.spare_core or self._held is not None:
             return
         hold = getattr(compiler, "speculative", None)  # a stand-in compiler may have none
@@ -54,8 +57,8 @@ class SpeculativeShare:
             hold.hold()
             self._held = hold
 
-    def step_ended(self) -> None:
-        """The step is over (the scheduler may sleep next): the speculative work may run."""
+    def forward_ended(self) -> None:
+        """The forward is over: the speculative work may run."""
         held, self._held = self._held, None
         if held is not None:
             held.release()
