@@ -208,11 +208,18 @@ class GrammarMatcher:
         where it was allowed. Returns whether any allowed token was removed. Given
         ``tokens_to_close() <= remaining``, the cut mask keeps at least one token and never
         leads to a state that cannot close in time. May walk the vocabulary (first use of a
-        state: see :meth:`ClosingIndex.row`)."""
+        state where the budget may cut: see :meth:`ClosingIndex.row`); a state whose span is
+        not known yet gets it first from the mask walk's successors where that walk kept
+        them, so a budget that cuts nothing builds no row (as the warm-up does)."""
         state = self._history[-1]
         if state == _FINISHED:
             return False
-        words = self.grammar.closing.closing_words(state, remaining)
+        closing = self.grammar.closing
+        if closing.cuts(state, remaining) is None:  # no row nor span: a state seen first here
+            successors = self.grammar.index.cached_successors(state)
+            if successors is not None:
+                closing.span(state, successors)  # distance searches only (cached per state)
+        words = closing.closing_words(state, remaining)
         if words is None:
             return False
         keep = words | self.grammar.vocab.eos_words

@@ -1,6 +1,7 @@
 """The native CPU kernel set: the torch references with a decoder layer's per-token kernels
 (norms, rotary, QK-norm + rotary, SiLU / tanh-GELU * up, KV store, short-context decode
-attention) on the native ``row_ops`` module, and the AVX-512 attention kernels where they run
+attention) on the native ``row_ops`` module, grammar bitmasks applied with numpy
+(:mod:`.token_bitmask`), and the AVX-512 attention kernels where they run
 (shared prefixes and decode by slot in :mod:`.row_ops`, a request's own causal keys in
 extend attention).
 
@@ -18,6 +19,7 @@ from ..reference.extend_attention import extend_attention_with
 from ..reference.ops import TORCH_OPS
 from . import row_ops
 from .avx512_attention import causal_prefill_by_slot
+from .token_bitmask import apply_token_bitmask_cpu
 
 NATIVE_OPS = replace(
     TORCH_OPS,
@@ -34,4 +36,6 @@ NATIVE_OPS = replace(
     qk_norm_rotary=row_ops.qk_norm_rotary,
     # a request's own causal keys on the AVX-512 flash kernel (the rest: torch's path)
     extend_attention=extend_attention_with(causal_prefill_by_slot),
+    # numpy's unpack instead of torch's int32 one (the same -inf cells: see token_bitmask.py)
+    apply_token_bitmask=apply_token_bitmask_cpu,
 )
