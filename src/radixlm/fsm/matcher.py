@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .automaton.lazy_dfa import DEAD
+from .errors import GrammarError
 
 if TYPE_CHECKING:
     from .compiled_grammar import CompiledGrammar
@@ -208,17 +209,15 @@ class GrammarMatcher:
         where it was allowed. Returns whether any allowed token was removed. Given
         ``tokens_to_close() <= remaining``, the cut mask keeps at least one token and never
         leads to a state that cannot close in time. May walk the vocabulary (first use of a
-        state where the budget may cut: see :meth:`ClosingIndex.row`); a state whose span is
-        not known yet gets it first from the mask walk's successors where that walk kept
-        them, so a budget that cuts nothing builds no row (as the warm-up does)."""
+        state: see :meth:`ClosingIndex.row`). A state with neither row nor span (one nobody
+        prefetched: a speculative verify's draft states) gets its span first
+        (:meth:`_take_span`), so a budget that cuts nothing builds no row (as the warm-up)."""
         state = self._history[-1]
         if state == _FINISHED:
             return False
         closing = self.grammar.closing
-        if closing.cuts(state, remaining) is None:  # no row nor span: a state seen first here
-            successors = self.grammar.index.cached_successors(state)
-            if successors is not None:
-                closing.span(state, successors)  # distance searches only (cached per state)
+        if closing.cuts(state, remaining) is None:
+            self._take_span(state)
         words = closing.closing_words(state, remaining)
         if words is None:
             return False
@@ -226,6 +225,22 @@ class GrammarMatcher:
         removed = bool(np.any(out & ~keep))
         np.bitwise_and(out, keep, out=out)
         return removed
+
+    def _take_span(self, state: int) -> None:
+        """Compute the closing span of ``state`` (:meth:`ClosingIndex.span`) from the mask
+        walk's successors: those it kept, else a walk of their own (a state sharing another's
+        mask has none kept). Cheaper than the row, whose cost is mostly the per-token sort
+        of the successors' distances (``np.unique`` over every allowed token). A walk that
+        hits a budget leaves the span unknown: the row decides, as before."""
+        grammar = self.grammar
+        successors = grammar.index.cached_successors(state)
+        if successors is None:
+            try:
+                with grammar.dfa.lock:  # the walk may build automaton rows
+                    successors = grammar.index.successors(state)[0]
+            except GrammarError:
+                return
+        grammar.closing.span(state, successors)  # distance searches only (cached per state)
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last ``num_tokens`` accepted tokens (EOS counts as one)."""
