@@ -30,6 +30,21 @@ def test_numpy_op_matches_reference(vocab: int, with_rows: bool, dtype: torch.dt
     apply_token_bitmask_cpu(logits, bitmask, rows)
     assert torch.equal(logits.isnan(), expected.isnan())
     assert torch.equal(logits.nan_to_num(0.5), expected.nan_to_num(0.5))
+    if dtype == torch.float32:  # bit for bit, the NaN's payload included
+        assert torch.equal(logits.view(torch.int32), expected.view(torch.int32))
+
+
+@pytest.mark.parametrize("rows", [[0, 1, 2, 3, 4], [1, 2, 3], [3, 1, 4], [4], []],
+                         ids=["all", "block", "scattered", "one", "none"])
+def test_row_orders_match_reference(rows: list[int], gen: torch.Generator) -> None:
+    logits = torch.randn(5, 49152, generator=gen)
+    bitmask = torch.randint(-(2**31), 2**31, (len(rows), 1536), generator=gen,
+                            dtype=torch.int64).to(torch.int32)
+    index = torch.tensor(rows, dtype=torch.int64)
+    expected = logits.clone()
+    apply_token_bitmask_ref(expected, bitmask, index)
+    apply_token_bitmask_cpu(logits, bitmask, index)
+    assert torch.equal(logits.view(torch.int32), expected.view(torch.int32))
 
 
 def test_repeated_rows_go_to_the_reference(gen: torch.Generator) -> None:
