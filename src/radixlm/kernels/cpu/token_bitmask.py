@@ -4,9 +4,9 @@ bits of ``-inf``), without torch's ``[rows, words, 32]`` int32 unpack.
 
 Why: a speculative verify masks ``k + 1`` rows of a 49k vocabulary per request; the reference
 shifts and widens every bit into an int32, then copies the rows out and back through advanced
-indexing: 0.6-1.4 ms for 5 rows (runs of bans to random bits), 0.15 ms for one. Here ``np.unpackbits`` over the words' bytes (little-endian:
-byte ``4w + j`` bit ``b`` is token ``32w + 8j + b``, the reference's bit order) gives one byte
-a token, widened to an int32 lane mask (-1: banned), and three branch-free bitwise passes over
+indexing: 0.6-1.4 ms for 5 rows (runs of bans to random bits), 0.15 ms for one. Here
+``np.unpackbits`` over the words' bytes (little-endian: byte ``4w + j`` bit ``b`` is token
+``32w + 8j + b``, the reference's bit order) gives one byte a token, widened to an int32 lane mask (-1: banned), and three branch-free bitwise passes over
 the logits' bits select ``-inf`` where banned: 0.14 ms for 5 rows, 0.04 ms for one, whatever
 the mask (thread CPU time, one Zen 4 core; a masked store, ``np.putmask``, pays branch misses
 on a JSON string's scattered bans: ~0.13-0.18 ms a row).
