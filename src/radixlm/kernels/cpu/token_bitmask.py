@@ -6,10 +6,11 @@ Why: a speculative verify masks ``k + 1`` rows of a 49k vocabulary per request; 
 shifts and widens every bit into an int32, then copies the rows out and back through advanced
 indexing: 0.6-1.4 ms for 5 rows (runs of bans to random bits), 0.15 ms for one. Here
 ``np.unpackbits`` over the words' bytes (little-endian: byte ``4w + j`` bit ``b`` is token
-``32w + 8j + b``, the reference's bit order) gives one byte a token, widened to an int32 lane mask (-1: banned), and three branch-free bitwise passes over
-the logits' bits select ``-inf`` where banned: 0.14 ms for 5 rows, 0.04 ms for one, whatever
-the mask (thread CPU time, one Zen 4 core; a masked store, ``np.putmask``, pays branch misses
-on a JSON string's scattered bans: ~0.13-0.18 ms a row).
+``32w + 8j + b``, the reference's bit order) gives one byte a token, widened to an int32
+lane mask (-1: banned), and three branch-free bitwise passes over the logits' bits select
+``-inf`` where banned: 0.14 ms for 5 rows, 0.04 ms for one, whatever the mask (thread CPU
+time, one Zen 4 core; a masked store, ``np.putmask``, pays branch misses on a JSON string's
+scattered bans: ~0.13-0.18 ms a row).
 
 Taken on float32, 2-D, contiguous CPU logits without autograd, with distinct ``rows`` (the
 scheduler's case); anything else goes to the reference (which, for a repeated row, keeps the
