@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .automaton.lazy_dfa import DEAD
+from .errors import GrammarError
 
 if TYPE_CHECKING:
     from .compiled_grammar import CompiledGrammar
@@ -208,17 +209,38 @@ class GrammarMatcher:
         where it was allowed. Returns whether any allowed token was removed. Given
         ``tokens_to_close() <= remaining``, the cut mask keeps at least one token and never
         leads to a state that cannot close in time. May walk the vocabulary (first use of a
-        state: see :meth:`ClosingIndex.row`)."""
+        state: see :meth:`ClosingIndex.row`). A state with neither row nor span (one nobody
+        prefetched: a speculative verify's draft states) gets its span first
+        (:meth:`_take_span`), so a budget that cuts nothing builds no row (as the warm-up)."""
         state = self._history[-1]
         if state == _FINISHED:
             return False
-        words = self.grammar.closing.closing_words(state, remaining)
+        closing = self.grammar.closing
+        if closing.cuts(state, remaining) is None:
+            self._take_span(state)
+        words = closing.closing_words(state, remaining)
         if words is None:
             return False
         keep = words | self.grammar.vocab.eos_words
         removed = bool(np.any(out & ~keep))
         np.bitwise_and(out, keep, out=out)
         return removed
+
+    def _take_span(self, state: int) -> None:
+        """Compute the closing span of ``state`` (:meth:`ClosingIndex.span`) from the mask
+        walk's successors: those it kept, else a walk of their own (a state sharing another's
+        mask has none kept). Cheaper than the row, whose cost is mostly the per-token sort
+        of the successors' distances (``np.unique`` over every allowed token). A walk that
+        hits a budget leaves the span unknown: the row decides, as before."""
+        grammar = self.grammar
+        successors = grammar.index.cached_successors(state)
+        if successors is None:
+            try:
+                with grammar.dfa.lock:  # the walk may build automaton rows
+                    successors = grammar.index.successors(state)[0]
+            except GrammarError:
+                return
+        grammar.closing.span(state, successors)  # distance searches only (cached per state)
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last ``num_tokens`` accepted tokens (EOS counts as one)."""

@@ -69,3 +69,34 @@ def test_a_prefetch_with_a_far_budget_computes_the_span_not_the_row() -> None:
     grammar.prefetch(matcher.state, 1)  # near the end: the row is computed
     grammar.warm_up(max_states=4, max_seconds=float("inf"))
     assert grammar.closing.row_ready(matcher.state) and matcher.mask_ready(1)
+
+
+def test_close_within_a_far_budget_on_a_fresh_state_builds_no_row() -> None:
+    """A state reached first by close_within (a speculative verify's trial matcher, never
+    prefetched) takes its span from the mask walk's successors: a budget that cuts nothing
+    builds no row; one that may cut builds it, and cuts as the row does."""
+    text = "(ab|c){0,20}b"
+    spans = _compiler().compile(GrammarSpec.regex(text)).new_matcher()
+    rows = _compiler().compile(GrammarSpec.regex(text)).new_matcher()
+    closing = spans.grammar.closing
+    assert closing.cuts(spans.state, 50) is None  # neither row nor span yet
+    assert _cut(spans, 50) == (False, _cut(rows, 1 << 30)[1])
+    assert closing.cuts(spans.state, 50) is False and not closing.row_ready(spans.state)
+    rows.grammar.closing.row(rows.state)
+    for remaining in (1, 2, 3, 50):
+        assert _cut(spans, remaining) == _cut(rows, remaining)
+    assert closing.row_ready(spans.state)
+
+
+def test_close_within_walks_for_the_span_where_the_mask_walk_kept_no_successors() -> None:
+    """A state whose mask is shared with another state's (same mask key) has no successors
+    kept: close_within walks for them rather than building the row."""
+    text = "(ab|c){0,20}b"
+    spans = _compiler().compile(GrammarSpec.regex(text)).new_matcher()
+    rows = _compiler().compile(GrammarSpec.regex(text)).new_matcher()
+    index, closing = spans.grammar.index, spans.grammar.closing
+    index.mask(spans.state)
+    index._successors.clear()  # as for a state that took another's mask
+    assert _cut(spans, 50) == (False, _cut(rows, 1 << 30)[1])
+    assert closing.cuts(spans.state, 50) is False and not closing.row_ready(spans.state)
+    assert index.cached_successors(spans.state) is not None

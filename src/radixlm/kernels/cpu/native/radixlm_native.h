@@ -12,7 +12,8 @@
  *   without AMX support still builds the others): load_tile_config, and amx_permission(),
  *   the arch_prctl asking Linux for this process's use of the tile state;
  * - argument checks two or more modules share (GEMM/GEMV sizes and pointers, decode
- *   attention's requests and slots) and WITHOUT_GIL, a call with the GIL released;
+ *   attention's requests and slots, a fast call's int arguments), cpu_has_avx512f, and
+ *   WITHOUT_GIL, a call with the GIL released;
  * - the module definition: DEFINE_CPU_SUPPORTED / DEFINE_SUPPORTED (`supported()`) and
  *   DEFINE_MODULE (the PyModuleDef and PyInit_<name>).
  *
@@ -165,6 +166,31 @@ static inline int check_decode_slots(const int64_t *indptr, const int64_t *indic
             return 0;
         }
     return 1;
+}
+
+/* A METH_FASTCALL entry's `expected` int arguments into out[]: 1, or 0 with the error set
+ * (another count, or an argument that is no int). */
+static inline int parse_long_longs(PyObject *const *args, Py_ssize_t nargs, int expected,
+                                   const char *name, long long *out) {
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %d arguments, got %zd", name, expected,
+                     nargs);
+        return 0;
+    }
+    for (int k = 0; k < expected; k++) {
+        out[k] = PyLong_AsLongLong(args[k]);
+        if (out[k] == -1 && PyErr_Occurred()) return 0;
+    }
+    return 1;
+}
+
+/* Whether this CPU runs AVX-512F (0 where the intrinsics were not compiled). */
+static inline int cpu_has_avx512f(void) {
+#if HAVE_X86
+    return CPU_HAS("avx512f");
+#else
+    return 0;
+#endif
 }
 
 /* `call` (one statement that touches no Python object) with the GIL released. */

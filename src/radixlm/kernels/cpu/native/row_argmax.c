@@ -62,29 +62,14 @@ __attribute__((target("avx512f"))) static idx_t argmax_avx512(const float *x, id
 }
 #endif
 
-static int use_avx512(void) {
-#if HAVE_X86
-    return CPU_HAS("avx512f");
-#else
-    return 0;
-#endif
-}
-
 DEFINE_CPU_SUPPORTED(1)
 
 /* argmax_rows(x, out, rows, n, wide): out[r] = the first maximum's index of row r (int64);
    wide 0 runs the portable loop (what a CPU without AVX-512 runs), 1 the AVX-512 one where
    this CPU has it. */
 static PyObject *py_argmax_rows(PyObject *UNUSED self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "argmax_rows: expected 5 arguments, got %zd", nargs);
-        return NULL;
-    }
     long long a[5];
-    for (int k = 0; k < 5; k++) {
-        a[k] = PyLong_AsLongLong(args[k]);
-        if (a[k] == -1 && PyErr_Occurred()) return NULL;
-    }
+    if (!parse_long_longs(args, nargs, 5, "argmax_rows", a)) return NULL;
     /* n < 2^31: the AVX-512 loop's indices are int32 lanes */
     if (!a[0] || !a[1] || a[2] < 0 || a[3] < 1 || a[3] >= (1LL << 31)) {
         PyErr_SetString(PyExc_ValueError, "argmax_rows: null pointer or bad size");
@@ -92,7 +77,7 @@ static PyObject *py_argmax_rows(PyObject *UNUSED self, PyObject *const *args, Py
     }
     const float *x = PTR(a[0]);
     int64_t *out = PTR(a[1]);
-    const int wide = a[4] && use_avx512();
+    const int wide = a[4] && cpu_has_avx512f();
     for (long long r = 0; r < a[2]; r++) {
         const float *row = x + r * a[3];
 #if HAVE_X86
