@@ -6,19 +6,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from cold_grammar import COLD, SCHEMA, token_of
 
 from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarError, GrammarSpec
 from radixlm.fsm.tokens import trie_walk_kernel
-
-# No compile-time or background warm-up: every mask is cold unless prefetched.
-COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
-SCHEMA = {"type": "object", "properties": {k: {"type": "string", "maxLength": 12}
-                                           for k in ("alpha", "beta", "gamma")},
-          "required": ["alpha", "beta", "gamma"], "additionalProperties": False}
-
-
-def _token(vocab, text: bytes) -> int:  # noqa: ANN001
-    return next(t for t, b in enumerate(vocab.token_bytes) if b == text)
 
 
 def test_prefetch_computes_the_state_and_its_successors_off_the_caller(vocab) -> None:  # noqa: ANN001
@@ -32,7 +23,7 @@ def test_prefetch_computes_the_state_and_its_successors_off_the_caller(vocab) ->
     row = np.zeros(vocab.num_words, dtype=np.int32)
     matcher.fill_bitmask(row)
     assert grammar.waits.count == 0  # nothing computed on the caller's path
-    assert matcher.accept_token(_token(vocab, b"{"))
+    assert matcher.accept_token(token_of(vocab, b"{"))
     assert matcher.mask_ready()  # a successor of the prefetched state: warmed with it
 
 
@@ -40,7 +31,7 @@ def test_prefetched_states_go_before_breadth_first_order(vocab) -> None:  # noqa
     grammar = GrammarCompiler(vocab, COLD).compile(GrammarSpec.json_schema(SCHEMA))
     matcher = grammar.new_matcher()
     for byte in b'{"alpha":"':  # one single-byte token each: deep in the grammar
-        assert matcher.accept_token(_token(vocab, bytes([byte])))
+        assert matcher.accept_token(token_of(vocab, bytes([byte])))
     assert not matcher.mask_ready()
     assert grammar.prefetch(matcher.state) is False
     grammar.warm_up(max_states=1, max_seconds=float("inf"))
@@ -116,5 +107,5 @@ def test_the_compiled_trie_walk_gives_the_same_masks(vocab) -> None:  # noqa: AN
     a, b = plain.new_matcher(), native.new_matcher()
     for byte in b'{"alpha":"xy","beta":"':
         assert np.array_equal(plain.mask(a.state).numpy(), native.mask(b.state).numpy())
-        token = _token(vocab, bytes([byte]))
+        token = token_of(vocab, bytes([byte]))
         assert a.accept_token(token) and b.accept_token(token)

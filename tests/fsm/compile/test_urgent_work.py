@@ -7,19 +7,10 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+from cold_grammar import COLD, SCHEMA, token_of
 
-from radixlm.fsm import CompileBudget, GrammarCompiler, GrammarSpec
+from radixlm.fsm import GrammarCompiler, GrammarSpec
 from radixlm.fsm.compile.urgent_work import UrgentWork
-
-# No compile-time or background warm-up: every mask is cold unless prefetched.
-COLD = CompileBudget(warmup_states=0, background_warmup_states=0)
-SCHEMA = {"type": "object", "properties": {k: {"type": "string", "maxLength": 12}
-                                           for k in ("alpha", "beta", "gamma")},
-          "required": ["alpha", "beta", "gamma"], "additionalProperties": False}
-
-
-def _token(vocab, text: bytes) -> int:  # noqa: ANN001
-    return next(t for t, b in enumerate(vocab.token_bytes) if b == text)
 
 
 class _Grammar:
@@ -124,7 +115,7 @@ def test_the_speculative_hold_parks_look_ahead_but_not_what_decoding_waits_for(v
         assert matcher.wait_mask_ready(60.0), "the prefetched state's mask is computed"
         assert compiler.speculative.wait_parked(60.0), "the look-ahead parks"
         assert grammar.prefetch_pending and not grammar.urgent_pending
-        assert matcher.accept_token(_token(vocab, b"{"))  # decoding moves on, still held
+        assert matcher.accept_token(token_of(vocab, b"{"))  # decoding moves on, still held
         assert not matcher.mask_ready(), "a look-ahead state the park left cold"
         compiler.prefetch(matcher)
         assert matcher.wait_mask_ready(60.0), "urgent work does not wait for the hold's end"

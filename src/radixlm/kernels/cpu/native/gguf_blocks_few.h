@@ -94,21 +94,8 @@ VNNI INLINE void group_ints_few(const uint8_t *b, idx_t g, int cnt, idx_t k, int
     if (cnt <= 4) { /* a short last group: 256-bit dots, reduced on 128 bits */
         __m256i u[4];
         for (int j = 0; j < cnt; j++) u[j] = codes32(type, b + j * bytes);
-        for (int m = 0; m < M; m++) {
-            const int8_t *X = p->X + m * k + 512 * g;
-            __m256i P4[4], a[2];
-            for (int j = 0; j < 4; j++)
-                P4[j] = j < cnt ? _mm256_dpbusd_epi32(
-                    _mm256_setzero_si256(), u[j],
-                    _mm256_loadu_si256((const __m256i *)(X + 32 * j))) : _mm256_setzero_si256();
-            for (int i = 0; i < 2; i++)
-                a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(P4[2 * i], P4[2 * i + 1]),
-                                        _mm256_unpackhi_epi32(P4[2 * i], P4[2 * i + 1]));
-            const __m256i h = _mm256_add_epi32(_mm256_unpacklo_epi64(a[0], a[1]),
-                                               _mm256_unpackhi_epi64(a[0], a[1]));
-            I[m] = _mm512_zextsi128_si512(_mm_add_epi32(_mm256_castsi256_si128(h),
-                                                        _mm256_extracti128_si256(h, 1)));
-        }
+        for (int m = 0; m < M; m++)
+            I[m] = short_group_dots(u, p->X + m * k + 512 * g, cnt);
         return;
     }
     /* blocks 2 i, 2 i + 1 in u[i] (zeros past cnt); each row's dots reduced as

@@ -220,6 +220,25 @@ VNNI INLINE __m512i codes32x2(int type, const uint8_t *b, int bytes) {
 /* Blocks 16 g .. 16 g + cnt - 1 (cnt <= 16) of R output rows (row, row + stride, ...) for
    the one activation row into acc[r] (first: the ragged last group, which sets acc as the
    tiles' step32 or last4 does). R rows side by side: independent chains for the scheduler. */
+/* A short last group (cnt <= 4 blocks): block j's 32 codes u[j] dotted with X's 32 bytes
+ * on 256 bits, each block's int32 sum in lane j of the result (zeros past cnt); the lanes
+ * kernel's and the few-rows kernel's (one order for both: a row's bits never depend on
+ * how many rows share its call). */
+VNNI INLINE __m512i short_group_dots(const __m256i *u, const int8_t *X, int cnt) {
+    __m256i P4[4], a[2];
+    for (int j = 0; j < 4; j++)
+        P4[j] = j < cnt ? _mm256_dpbusd_epi32(
+            _mm256_setzero_si256(), u[j],
+            _mm256_loadu_si256((const __m256i *)(X + 32 * j))) : _mm256_setzero_si256();
+    for (int i = 0; i < 2; i++)
+        a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(P4[2 * i], P4[2 * i + 1]),
+                                _mm256_unpackhi_epi32(P4[2 * i], P4[2 * i + 1]));
+    const __m256i h = _mm256_add_epi32(_mm256_unpacklo_epi64(a[0], a[1]),
+                                       _mm256_unpackhi_epi64(a[0], a[1]));
+    return _mm512_zextsi128_si512(_mm_add_epi32(_mm256_castsi256_si128(h),
+                                                _mm256_extracti128_si256(h, 1)));
+}
+
 VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g, int cnt,
                                int first, idx_t k, int type, const Prep *p, const int32_t *xt,
                                __m512 *acc) {
@@ -253,18 +272,9 @@ VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g,
         } else if (cnt <= 4) {
             /* a short last group: 256-bit dots, reduced on 128 bits */
             heads = heads16(type, b, bytes, cnt);
-            __m256i P4[4], a[2];
-            for (int j = 0; j < 4; j++)
-                P4[j] = j < cnt ? _mm256_dpbusd_epi32(
-                    _mm256_setzero_si256(), codes32(type, b + j * bytes),
-                    _mm256_loadu_si256((const __m256i *)(X + 32 * j))) : _mm256_setzero_si256();
-            for (int i = 0; i < 2; i++)
-                a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(P4[2 * i], P4[2 * i + 1]),
-                                        _mm256_unpackhi_epi32(P4[2 * i], P4[2 * i + 1]));
-            const __m256i h = _mm256_add_epi32(_mm256_unpacklo_epi64(a[0], a[1]),
-                                               _mm256_unpackhi_epi64(a[0], a[1]));
-            I = _mm512_zextsi128_si512(_mm_add_epi32(_mm256_castsi256_si128(h),
-                                                     _mm256_extracti128_si256(h, 1)));
+            __m256i u[4];
+            for (int j = 0; j < cnt; j++) u[j] = codes32(type, b + j * bytes);
+            I = short_group_dots(u, X, cnt);
         } else {
             heads = heads16(type, b, bytes, cnt);
             __m512i P[8];
