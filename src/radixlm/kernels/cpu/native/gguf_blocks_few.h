@@ -159,22 +159,118 @@ VNNI INLINE void group_few32(const uint8_t *row, idx_t g, int cnt, int first, id
     }
 }
 
-/* One output row of a 32-weight type for M activation rows -> v[m] (acc's halves added) */
+#define RAG_STRIDE 64 /* floats a row of the ragged accs: 8 output rows x P <= 8 lanes */
+
+/* One output row of a 32-weight type for M activation rows -> v[m] (acc's halves added).
+   rag (or NULL): the ragged last group's acc for this row, already computed by ragged_rows
+   (row m at rag + RAG_STRIDE m, its `last` lanes) */
 VNNI INLINE void row_few32(const uint8_t *row, idx_t k, int type, const Prep *p, int M,
-                           const int32_t *xt, __m256 *v) {
+                           const int32_t *xt, const float *rag, __m256 *v) {
     const idx_t full = k / 512;
     const int last = (int)(k / 32 - 16 * full);
     __m512 acc[FEW_ROWS];
-    for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
-    switch (last) { /* the ragged last group first, its count a constant */
+    if (rag) { /* the masked lanes +0, as the ragged group leaves them */
+        for (int m = 0; m < M; m++)
+            acc[m] = _mm512_maskz_loadu_ps((__mmask16)((1u << last) - 1),
+                                           rag + RAG_STRIDE * m);
+    } else {
+        for (int m = 0; m < M; m++) acc[m] = _mm512_setzero_ps();
+        switch (last) { /* the ragged last group first, its count a constant */
 #define LAST(c) case c: group_few32(row, full, c, 1, k, type, p, M, xt, acc); break;
-        LAST(1) LAST(2) LAST(3) LAST(4) LAST(5) LAST(6) LAST(7) LAST(8)
-        LAST(9) LAST(10) LAST(11) LAST(12) LAST(13) LAST(14) LAST(15)
+            LAST(1) LAST(2) LAST(3) LAST(4) LAST(5) LAST(6) LAST(7) LAST(8)
+            LAST(9) LAST(10) LAST(11) LAST(12) LAST(13) LAST(14) LAST(15)
 #undef LAST
+        }
     }
     for (idx_t g = 0; g < full; g++) group_few32(row, g, 16, 0, k, type, p, M, xt, acc);
     for (int m = 0; m < M; m++)
         v[m] = _mm256_add_ps(_mm512_castps512_ps256(acc[m]), high8(acc[m]));
+}
+
+/* The ragged last group (last <= 8 blocks) of 8 output rows at once, its blocks on the
+ * lanes: lane l of vector v holds output row c = (16 v + l) / P's block j = (16 v + l) % P
+ * (P: last rounded up to a power of two; lanes with j >= last are dead). Per row alone the
+ * group fills `last` of 16 lanes and its dot products need an add tree per activation row
+ * (short_group_dots, reduce_chunks4): at 4+ rows that cost more than the full group's work.
+ * Here the codes are transposed once per 8 output rows (transpose8x2, as a full group's)
+ * and meet each activation row's ragged blocks, transposed once per call: 8 vpdpbusd per
+ * activation row and 8 output rows. The integers are exact, so equal to the lanes kernel's;
+ * then group_few32's float operations for a first group of <= 8 blocks, lane by lane
+ * (acc = f (A dx); Q4_1: acc -= w xs), so each live lane holds the bits it would alone. */
+typedef struct {
+    __m512i xr[FEW_ROWS][8]; /* lane l: act dword t of block 16 full + l % P, 0 if dead */
+    __m512i start[FEW_ROWS]; /* lane l: -off S of that block (0 if dead) */
+    __m512 dx[FEW_ROWS], xs[FEW_ROWS]; /* lane l: that block's dx, dx S (0 if dead) */
+    int32_t off[64]; /* byte offset of lane l's block from the 8 rows' ragged group */
+    int P, V, last;  /* lanes a row, vectors (8 P / 16, at least 1), live lanes a row */
+} Ragged;
+
+/* Ragged's per-call parts from the prepared activations (its lanes: see ragged_rows) */
+VNNI static void ragged_prepare(const Prep *p, idx_t k, idx_t stride, int type, int M,
+                                Ragged *r) {
+    const idx_t nb = k / 32, first = nb / 16 * 16;
+    r->last = (int)(nb - first);
+    for (r->P = 1; r->P < r->last; r->P *= 2) {}
+    r->V = r->P == 1 ? 1 : r->P / 2;
+    for (int m = 0; m < M; m++) {
+        int32_t xr[8][16], start[16];
+        float dx[16], xs[16];
+        for (int l = 0; l < 16; l++) {
+            const int j = l % r->P, live = j < r->last;
+            const idx_t b = m * nb + first + j;
+            for (int t = 0; t < 8; t++) {
+                xr[t][l] = 0;
+                if (live) memcpy(&xr[t][l], p->X + m * k + 32 * (first + j) + 4 * t, 4);
+            }
+            start[l] = live ? -OFFSET[type] * p->s32[b] : 0;
+            dx[l] = live ? p->dx[b] : 0.0f;
+            xs[l] = live && type == Q4_1 ? p->xs[b] : 0.0f;
+        }
+        for (int t = 0; t < 8; t++) r->xr[m][t] = _mm512_loadu_si512(xr[t]);
+        r->start[m] = _mm512_loadu_si512(start);
+        r->dx[m] = _mm512_loadu_ps(dx);
+        r->xs[m] = _mm512_loadu_ps(xs);
+    }
+    for (int l = 0; l < 64; l++) { /* dead lanes read the first row's first ragged block */
+        const int c = l / r->P, j = l % r->P;
+        r->off[l] = c < 8 && j < r->last ? (int32_t)(c * stride + j * BYTES[type]) : 0;
+    }
+}
+
+/* The ragged last group of output rows g0 .. g0 + C - 1 (C <= 8; g0: their group's first
+   byte) -> rag[m][c P + j] for activation rows m < M (see Ragged) */
+VNNI INLINE void ragged_rows(const uint8_t *g0, idx_t stride, int C, int type, int M,
+                             const Ragged *r, float *rag) {
+    const int bytes = BYTES[type];
+    for (int c = 0; c < C; c++) prefetch_ahead(g0 + c * stride, r->last * bytes);
+    int32_t off[64];
+    const int32_t *o = r->off;
+    if (C < 8) { /* the rows past n read the first row's blocks (their lanes unused) */
+        for (int l = 0; l < 16 * r->V; l++) off[l] = l / r->P < C ? r->off[l] : 0;
+        o = off;
+    }
+    for (int v = 0; v < r->V; v++) {
+        const int32_t *ov = o + 16 * v;
+        __m512i u[8], q[8];
+        for (int i = 0; i < 8; i++) u[i] = codes32_two(type, g0 + ov[i], g0 + ov[8 + i]);
+        transpose8x2(u, q);
+        const __m512i heads = _mm512_i32gather_epi32(_mm512_loadu_si512(ov), g0, 1);
+        const __m512 A = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads));
+        const __m512 w = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(
+            _mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))));
+        for (int m = 0; m < M; m++) {
+            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+            for (int t = 0; t < 4; t++) {
+                lo = _mm512_dpbusd_epi32(lo, q[t], r->xr[m][t]);
+                hi = _mm512_dpbusd_epi32(hi, q[4 + t], r->xr[m][4 + t]);
+            }
+            __m512i I = _mm512_add_epi32(lo, hi);
+            if (OFFSET[type]) I = _mm512_add_epi32(I, r->start[m]);
+            __m512 acc = _mm512_mul_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(A, r->dx[m]));
+            if (type == Q4_1) acc = _mm512_fnmadd_ps(w, r->xs[m], acc);
+            _mm512_storeu_ps(rag + RAG_STRIDE * m + 16 * v, acc);
+        }
+    }
 }
 
 /* all n output rows for M activation rows -> y [M, n]: each output row decoded once for
@@ -189,12 +285,20 @@ VNNI INLINE void gemm_few(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, in
     if (ELEMS[type] == 32 && k >= 512 &&
         (xt = aligned_alloc(64, (size_t)(M * k + 63) / 64 * 64)))
         for (int m = 0; m < M; m++) transpose_x(p->X + m * k, k / 512, xt + m * (k / 4));
+    /* a ragged last group of <= 8 blocks: 8 output rows at a time (ragged_rows) */
+    const int last = (int)(k / 32 % 16), ragged = ELEMS[type] == 32 && last && last <= 8;
+    Ragged rg;
+    float rag[FEW_ROWS * RAG_STRIDE];
+    if (ragged) ragged_prepare(p, k, stride, type, M, &rg);
     for (idx_t r0 = 0; r0 < n; r0 += 8) {
         const int C = n - r0 < 8 ? (int)(n - r0) : 8;
+        if (ragged)
+            ragged_rows(raw + r0 * stride + k / 512 * 16 * BYTES[type], stride, C, type, M,
+                        &rg, rag);
         for (int c = 0; c < C; c++) {
             const uint8_t *row = raw + (r0 + c) * stride;
             if (ELEMS[type] == 32)
-                row_few32(row, k, type, p, M, xt, vr);
+                row_few32(row, k, type, p, M, xt, ragged ? rag + c * rg.P : NULL, vr);
             else
                 row256_lanes(row, k, type, p, M, vr);
             for (int m = 0; m < M; m++) v[m][c] = vr[m];
