@@ -16,8 +16,15 @@
  * integers are exact, so any way of computing them gives the lanes kernel's: a full group of
  * 16 blocks puts its blocks on the lanes once for all rows (Q4_1 by q4_1_on_lanes' permutes,
  * the others by transposing the decoded codes) and meets each row's activations transposed
- * once per call, 8 dot products a row; a ragged last group reduces each row's dot products as
- * the lanes kernel does. */
+ * once per call, 8 dot products a row; a ragged last group of <= 8 blocks puts 8 output rows'
+ * blocks on the lanes (ragged_rows), one of 9-15 reduces each row's dot products as the lanes
+ * kernel does; Q4_K/Q5_K from 3 rows put two super-blocks' sub-blocks on the lanes
+ * (row256_few), Q6_K and 2 rows reduce per row and super-block (row256_lanes).
+ *
+ * Cost (Zen 4): from 4 rows the bound is the vector pipes that run both vpdpbusd and the FMAs
+ * (measured: a vpdpbusd and an FMA do not overlap), about 9 vpdpbusd and 3-4 float products a
+ * row and 576 inputs; the per-lane float operations are the lanes kernel's, fixed by its
+ * bits, so what is left to cut is shuffles and reductions. */
 #ifndef RADIXLM_GGUF_BLOCKS_FEW_H
 #define RADIXLM_GGUF_BLOCKS_FEW_H
 
