@@ -2,8 +2,9 @@
 
 A speculative verify runs 2-9 rows through every linear where a decode step runs one; on a
 CPU at batch 1 the weight stream dominates, so R rows in one call should cost little more than
-one. Per SmolLM2 matrix (its fused q|k|v and gate|up, o, down; the Q8_0 LM head), per type
-(``--types``; random blocks, the values do not matter to the speed) and R in ``--rows``:
+one. Per SmolLM2 matrix (its fused q|k|v and gate|up, o, down; the Q8_0 LM head; with
+``--shapes gemma_...`` Gemma 3 270M's, whose o and down inputs take K-quants), per
+type (``--types``; random blocks, the values do not matter to the speed) and R in ``--rows``:
 the median thread CPU time (one thread; CPU time, so other processes on a shared core do not
 count) of one R-row call over that of a 1-row call, the two taking turns, so the ratio is
 what to compare on a shared machine. ``--cold``: each call on the next of enough copies of
@@ -33,8 +34,12 @@ from radixlm.kernels.cpu import gguf_blocks
 from radixlm.kernels.reference.gguf_blocks import GGUF_BLOCKS, random_gguf_raw
 
 # SmolLM2-135M's matrices (rows x cols): q|k|v, gate|up, o, down, the LM head
-SHAPES = {"qkv": (960, 576), "gate_up": (3072, 576), "o": (576, 576), "down": (576, 1536),
-          "head": (49152, 576)}
+SMOLLM2 = {"qkv": (960, 576), "gate_up": (3072, 576), "o": (576, 576), "down": (576, 1536),
+           "head": (49152, 576)}
+# Gemma 3 270M's: q|k|v and gate|up (640 inputs: 32-weight types), o and down (K-quants too)
+GEMMA = {"gemma_qkv": (1536, 640), "gemma_gate_up": (4096, 640), "gemma_o": (640, 1024),
+         "gemma_down": (640, 2048)}
+SHAPES = {**SMOLLM2, **GEMMA}
 
 
 def load_build(path: str) -> ModuleType:
@@ -91,7 +96,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--types", default="Q4_1,Q8_0")
     ap.add_argument("--rows", default="1,2,3,4,6,8")
-    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--shapes", default=",".join(SMOLLM2), help=f"of {', '.join(SHAPES)}")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--cold", action="store_true", help="weights from memory, not cache")
     ap.add_argument("--baseline", default="", help="another build's gguf_blocks .so")

@@ -22,7 +22,7 @@ from radixlm.kernels.reference.gguf_blocks import GGUF_BLOCKS, random_gguf_raw
 TYPES = gguf_block_types()
 # blocks a row: the 32-weight types' groups of 16 blocks (a last one on 4, 8 or 16 lanes,
 # decode's groups of 8 and its ragged tail); the K-quants' super-blocks
-BLOCKS = {32: (1, 3, 7, 13, 20, 37), 256: (1, 3, 5, 17)}  # 256 x 17: wide K-quant rows
+BLOCKS = {32: (1, 3, 7, 13, 18, 20, 24, 37), 256: (1, 3, 4, 5, 17)}  # 256 x 17: wide
 # call sizes: 1 row, each of 2..9 rows (the few-rows kernel's row counts), 9..70 rows (a
 # pass of 32 and ragged ones)
 SPLITS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 33, 70)
