@@ -135,9 +135,16 @@ class TokenTrie:
         self._all_words_cache: dict[int, np.ndarray] = {}  # see _all_words
         # per first byte, its subtree's preorder range (None: no token starts with it)
         self._root_ranges: list[tuple[int, int] | None] = [None] * 256
+        # the same as one array for the C mask walk: per first byte its node, -1 none
+        self._roots = np.full(256, -1, dtype=np.int32)
         skip = self.preorder[2]
         for node in np.flatnonzero(self.preorder[1] == 1).tolist():
             self._root_ranges[int(self.preorder[0][node])] = (node, int(skip[node]))
+            self._roots[int(self.preorder[0][node])] = node
+        summary = self.summary  # the arrays every walk passes, in the loop's order
+        self._walk_arrays = (*self.preorder, summary.ascii_bytes, summary.flags, summary.tokens,
+                             summary.token_start, summary.chars_before, summary.max_chars,
+                             summary.token_chars, summary.wide_chars)
 
     def _preorder(self, broken: list[np.ndarray]) -> tuple[tuple[np.ndarray, ...],
                                                            SubtreeSummary]:
@@ -205,10 +212,41 @@ class TokenTrie:
         walks; a fresh one if None).
         """
         if built is not None and kernel.ready():
-            return self._walk_native(trans, state, ensure_rows, built, num_words,
-                                     seen if seen is not None else SeenFlags(),
-                                     loops if loops is not None else StateLoops())
+            walk = self._walk_whole if kernel.whole_mask_call() else self._walk_native
+            return walk(trans, state, ensure_rows, built, num_words,
+                        seen if seen is not None else SeenFlags(),
+                        loops if loops is not None else StateLoops())
         return walk_from_pairs(*self.walk_pairs(trans, state, ensure_rows), num_words)
+
+    def _walk_whole(self, trans: Callable[[], np.ndarray], state: int,
+                    ensure_rows: Callable[[np.ndarray], None], built: Callable[[], np.ndarray],
+                    num_words: int, seen: SeenFlags, loops: StateLoops) -> TrieWalk:
+        """:meth:`_walk_native`'s walk as one C call per missing row
+        (:func:`trie_walk_kernel.walk_mask`: the preset and range choices, the flags' clearing
+        and the successors' order made there): a cold key or punctuation state's mask paid
+        ~15 numpy calls around a walk of a few subtrees."""
+        words = np.zeros(num_words + 1, dtype=np.uint32)  # the last: the spare word
+        succ = np.empty((2, self._num_tokens), dtype=np.int32)  # successors' states, tokens
+        scratch = np.zeros((2, self.depth + 1), dtype=np.int32)  # the stack, the chain
+        all_words = self._all_words(num_words)
+        i, n, flags = 0, 0, seen.flags
+        try:
+            while True:
+                table = trans()
+                flags = seen.at_least(table.shape[0])
+                i, n, missing = kernel.walk_mask(
+                    table, built(), i, scratch[0], *self._walk_arrays,
+                    *loops.at_least(table.shape[0]), *loops.steps_at_least(table.shape[0]),
+                    scratch[1], words, flags, succ[0], succ[1], n, self._roots, all_words,
+                    state, _PRESET_LIVE_BYTES, _ROOT_WALK_BYTES)
+                if not missing:
+                    break
+                ensure_rows(np.array([missing], dtype=np.int32))
+        except BaseException:
+            flags[succ[0, :n]] = 0  # as a finished walk leaves them (after a budget error)
+            raise
+        return TrieWalk(words[:num_words].view(np.int32), succ[0, :n].copy(),
+                        succ[1, :n].astype(np.int64))
 
     def _walk_native(self, trans: Callable[[], np.ndarray], state: int,
                      ensure_rows: Callable[[np.ndarray], None], built: Callable[[], np.ndarray],
