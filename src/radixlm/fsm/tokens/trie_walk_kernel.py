@@ -108,12 +108,14 @@ def walk_mask(*args: object) -> tuple[int, int, int]:
     """One state's whole mask walk in C (``trie_walk_native.walk_mask``): the arguments of
     :func:`_walk_preorder` up to ``n_succ``, then the first-level roots (int32 [256]: the
     preorder index of each first byte's node, -1 none), every token's bits (uint32, shaped as
-    ``words``: the preset), the state, and the preset and root-walk live-byte counts
-    (:class:`~radixlm.fsm.tokens.token_trie.TokenTrie`'s thresholds). It chooses the preset
-    and the ranges from the state's row, walks, and once done clears the ``seen`` flags it set
-    and sorts the successors by state. Returns (resume index, ``n_succ``, missing row): as
+    ``words``: the preset), the state, the preset and root-walk live-byte counts
+    (:class:`~radixlm.fsm.tokens.token_trie.TokenTrie`'s thresholds) and the looping-byte
+    count from which the state is not walked here. It chooses the preset and the ranges from
+    the state's row, walks, and once done clears the ``seen`` flags it set and sorts the
+    successors by state. Returns (resume index, ``n_succ``, missing row): as
     :func:`_walk_preorder`, the caller builds the missing row (the state's own too) and calls
-    again with the resume index; 0 means done. Only where :func:`whole_mask_call`."""
+    again with the resume index; 0 means done, -1 that the state loops on at least that many
+    bytes (nothing done). Only where :func:`whole_mask_call`."""
     return _c_loop.walk_mask(*args)
 
 

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { NARGS = 34, NARGS_MASK = 37, NARRAYS = 30, NON_ASCII = 1, WHOLE_CHARS = 2 };
+enum { NARGS = 34, NARGS_MASK = 38, NARRAYS = 30, NON_ASCII = 1, WHOLE_CHARS = 2 };
 
 /* argument position -> item size; positions 2 (start), 31 (n_succ), 32 (preset) and 33
  * (stop) are integers */
@@ -409,17 +409,24 @@ static void sort_successors(int32_t *states, int32_t *tokens, Py_ssize_t n) {
  * bytes' subtrees, roots[b] the depth-1 node of byte b or -1, where at most root_bytes bytes
  * are live and no preset; else the whole trie); then the walk from ``start`` (a resume index
  * of an earlier call of the same walk, or 0); once done, the seen flags cleared and the
- * successors sorted by state. out = (resume, n_succ, missing): missing != 0 is a row to
- * build first (the state's own where its row is not built yet). */
+ * successors sorted by state. out = (resume, n_succ, missing): missing > 0 is a row to
+ * build first (the state's own where its row is not built yet), -1 says the state loops on
+ * at least looping_limit bytes (nothing walked: TokenIndex walks such a state otherwise). */
 static void walk_mask(Walk *w, int32_t state, Py_ssize_t start, Py_ssize_t n_succ,
                       const int32_t *roots, const uint32_t *all_words, int preset_live,
-                      int root_bytes, Py_ssize_t out[3]) {
+                      int root_bytes, int looping_limit, Py_ssize_t out[3]) {
     out[0] = start; out[1] = n_succ; out[2] = 0;
     if (!w->built[state]) {
         out[2] = state;
         return;
     }
     const int32_t *row = w->table + (int64_t)state * 256;
+    int looping = 0;
+    for (int b = 0; b < 256; b++) looping += row[b] == state;
+    if (looping >= looping_limit) { /* not walked here: the caller's choice (nothing done) */
+        out[2] = -1;
+        return;
+    }
     int live = 0, printable = 0;
     for (int b = 0; b < 256; b++) live += row[b] != 0;
     for (int b = 0x20; b < 0x7F; b++) printable += row[b] != 0;
@@ -455,6 +462,7 @@ static PyObject *py_walk_mask(PyObject *self, PyObject *const *args, Py_ssize_t 
     const Py_ssize_t start = PyLong_AsSsize_t(args[2]), n_succ = PyLong_AsSsize_t(args[31]);
     const Py_ssize_t state = PyLong_AsSsize_t(args[34]);
     const long preset_live = PyLong_AsLong(args[35]), root_bytes = PyLong_AsLong(args[36]);
+    const long looping_limit = PyLong_AsLong(args[37]);
     if (PyErr_Occurred()) return NULL;
     Py_buffer views[NARRAYS], roots, all_words;
     Walk w;
@@ -484,7 +492,8 @@ static PyObject *py_walk_mask(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_ssize_t out[3] = {0, 0, 0};
         Py_BEGIN_ALLOW_THREADS
         walk_mask(&w, (int32_t)state, start, n_succ, roots.buf, all_words.buf,
-                  (int)preset_live, (int)root_bytes, out);
+                  (int)preset_live, (int)root_bytes,
+                  (int)(looping_limit < 257 ? looping_limit : 257), out);
         Py_END_ALLOW_THREADS
         result = Py_BuildValue("(nnn)", out[0], out[1], out[2]);
     }
