@@ -122,11 +122,15 @@ class TokenIndex:
         vocab, dfa = self.vocab, self.dfa
         if steps_limit is None:
             steps_limit = self.steps_limit()
-        row = dfa.row(state).copy()
+        dfa.build_row(state)
         self._check_budget(steps_limit, deadline)
+        # most states: the trie walk (None where at least _LOOPING_BYTES bytes loop; the
+        # check is made in the walk's first call: a cold mask pays per numpy call)
+        walk = self._walk_trie(vocab.trie, state, steps_limit, deadline, _LOOPING_BYTES)
+        if walk is not None:
+            return walk
+        row = dfa.trans[state].copy()
         looping = row == state
-        if np.count_nonzero(looping) < _LOOPING_BYTES:  # most states: the trie walk
-            return self._walk_trie(vocab.trie, state, steps_limit, deadline)
         first_ok = row[vocab.walk_first] != DEAD
         if looping.any():
             inside = _subset_of(vocab.walk_bytesets, looping) & first_ok
@@ -157,10 +161,11 @@ class TokenIndex:
             states = np.concatenate([states, np.full(looped.size, state, dtype=states.dtype)])
         return walk_from_pairs(ids, states, vocab.num_words)
 
-    def _walk_trie(self, trie: TokenTrie, state: int, steps_limit: int, deadline: float
-                   ) -> TrieWalk:
+    def _walk_trie(self, trie: TokenTrie, state: int, steps_limit: int, deadline: float,
+                   looping_limit: int | None = None) -> TrieWalk | None:
         """``trie``'s tokens allowed from ``state`` and where each leads (rows built as
-        needed, within the budget)."""
+        needed, within the budget); None where ``state`` loops on at least ``looping_limit``
+        bytes (see :meth:`TokenTrie.walk`)."""
         dfa = self.dfa
 
         def ensure_rows(states: np.ndarray) -> None:
@@ -174,7 +179,7 @@ class TokenIndex:
 
         built = (lambda: dfa.built) if self.native_walk else None
         return trie.walk(lambda: dfa.trans, state, ensure_rows, self.vocab.num_words, built,
-                         self._seen, self._loops)
+                         self._seen, self._loops, looping_limit)
 
     def steps_limit(self) -> int:
         """The builder's :attr:`work_steps` at which a mask started now fails."""

@@ -135,9 +135,16 @@ class TokenTrie:
         self._all_words_cache: dict[int, np.ndarray] = {}  # see _all_words
         # per first byte, its subtree's preorder range (None: no token starts with it)
         self._root_ranges: list[tuple[int, int] | None] = [None] * 256
+        # the same as one array for the C mask walk: per first byte its node, -1 none
+        self._roots = np.full(256, -1, dtype=np.int32)
         skip = self.preorder[2]
         for node in np.flatnonzero(self.preorder[1] == 1).tolist():
             self._root_ranges[int(self.preorder[0][node])] = (node, int(skip[node]))
+            self._roots[int(self.preorder[0][node])] = node
+        summary = self.summary  # the arrays every walk passes, in the loop's order
+        self._walk_arrays = (*self.preorder, summary.ascii_bytes, summary.flags, summary.tokens,
+                             summary.token_start, summary.chars_before, summary.max_chars,
+                             summary.token_chars, summary.wide_chars)
 
     def _preorder(self, broken: list[np.ndarray]) -> tuple[tuple[np.ndarray, ...],
                                                            SubtreeSummary]:
@@ -191,7 +198,8 @@ class TokenTrie:
     def walk(self, trans: Callable[[], np.ndarray], state: int,
              ensure_rows: Callable[[np.ndarray], None], num_words: int,
              built: Callable[[], np.ndarray] | None = None,
-             seen: SeenFlags | None = None, loops: StateLoops | None = None) -> TrieWalk:
+             seen: SeenFlags | None = None, loops: StateLoops | None = None,
+             looping_limit: int | None = None) -> TrieWalk | None:
         """The tokens whose bytes lead from ``state`` to a live state (bitmask words of
         ``num_words`` int32), and the distinct states they reach.
 
@@ -202,13 +210,56 @@ class TokenTrie:
         (:func:`trie_walk_kernel.ready`), that loop walks, flagging states in ``seen`` (the
         DFA owner's; a fresh one if None) and accepting whole subtrees that loop at a state
         (:mod:`subtree_summary`) from the answers in ``loops`` (the DFA owner's, kept across
-        walks; a fresh one if None).
+        walks; a fresh one if None). With ``looping_limit``, a state whose row maps at least
+        that many bytes to itself is not walked: None (the caller walks it otherwise).
         """
-        if built is not None and kernel.ready():
-            return self._walk_native(trans, state, ensure_rows, built, num_words,
-                                     seen if seen is not None else SeenFlags(),
-                                     loops if loops is not None else StateLoops())
+        seen = seen if seen is not None else SeenFlags()
+        loops = loops if loops is not None else StateLoops()
+        native = built is not None and kernel.ready()
+        if native and kernel.whole_mask_call():  # the limit checked in the same call
+            return self._walk_whole(trans, state, ensure_rows, built, num_words, seen, loops,
+                                    257 if looping_limit is None else looping_limit)
+        if looping_limit is not None:
+            ensure_rows(np.array([state], dtype=np.int32))
+            if np.count_nonzero(trans()[state] == state) >= looping_limit:
+                return None
+        if native:
+            return self._walk_native(trans, state, ensure_rows, built, num_words, seen, loops)
         return walk_from_pairs(*self.walk_pairs(trans, state, ensure_rows), num_words)
+
+    def _walk_whole(self, trans: Callable[[], np.ndarray], state: int,
+                    ensure_rows: Callable[[np.ndarray], None], built: Callable[[], np.ndarray],
+                    num_words: int, seen: SeenFlags, loops: StateLoops,
+                    looping_limit: int = 257) -> TrieWalk | None:
+        """:meth:`_walk_native`'s walk as one C call per missing row
+        (:func:`trie_walk_kernel.walk_mask`: the preset and range choices, the flags' clearing
+        and the successors' order made there; None where the state loops on at least
+        ``looping_limit`` bytes): a cold key or punctuation state's mask paid ~15 numpy calls
+        around a walk of a few subtrees."""
+        words = np.zeros(num_words + 1, dtype=np.uint32)  # the last: the spare word
+        succ = np.empty((2, self._num_tokens), dtype=np.int32)  # successors' states, tokens
+        scratch = np.zeros((2, self.depth + 1), dtype=np.int32)  # the stack, the chain
+        all_words = self._all_words(num_words)
+        i, n, flags = 0, 0, seen.flags
+        try:
+            while True:
+                table = trans()
+                flags = seen.at_least(table.shape[0])
+                i, n, missing = kernel.walk_mask(
+                    table, built(), i, scratch[0], *self._walk_arrays,
+                    *loops.at_least(table.shape[0]), *loops.steps_at_least(table.shape[0]),
+                    scratch[1], words, flags, succ[0], succ[1], n, self._roots, all_words,
+                    state, _PRESET_LIVE_BYTES, _ROOT_WALK_BYTES, looping_limit)
+                if missing <= 0:
+                    break
+                ensure_rows(np.array([missing], dtype=np.int32))
+        except BaseException:
+            flags[succ[0, :n]] = 0  # as a finished walk leaves them (after a budget error)
+            raise
+        if missing < 0:
+            return None
+        return TrieWalk(words[:num_words].view(np.int32), succ[0, :n].copy(),
+                        succ[1, :n].astype(np.int64))
 
     def _walk_native(self, trans: Callable[[], np.ndarray], state: int,
                      ensure_rows: Callable[[np.ndarray], None], built: Callable[[], np.ndarray],

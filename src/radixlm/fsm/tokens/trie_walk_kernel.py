@@ -36,7 +36,11 @@ arrays passed in).
 The loop is also built as plain C (``trie_walk_native.c``, the same loop line for line, built
 by ``setup.py`` like the CPU kernels): where that module is built it runs instead of numba's,
 so a process never imports numba and llvmlite (~150 MiB of RSS in the scheduler). Tests
-compare the C loop, numba's and numpy's walks.
+compare the C loop, numba's and numpy's walks. The C module also makes a state's whole walk
+in one call (:func:`walk_mask`: the preset and first-byte choices from the state's row, the
+flags cleared and the successors sorted once done): at 262k tokens a cold key or punctuation
+state's walk of a few subtrees cost less than the ~15 numpy calls around it (~2x less per
+cold walk, caches flushed before each); numba's loop keeps the Python around it.
 
 On by default where the C module is built or numba imports
 (``CompileBudget.native_trie_walk``); numba is an optional dependency (``pip install
@@ -96,6 +100,27 @@ def walk_preorder(*args: object) -> tuple[int, int, int]:
     if _c_loop is not None:
         return _c_loop.walk_preorder(*args)
     return numba_walk_preorder(*args)
+
+
+def whole_mask_call() -> bool:
+    """Whether :func:`walk_mask` is there (the C module is built): one call per state's mask
+    walk instead of Python's choices around :func:`walk_preorder` calls."""
+    return _c_loop is not None
+
+
+def walk_mask(*args: object) -> tuple[int, int, int]:
+    """One state's whole mask walk in C (``trie_walk_native.walk_mask``): the arguments of
+    :func:`_walk_preorder` up to ``n_succ``, then the first-level roots (int32 [256]: the
+    preorder index of each first byte's node, -1 none), every token's bits (uint32, shaped as
+    ``words``: the preset), the state, the preset and root-walk live-byte counts
+    (:class:`~radixlm.fsm.tokens.token_trie.TokenTrie`'s thresholds) and the looping-byte
+    count from which the state is not walked here. It chooses the preset and the ranges from
+    the state's row, walks, and once done clears the ``seen`` flags it set and sorts the
+    successors by state. Returns (resume index, ``n_succ``, missing row): as
+    :func:`_walk_preorder`, the caller builds the missing row (the state's own too) and calls
+    again with the resume index; 0 means done, -1 that the state loops on at least that many
+    bytes (nothing done). Only where :func:`whole_mask_call`."""
+    return _c_loop.walk_mask(*args)
 
 
 def numba_walk_preorder(*args: object) -> tuple[int, int, int]:

@@ -18,8 +18,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
-enum { NARGS = 34, NARRAYS = 30, NON_ASCII = 1, WHOLE_CHARS = 2 };
+enum { NARGS = 34, NARGS_MASK = 38, NARRAYS = 30, NON_ASCII = 1, WHOLE_CHARS = 2 };
 
 /* argument position -> item size; positions 2 (start), 31 (n_succ), 32 (preset) and 33
  * (stop) are integers */
@@ -317,6 +318,39 @@ static void walk(const Walk *w, Py_ssize_t i, Py_ssize_t stop, Py_ssize_t n_succ
     out[0] = stop; out[1] = n_succ; out[2] = 0;
 }
 
+/* Acquire the arrays at walk_preorder's array positions (ARRAY_POS) into views and *w (the
+ * scalars and preset left 0); returns 0, or -1 with an exception set and nothing held. */
+static int get_walk(PyObject *const *args, const char *name, Py_buffer views[NARRAYS],
+                    Walk *w) {
+    int got = 0;
+    for (; got < NARRAYS; got++) {
+        const int flags = PyBUF_C_CONTIGUOUS | (WRITTEN[got] ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[ARRAY_POS[got]], &views[got], flags) < 0) break;
+        if (views[got].itemsize != ITEM[got]) {
+            PyErr_Format(PyExc_TypeError, "%s: argument %d has items of %zd bytes, expected "
+                         "%zd", name, ARRAY_POS[got], views[got].itemsize, ITEM[got]);
+            PyBuffer_Release(&views[got]);
+            break;
+        }
+    }
+    if (got < NARRAYS) {
+        for (int k = 0; k < got; k++) PyBuffer_Release(&views[k]);
+        return -1;
+    }
+    void *b[NARRAYS];
+    for (int k = 0; k < NARRAYS; k++) b[k] = views[k].buf;
+    const Walk filled = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+                         b[11], b[12], b[13], b[14], b[15], b[16], b[17], b[18], b[19], b[20],
+                         b[21], b[22], b[23], b[24], b[25], b[26], b[27], b[28], b[29],
+                         views[3].len, views[26].len / 4, 0};
+    *w = filled;
+    return 0;
+}
+
+static void release_walk(Py_buffer views[NARRAYS]) {
+    for (int k = 0; k < NARRAYS; k++) PyBuffer_Release(&views[k]);
+}
+
 static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != NARGS) {
@@ -333,38 +367,147 @@ static PyObject *py_walk_preorder(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     Py_buffer views[NARRAYS];
-    int got = 0;
-    for (; got < NARRAYS; got++) {
-        const int flags = PyBUF_C_CONTIGUOUS | (WRITTEN[got] ? PyBUF_WRITABLE : 0);
-        if (PyObject_GetBuffer(args[ARRAY_POS[got]], &views[got], flags) < 0) break;
-        if (views[got].itemsize != ITEM[got]) {
-            PyErr_Format(PyExc_TypeError, "walk_preorder: argument %d has items of %zd "
-                         "bytes, expected %zd", ARRAY_POS[got], views[got].itemsize, ITEM[got]);
-            PyBuffer_Release(&views[got]);
-            break;
+    Walk w;
+    if (get_walk(args, "walk_preorder", views, &w) < 0) return NULL;
+    w.preset = preset != 0;
+    Py_ssize_t out[3] = {0, 0, 0};
+    Py_BEGIN_ALLOW_THREADS
+    walk(&w, start, stop, n_succ, out);
+    Py_END_ALLOW_THREADS
+    release_walk(views);
+    return Py_BuildValue("(nnn)", out[0], out[1], out[2]);
+}
+
+/* Sift-down of a binary max-heap of (state, token) pairs keyed by state, over [0, n). */
+static void sift_down(int32_t *states, int32_t *tokens, Py_ssize_t root, Py_ssize_t n) {
+    for (;;) {
+        Py_ssize_t child = 2 * root + 1;
+        if (child >= n) return;
+        if (child + 1 < n && states[child + 1] > states[child]) child++;
+        if (states[root] >= states[child]) return;
+        const int32_t s = states[root], t = tokens[root];
+        states[root] = states[child]; tokens[root] = tokens[child];
+        states[child] = s; tokens[child] = t;
+        root = child;
+    }
+}
+
+/* The walk's successors in ascending state order (the states are distinct), in place. */
+static void sort_successors(int32_t *states, int32_t *tokens, Py_ssize_t n) {
+    for (Py_ssize_t k = n / 2; k-- > 0;) sift_down(states, tokens, k, n);
+    for (Py_ssize_t end = n - 1; end > 0; end--) {
+        const int32_t s = states[0], t = tokens[0];
+        states[0] = states[end]; tokens[0] = tokens[end];
+        states[end] = s; tokens[end] = t;
+        sift_down(states, tokens, 0, end);
+    }
+}
+
+/* The whole mask of one state (TokenTrie._walk_native's Python around the loop, here in one
+ * call): from the state's row, the preset choice (at least preset_live live bytes, as many
+ * printable ASCII ones: every token set first, from all_words) and the ranges (the live first
+ * bytes' subtrees, roots[b] the depth-1 node of byte b or -1, where at most root_bytes bytes
+ * are live and no preset; else the whole trie); then the walk from ``start`` (a resume index
+ * of an earlier call of the same walk, or 0); once done, the seen flags cleared and the
+ * successors sorted by state. out = (resume, n_succ, missing): missing > 0 is a row to
+ * build first (the state's own where its row is not built yet), -1 says the state loops on
+ * at least looping_limit bytes (nothing walked: TokenIndex walks such a state otherwise). */
+static void walk_mask(Walk *w, int32_t state, Py_ssize_t start, Py_ssize_t n_succ,
+                      const int32_t *roots, const uint32_t *all_words, int preset_live,
+                      int root_bytes, int looping_limit, Py_ssize_t out[3]) {
+    out[0] = start; out[1] = n_succ; out[2] = 0;
+    if (!w->built[state]) {
+        out[2] = state;
+        return;
+    }
+    const int32_t *row = w->table + (int64_t)state * 256;
+    int looping = 0;
+    for (int b = 0; b < 256; b++) looping += row[b] == state;
+    if (looping >= looping_limit) { /* not walked here: the caller's choice (nothing done) */
+        out[2] = -1;
+        return;
+    }
+    int live = 0, printable = 0;
+    for (int b = 0; b < 256; b++) live += row[b] != 0;
+    for (int b = 0x20; b < 0x7F; b++) printable += row[b] != 0;
+    w->preset = live >= preset_live && printable >= preset_live;
+    w->stack[0] = state;
+    if (w->preset && start == 0) /* nothing walked yet (a resume at 0 changed no word) */
+        memcpy(w->words, all_words, (size_t)w->num_words * sizeof(uint32_t));
+    if (w->preset || live > root_bytes) {
+        walk(w, start, w->n, n_succ, out);
+        if (out[2]) return;
+    } else {
+        for (int b = 0; b < 256; b++) {
+            if (row[b] == 0 || roots[b] < 0) continue;
+            const Py_ssize_t first = roots[b], stop = w->skip[first];
+            if (stop <= start) continue; /* walked by an earlier call */
+            walk(w, first > start ? first : start, stop, n_succ, out);
+            if (out[2]) return;
+            n_succ = out[1];
         }
+        out[0] = w->n; out[1] = n_succ;
+    }
+    for (Py_ssize_t k = 0; k < out[1]; k++) w->seen[w->succ_states[k]] = 0;
+    sort_successors(w->succ_states, w->succ_tokens, out[1]);
+}
+
+static PyObject *py_walk_mask(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != NARGS_MASK) {
+        PyErr_Format(PyExc_TypeError, "walk_mask: expected %d arguments, got %zd", NARGS_MASK,
+                     nargs);
+        return NULL;
+    }
+    const Py_ssize_t start = PyLong_AsSsize_t(args[2]), n_succ = PyLong_AsSsize_t(args[31]);
+    const Py_ssize_t state = PyLong_AsSsize_t(args[34]);
+    const long preset_live = PyLong_AsLong(args[35]), root_bytes = PyLong_AsLong(args[36]);
+    const long looping_limit = PyLong_AsLong(args[37]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer views[NARRAYS], roots, all_words;
+    Walk w;
+    if (get_walk(args, "walk_mask", views, &w) < 0) return NULL;
+    if (PyObject_GetBuffer(args[32], &roots, PyBUF_C_CONTIGUOUS) < 0) {
+        release_walk(views);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[33], &all_words, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&roots);
+        release_walk(views);
+        return NULL;
     }
     PyObject *result = NULL;
-    if (got == NARRAYS) {
-        void *b[NARRAYS];
-        for (int k = 0; k < NARRAYS; k++) b[k] = views[k].buf;
-        const Walk w = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
-                        b[11], b[12], b[13], b[14], b[15], b[16], b[17], b[18], b[19], b[20],
-                        b[21], b[22], b[23], b[24], b[25], b[26], b[27], b[28], b[29],
-                        views[3].len, views[26].len / 4, preset != 0};
+    const Py_ssize_t rows = views[0].len / (256 * 4);
+    if (roots.itemsize != 4 || roots.len != 256 * 4)
+        PyErr_SetString(PyExc_TypeError, "walk_mask: roots must be int32 [256]");
+    else if (all_words.itemsize != 4 || all_words.len != views[26].len)
+        PyErr_SetString(PyExc_TypeError, "walk_mask: all_words must be uint32 shaped as words");
+    else if (state < 0 || state >= rows || views[1].len < rows || views[27].len < rows)
+        PyErr_Format(PyExc_ValueError, "walk_mask: state %zd is not a state of the "
+                     "table (%zd rows), or built / seen are shorter than the table", state,
+                     rows);
+    else if (start < 0 || start > w.n || n_succ < 0)
+        PyErr_SetString(PyExc_ValueError, "walk_mask: start or n_succ out of range");
+    else {
         Py_ssize_t out[3] = {0, 0, 0};
         Py_BEGIN_ALLOW_THREADS
-        walk(&w, start, stop, n_succ, out);
+        walk_mask(&w, (int32_t)state, start, n_succ, roots.buf, all_words.buf,
+                  (int)preset_live, (int)root_bytes,
+                  (int)(looping_limit < 257 ? looping_limit : 257), out);
         Py_END_ALLOW_THREADS
         result = Py_BuildValue("(nnn)", out[0], out[1], out[2]);
     }
-    for (int k = 0; k < got; k++) PyBuffer_Release(&views[k]);
+    PyBuffer_Release(&all_words);
+    PyBuffer_Release(&roots);
+    release_walk(views);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"walk_preorder", (PyCFunction)(void (*)(void))py_walk_preorder, METH_FASTCALL,
      "The token trie walk over preorder nodes (trie_walk_kernel._walk_preorder in C)."},
+    {"walk_mask", (PyCFunction)(void (*)(void))py_walk_mask, METH_FASTCALL,
+     "One state's whole mask walk in one call (TokenTrie._walk_native's choices too)."},
     {NULL, NULL, 0, NULL},
 };
 
