@@ -23,17 +23,18 @@ from typing import TYPE_CHECKING
 from ..automaton.lazy_dfa import DEAD
 
 if TYPE_CHECKING:
-    from ..compiled_grammar import CompiledGrammar
+    from .warm_up import GrammarWarmUp
 
 
-def mask_first_tokens(grammar: CompiledGrammar) -> dict[int, bytes]:
+def mask_first_tokens(grammar: GrammarWarmUp) -> dict[int, bytes]:
     """Compute the masks of the start state and of every state one token after it, and of
     the state after the start's forced text (jump-forward); returns each such state's byte
-    path from the start (for the disk cache).
+    path from the start (for the disk cache). ``grammar``: a compiled grammar (its warm-up
+    base names what is read here).
 
     Raises :class:`..errors.GrammarError` where the compile would have to refuse (a budget
     hit, a state no token can continue), as a mask computed by decoding would later."""
-    start = grammar.initial_state
+    start = grammar.dfa.initial
     grammar.mask(start)
     paths: dict[int, bytes] = {}
     states, tokens = grammar.index.successors(start)
