@@ -26,6 +26,7 @@ from pathlib import Path
 from .compile.background_hold import MAX_PAUSE_SECONDS, BackgroundHold
 from .compile.compile_clock import STEPS_PER_SECOND, CompileClock
 from .compile.compile_lanes import QUICK_COMPILE_STEPS, CompileLanes, CompileTicket
+from .compile.first_token_masks import mask_first_tokens
 from .compile.grammar_cache import DiskMaskCache, MemoryCache
 from .compile.urgent_work import UrgentWork
 from .compiled_grammar import CompiledGrammar, GrammarStats
@@ -403,7 +404,9 @@ class GrammarCompiler:
         (:data:`.compile.compile_clock.STEPS_PER_SECOND`, each mask charged at least
         :data:`_MASK_WALK_STEPS` for its trie walk). Counted in steps, not on the clock: a
         mask the warm-up reaches can refuse the compile (a budget, an unspellable state), so
-        how many it reaches must not depend on the machine's speed."""
+        how many it reaches must not depend on the machine's speed. Then, with
+        ``first_token_masks``, every mask one token after the start
+        (:func:`.compile.first_token_masks.mask_first_tokens`)."""
         warmed: dict[int, bytes] = {}
         if not self.budget.warmup_states:
             return warmed
@@ -418,6 +421,8 @@ class GrammarCompiler:
                 break
             warmed.update(got)
             masks += 1
+        if self.budget.first_token_masks:  # decides the compile: never stopped by yield_to
+            warmed.update(mask_first_tokens(grammar))
         return warmed
 
     def shutdown(self) -> None:

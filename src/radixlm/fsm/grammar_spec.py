@@ -185,7 +185,11 @@ class CompileBudget:
     At compile time (off the caller) up to ``warmup_states`` masks are computed, for at most
     ``warmup_seconds``; after the compile returns, up to ``background_warmup_states`` more
     are computed in the compiler's worker thread in short slices (0 turns that off); the
-    rest are computed on first visit. ``native_trie_walk``: walk the token trie with the
+    rest are computed on first visit. ``first_token_masks`` (with ``warmup_states``): the
+    compile also computes the masks of every state one token after the start, and after its
+    forced text, within its step budget (:mod:`.compile.first_token_masks`), so a grammar
+    whose second state cannot be masked is refused up front, not in the middle of a
+    stream; on by default. ``native_trie_walk``: walk the token trie with the
     compiled loop (numba, when installed: :mod:`.tokens.trie_walk_kernel`; the numpy walk otherwise,
     with the same masks); on by default. ``short_reach_masks``: share the part of a mask
     made of tokens up to the vocabulary's short reach between states equal at that reach,
@@ -200,6 +204,7 @@ class CompileBudget:
     warmup_states: int = 4  # more only slowed compiles (benchmarks/json_decoding.py)
     warmup_seconds: float = 0.005
     background_warmup_states: int = 256
+    first_token_masks: bool = True
     max_mask_steps: int | None = MAX_MASK_STEPS
     max_mask_seconds: float = MAX_MASK_SECONDS
     native_trie_walk: bool = True
