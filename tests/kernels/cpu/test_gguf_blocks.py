@@ -138,6 +138,31 @@ def test_tiles_at_odd_sizes(type_name, blocks):
     assert torch.equal(again.flip(0), tiled)
 
 
+# K-quant calls of up to 32 rows (batched decode) run the super-blocks over the rows with the
+# products d dx 16 rows a multiply; above 32 rows the rows over the super-blocks (up to 16 of
+# them). Row counts around 4 (a row step), 16 (a multiply of products) and 32; widths of 1, 3
+# and 17 super-blocks (17: wide at any row count)
+@pytest.mark.parametrize("type_name", [n for n in TYPES if GGUF_BLOCKS[n].elems == 256])
+@pytest.mark.parametrize("blocks", [1, 3, 17])
+def test_k_quant_batched_decode_rows_are_the_prefill_rows(type_name, blocks):
+    """Each row of a K-quant call of 4..32 rows is bit for bit that row in a call of 41 rows
+    and within the activation budget of the reference."""
+    if not gguf_blocks_vnni():
+        pytest.skip("gguf_blocks: no AVX-512 VNNI path")
+    gen = torch.Generator().manual_seed(blocks + 3 * len(type_name))
+    cols = 256 * blocks
+    raw = random_gguf_raw(type_name, 11, cols, gen)  # odd output rows: a last lone column
+    x = torch.randn(41, cols, generator=gen) * torch.rand(41, 1, generator=gen) * 4
+    x[5, : cols // 2] = 0.0  # super-blocks of zeros (dx 0)
+    whole = gguf_block_linear(x, raw, type_name, cols, path="vnni", tiles=True)
+    for rows in (4, 5, 13, 16, 17, 31, 32):
+        part = gguf_block_linear(x[:rows], raw, type_name, cols, path="vnni", tiles=True)
+        assert torch.equal(part.view(torch.int32), whole[:rows].view(torch.int32)), rows
+    w = gguf_dequantize(raw, type_name, cols)
+    _, _, budget = _budgets(x, w, type_name)
+    assert bool(((whole.double() - x.double() @ w.double().T).abs() <= budget).all())
+
+
 @pytest.mark.parametrize("type_name", TYPES)
 def test_native_dequantize_is_bit_equal(type_name):
     gen = torch.Generator().manual_seed(9)

@@ -355,7 +355,7 @@ static void gemm_passes(const uint8_t *raw, idx_t stride, idx_t n, idx_t k, int 
     Prep t = {0};
     if (tiles && prepare_tiles(p, rows, k, type, &t)) tiles = NULL; /* no memory: lanes */
     const int lanes = vnni && tiled && !tiles; /* the tiles' order, a row at a time */
-    const int pass = tiles ? tile_pass(type, k) : !vnni ? TILE_ROWS : lanes ? 1 : MAX_ROWS;
+    const int pass = tiles ? tile_pass(type, k, rows) : !vnni ? TILE_ROWS : lanes ? 1 : MAX_ROWS;
     for (idx_t m0 = 0; m0 < rows;) {
         const int M = rows - m0 < pass ? (int)(rows - m0) : pass;
         Prep q = {p->X + m0 * k, p->dx + m0 * (k / E), p->xs + m0 * (k / 32),

@@ -25,6 +25,7 @@ typedef struct {
     int32_t *s32;   /* [rows][k / 32]: sums of X per 32 */
     int *finite;    /* [rows]: 0 where the row holds inf or nan */
     void *work;     /* the tiles' decoded weight groups (gguf_blocks_tiles.h) */
+    float *dk;      /* wide K-quant tiles: dx per super-block, a pass's rows side by side */
 } Prep;
 
 /* One row x [k] in blocks of E; plain C (the VNNI and portable paths share its integers). */
