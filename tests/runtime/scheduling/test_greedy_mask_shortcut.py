@@ -115,20 +115,28 @@ def copy_oracle(s: Scheduler, reference: dict[str, list[int]]) -> None:
     spec.propose = propose
 
 
-@pytest.mark.parametrize("make", ["json", "string"])
+def tight(rid: str) -> GenerateReq:
+    """The stepping schema's request with a budget its output must be closed within: the
+    closing cut narrows the masks of its last rows."""
+    req = constrained(rid)
+    return GenerateReq(rid=rid, input_ids=req.input_ids, grammar=req.grammar,
+                       sampling=SamplingParams(temperature=0.0, max_new_tokens=24))
+
+
+@pytest.mark.parametrize("make", ["json", "string", "tight"])
 def test_shortcut_on_and_off_give_the_same_tokens(make_scheduler, make):
-    request = constrained if make == "json" else string_request
+    request = {"json": constrained, "string": string_request, "tight": tight}[make]
     plain = make_scheduler(disable_jump_forward=True, grammar_mask_wait_ms=60_000)
-    expected = outputs(plain, [request("a"), request("b")])
+    expected, reasons = outputs(plain, [request("a"), request("b")], reasons=True)
     got, counts = {}, {}
     for shortcut in (True, False):
         s = make_scheduler(grammar_mask_wait_ms=60_000, speculative_algorithm="NGRAM")
         s.output.verifier.greedy_shortcut = shortcut
         copy_oracle(s, expected)
-        got[shortcut] = outputs(s, [request("a"), request("b")])
+        got[shortcut] = outputs(s, [request("a"), request("b")], reasons=True)
         v = s.output.verifier
         counts[shortcut] = (v.skipped_masks, v.masked_picks, s.info()["spec_accepted_tokens"])
-    assert got[True] == got[False] == expected
+    assert got[True] == got[False] == (expected, reasons)
     skipped, masked, accepted = counts[True]
     assert accepted > 0 and skipped > 0 and masked > 0, counts
     assert counts[False][:2] == (0, 0)
@@ -143,7 +151,9 @@ def test_sampled_requests_keep_every_mask(make_scheduler):
     assert s.output.verifier.skipped_masks == s.output.verifier.masked_picks == 0
 
 
-def outputs(s: Scheduler, reqs: list[GenerateReq]) -> dict[str, list[int]]:
+def outputs(s: Scheduler, reqs: list[GenerateReq], reasons: bool = False):  # noqa: ANN201
+    """The requests' outputs on ``s`` (with their finish reasons as text: ``reasons``)."""
     for r in reqs:
         s.add_request(r)
-    return run(s)[0]
+    ids, why = run(s)
+    return (ids, {k: repr(v) for k, v in why.items()}) if reasons else ids
