@@ -61,7 +61,7 @@ class Speculator:
 
     def __init__(self, args: ServerArgs, kv: KVManager, encode: Callable[[str], list[int]],
                  max_context: int, vocab: Callable[[], TokenVocabulary],
-                 eos_ids: Collection[int] = ()) -> None:
+                 eos_ids: Collection[int]) -> None:
         self.num_draft_tokens = args.speculative_num_draft_tokens
         self.min_n = args.speculative_ngram_min_match_window_size
         self.max_n = args.speculative_ngram_max_match_window_size

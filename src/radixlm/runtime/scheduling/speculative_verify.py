@@ -113,14 +113,18 @@ class DraftVerifier:
         rows stop after the first draw that differs from its draft. Returns how many leading
         rows are usable, whether the budget's cut removed a token in each, and the draws."""
         logits = rows.float().clone()  # the sampler works in place
-        usable, narrowed = self._mask(req, drafts, logits[:1])  # row 0: may set grammar_error
+        _, narrowed = self._mask(req, drafts, logits[:1])  # row 0: may set grammar_error
         sample_rows = self._sample_rows(req, drafts, logits.shape[0])
         ids = sample(logits, sample_rows, self.output.generator).next_ids  # greedy: no noise
         trial = req.grammar.copy()  # active (shortcut_applies)
         row = 0
         while row < len(drafts) and ids[row] == drafts[row] and req.grammar_error is None:
             row += 1
-            if not trial.accept_token(drafts[row - 1]):  # never: the chain was cut to it
+            try:  # as in _mask: a draft its state refuses (never: the chain was cut to what
+                # the grammar accepts) or a budget hit ends the rows before this one
+                if not trial.accept_token(drafts[row - 1]):
+                    return row, narrowed, SampleResult(ids[:row], None, None)
+            except GrammarError:
                 return row, narrowed, SampleResult(ids[:row], None, None)
             remaining = req.sampling.max_new_tokens - req.num_output - row
             if pick_holds(req, trial, ids[row], remaining):
