@@ -53,10 +53,7 @@ _FALLBACK_MIN_BYTES = 12
 # draft budget's rate at least _COPYING): in open-ended writing nearly every token has occurred
 # before, and what followed it there is mostly not what follows now.
 _WEAK_MATCH = 1
-# (0.6 for an unconstrained request, 0.5 for a constrained one, whose constraint cuts a wrong
-# weak match's chain short. speculative.py's json/rag/chat rows, each step's forward costed
-# 1.02 + 0.19 k plain steps for k drafts: 1.57/1.28/1.09x with 0.5 for both, 1.57/1.37/1.09x)
-_COPYING, _COPYING_CONSTRAINED = 0.6, 0.5
+_COPYING = 0.5
 
 
 class Speculator:
@@ -145,8 +142,7 @@ class Speculator:
             chain.extend(forced_text_tokens(forced, self.encode, want), SOURCE_GRAMMAR)
             limit = min(want, len(chain) + budget)
             tokens, n = req.draft_index.match(req.token_ids, limit - len(chain), chain.tokens)
-            copying = _COPYING if matcher is None else _COPYING_CONSTRAINED
-            if n > _WEAK_MATCH or req.draft_budget.rate >= copying:
+            if n > _WEAK_MATCH or req.draft_budget.rate >= _COPYING:
                 chain.extend(tokens, SOURCE_PROMPT_LOOKUP)
             if not chain and matcher is None:
                 self._text_drafts(req, chain, forced, want, budget)
