@@ -49,8 +49,7 @@ PRIOR_RATE = 0.5  # a new request's rate, before any verification
 CONSTRAINED_PRIOR_RATE = 0.8
 PROBE = 2  # drafts a probe proposes after a pause
 FIRST_WAIT, MAX_WAIT = 1, 32  # steps without drafts after a budget of 0, doubled per failure
-# (a first pause of 1, not 2: modelled cost of speculative.py json/rag/chat 1.57/1.20/1.07x
-# -> 1.61/1.23/1.08x: a request that missed once probes again before the copy is over)
+# (a first pause of 1, not 2: a request that missed once probes again before the copy is over)
 COPYING_RATE = 0.9  # a copying request's rate: a probe is made only where it would pay
 
 
