@@ -408,3 +408,20 @@ def test_settings_use_sglang_names_and_are_checked():
                  "speculative_ngram_max_match_window_size": 4}):
         with pytest.raises(ValueError, match="speculative"):
             ServerArgs(model_path="m", **bad)
+
+
+@pytest.mark.parametrize(("params", "kept"), [({}, 2), ({"ignore_eos": True}, 4),
+                                              ({"ignore_eos": True, "stop_token_ids": [77]}, 3)])
+def test_chains_end_at_a_stop_token(make_scheduler, monkeypatch, params, kept):
+    """No draft follows an EOS id (unless the request ignores EOS) or a stop token id: kept,
+    the output ends there; refused, so is every draft after it."""
+    from radixlm.runtime.speculative.draft_budget import DraftBudget
+
+    lookup = [55, 4, 77, 88]  # 4: <|im_end|>, an EOS id of the tiny model
+    monkeypatch.setattr(NgramLookup, "match", lambda self, ids, want, tail=(): (lookup, 3))
+    monkeypatch.setattr(DraftBudget, "take", lambda self, row_cost=0.0: 6)
+    s = make_scheduler(**SPEC)
+    s.add_request(GenerateReq(rid="stop", input_ids=COPY_PROMPT, sampling=SamplingParams(
+        temperature=0.0, max_new_tokens=20, **params)))
+    s.step()  # the prefill: the request now decodes
+    assert s.speculator.propose(s.running[0]).tokens == lookup[:kept]

@@ -337,7 +337,8 @@ def _speculator(args: ServerArgs, kv: KVManager, tokenizer: Any, max_context: in
     if args.speculative_algorithm is None:
         return None
     speculator = Speculator(args, kv, lambda text: tokenizer.encode(
-        text, add_special_tokens=False), max_context, lambda: output.grammar.compiler.vocab)
+        text, add_special_tokens=False), max_context, lambda: output.grammar.compiler.vocab,
+        output.finish.eos_ids)
     output.verifier = DraftVerifier(output, speculator.stats)
     return speculator
 

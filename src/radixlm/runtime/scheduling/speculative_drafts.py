@@ -11,7 +11,10 @@ text: first for a constrained request, whose forced and looked-up text are token
 as a fallback for others), then the outputs of finished requests
 (:mod:`..speculative.shared_lookup`) for the rest (as many as the request's
 :class:`~..speculative.draft_budget.DraftBudget` allows), cut at the first token the
-constraint refuses and to what the request may still emit (``max_new_tokens``, the context).
+constraint refuses, after the first stop token (an EOS id, unless the request ignores EOS,
+or one of its ``stop_token_ids``: kept, the output ends there; refused, so is the rest: either
+way no later draft is ever used, and each is a forward row) and to what the request may still
+emit (``max_new_tokens``, the context).
 The chain's slots are reserved only from free pages: drafting never evicts the prefix cache
 nor retracts a request; without room a request decodes one token as usual. The verification
 after the forward is :mod:`speculative_verify`'s. A draft's price in the budget is the row
@@ -21,7 +24,7 @@ forwards of the scheduler's decode steps (:meth:`Speculator.observe`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from ...fsm.tokens.vocabulary import TokenVocabulary
 from ..memory.kv_manager import KVManager
@@ -57,7 +60,8 @@ class Speculator:
     """Drafts for one scheduler's decoding requests (see module doc)."""
 
     def __init__(self, args: ServerArgs, kv: KVManager, encode: Callable[[str], list[int]],
-                 max_context: int, vocab: Callable[[], TokenVocabulary]) -> None:
+                 max_context: int, vocab: Callable[[], TokenVocabulary],
+                 eos_ids: Collection[int]) -> None:
         self.num_draft_tokens = args.speculative_num_draft_tokens
         self.min_n = args.speculative_ngram_min_match_window_size
         self.max_n = args.speculative_ngram_max_match_window_size
@@ -66,6 +70,7 @@ class Speculator:
         self.encode = encode
         self.vocab = vocab  # the fsm's token bytes (built on first use)
         self.max_context = max_context
+        self.eos_ids = frozenset(eos_ids)
         self.stats = AcceptanceStats()
         self.shared = SharedLookup(self.min_n, self.max_n, self.num_draft_tokens)
         self.shared_text = SharedText()
@@ -146,9 +151,20 @@ class Speculator:
             ctx = req.token_ids[-self.max_n :] + chain.tokens
             chain.extend(self.shared.propose(req.namespace, ctx, limit - len(chain)),
                          SOURCE_CROSS_REQUEST)
+        chain.cut(self._through_stop(req, chain.tokens))
         if matcher is not None:
             chain.cut(grammar_prefix(matcher, chain.tokens))
         return chain
+
+    def _through_stop(self, req: Req, tokens: list[int]) -> int:
+        """How many leading ``tokens`` are worth checking: up to the first stop token (an EOS
+        id unless ``req`` ignores EOS, or one of its ``stop_token_ids``) included."""
+        p = req.sampling
+        for i, token in enumerate(tokens):
+            if (token in self.eos_ids and not p.ignore_eos) or \
+                    (p.stop_token_ids and token in p.stop_token_ids):
+                return i + 1
+        return len(tokens)
 
     def _text_drafts(self, req: Req, chain: DraftChain, forced: str, want: int,
                      budget: int) -> bool:

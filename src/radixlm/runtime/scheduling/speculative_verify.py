@@ -18,6 +18,11 @@ is the standard rejection rule for a deterministic draft (accept with probabilit
 token follows the distribution plain sampling has; a seeded request draws the very tokens it
 would without speculation (its noise is seeded by the output index).
 
+A greedy request without logprobs masks row 0 (ready: the gate checked it) and a draft row
+only where its unmasked pick may not be the masked one: the constraint refuses it, or the
+budget's closing cut at that state is not known to cut nothing (:mod:`.greedy_mask_shortcut`:
+the same draws as masking every row).
+
 Every kept token goes through the same :meth:`OutputProcessor.take_token` as a plain decode
 (logprobs, stop tokens and strings, ``max_new_tokens``, the context, the grammar's advance and
 end), in order, and the first finish ends the chain. The KV of every position after the last
@@ -32,10 +37,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ...fsm import GrammarError
-from ..model.sampler import SampleRow, sample
+from ...fsm import GrammarError, GrammarMatcher
+from ..model.sampler import SampleResult, SampleRow, sample
 from ..speculative.acceptance_stats import AcceptanceStats
 from ..speculative.draft_chain import SOURCE_GRAMMAR, DraftChain
+from .greedy_mask_shortcut import pick_holds, shortcut_applies
 from .request import Req
 
 if TYPE_CHECKING:
@@ -45,9 +51,15 @@ if TYPE_CHECKING:
 class DraftVerifier:
     """Verifies draft chains for one :class:`OutputProcessor` (see module doc)."""
 
-    def __init__(self, output: OutputProcessor, stats: AcceptanceStats) -> None:
+    def __init__(self, output: OutputProcessor, stats: AcceptanceStats,
+                 greedy_shortcut: bool = True) -> None:
         self.output = output
         self.stats = stats
+        # greedy rows skip the masks of draft rows whose pick the constraint allows
+        # (:mod:`.greedy_mask_shortcut`); the counts: draft rows drawn without their mask,
+        # and draft rows masked and drawn again (the shortcut did not hold)
+        self.greedy_shortcut = greedy_shortcut
+        self.skipped_masks = self.masked_picks = 0
 
     def verify(self, step: StepOutput, req: Req, chain: DraftChain,
                rows: torch.Tensor) -> None:
@@ -62,11 +74,14 @@ class DraftVerifier:
 
         out = self.output
         drafts = chain.tokens
-        logits = rows.float().clone()  # the sampler works in place
-        usable, narrowed = self._mask(req, drafts, logits)
-        result = sample(logits[:usable], self._sample_rows(req, drafts, usable),
-                        out.generator, req.return_logprob,
-                        req.top_logprobs_num if req.return_logprob else 0)
+        if self.greedy_shortcut and shortcut_applies(req):
+            usable, narrowed, result = self._greedy(req, drafts, rows)
+        else:
+            logits = rows.float().clone()  # the sampler works in place
+            usable, narrowed = self._mask(req, drafts, logits)
+            result = sample(logits[:usable], self._sample_rows(req, drafts, usable),
+                            out.generator, req.return_logprob,
+                            req.top_logprobs_num if req.return_logprob else 0)
         accepted = emitted = 0
         for i in range(usable):
             draw = draw_of(result, i, req)
@@ -89,6 +104,43 @@ class DraftVerifier:
         if req.finish_reason is None and (msg := out.maybe_output(req)) is not None:
             step.outs.append(msg)
 
+    def _greedy(self, req: Req, drafts: list[int], rows: torch.Tensor
+                ) -> tuple[int, list[bool], SampleResult]:
+        """The greedy draws of ``rows`` [k + 1, V] with the mask shortcut
+        (:mod:`.greedy_mask_shortcut`): row 0 masked (the gate made its mask ready: one copy),
+        the draft rows drawn unmasked; going down the rows, a row's unmasked pick is kept where
+        the shortcut holds at its state, else that row alone is masked and drawn again; the
+        rows stop after the first draw that differs from its draft. Returns how many leading
+        rows are usable, whether the budget's cut removed a token in each, and the draws."""
+        logits = rows.float().clone()  # the sampler works in place
+        _, narrowed = self._mask(req, drafts, logits[:1])  # row 0: may set grammar_error
+        sample_rows = self._sample_rows(req, drafts, logits.shape[0])
+        ids = sample(logits, sample_rows, self.output.generator).next_ids  # greedy: no noise
+        trial = req.grammar.copy()  # active (shortcut_applies)
+        row = 0
+        while row < len(drafts) and ids[row] == drafts[row] and req.grammar_error is None:
+            row += 1
+            try:  # as in _mask: a draft its state refuses (never: the chain was cut to what
+                # the grammar accepts) or a budget hit ends the rows before this one
+                if not trial.accept_token(drafts[row - 1]):
+                    return row, narrowed, SampleResult(ids[:row], None, None)
+            except GrammarError:
+                return row, narrowed, SampleResult(ids[:row], None, None)
+            remaining = req.sampling.max_new_tokens - req.num_output - row
+            if pick_holds(req, trial, ids[row], remaining):
+                self.skipped_masks += 1
+                narrowed.append(False)
+                continue
+            masked = rows[row : row + 1].float().clone()
+            usable, cut = self._mask(req, drafts[row:], masked, start=trial)
+            if not usable:  # its mask is over the grammar's budget: the rows end before it
+                return row, narrowed, SampleResult(ids[:row], None, None)
+            self.masked_picks += 1
+            narrowed.append(cut[0])
+            ids[row] = sample(masked, sample_rows[row : row + 1],
+                              self.output.generator).next_ids[0]
+        return row + 1, narrowed, SampleResult(ids[: row + 1], None, None)
+
     def _sample_rows(self, req: Req, drafts: list[int], n: int) -> list[SampleRow]:
         """Row ``i``'s sampler input: the output as if ``drafts[:i]`` were appended."""
         base = list(req.output_ids)
@@ -97,21 +149,23 @@ class DraftVerifier:
                           step=req.num_output + i)
                 for i in range(n)]
 
-    def _mask(self, req: Req, drafts: list[int],
-              logits: torch.Tensor) -> tuple[int, list[bool]]:
+    def _mask(self, req: Req, drafts: list[int], logits: torch.Tensor,
+              start: GrammarMatcher | None = None) -> tuple[int, list[bool]]:
         """Apply, in place, the constraint's mask of the state after ``drafts[:i]`` to row
         ``i``, cut to the tokens that still close within ``max_new_tokens`` where the request
         closes its output (as a plain step's fill, ``mask_rows.py``); returns how many leading
         rows can be processed (a mask past the first that cannot be built ends the rows there;
         one for the first sets ``grammar_error``, as a plain step's fill does, and the request
-        ends with it) and, per row, whether the budget's cut removed a token."""
+        ends with it) and, per row, whether the budget's cut removed a token. ``start``: the
+        rows begin at this matcher's state (a draft state, past the request's own: a mask
+        there that cannot be built ends the rows before it) instead of the request's."""
         n = logits.shape[0]
         narrowed = [False] * n
         if req.grammar is None or not req.grammar_active:
             return n, narrowed
         words = torch.zeros(n, (logits.shape[1] + 31) // 32, dtype=torch.int32)
         bits = words.numpy()
-        trial = req.grammar.copy()
+        trial = (start if start is not None else req.grammar).copy()
         usable = 0
         for i in range(n):
             try:
@@ -119,10 +173,11 @@ class DraftVerifier:
                     break  # never: the chain was cut to what the grammar accepts
                 trial.fill_bitmask(bits[i])
                 if req.grammar_closing:
-                    remaining = req.sampling.max_new_tokens - req.num_output - i
+                    ahead = i + (start.num_tokens - req.grammar.num_tokens if start else 0)
+                    remaining = req.sampling.max_new_tokens - req.num_output - ahead
                     narrowed[i] = trial.close_within(bits[i], remaining)
             except GrammarError as exc:
-                if i:
+                if i or start is not None:
                     break
                 req.grammar_error = str(exc)
                 bits[0] = -1

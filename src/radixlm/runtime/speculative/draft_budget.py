@@ -3,13 +3,21 @@ accepted and what a draft costs in the step it joins: a long chain while the req
 and drafts are cheap, none while it writes text of its own or the batch makes rows dear,
 with a short probe now and then to notice when copying starts.
 
-A step with ``k`` drafts is modelled as ``1 + VERIFY_COST + k * row_cost`` plain steps (of
-this request's share): ``VERIFY_COST`` the verify path's fixed part (a sampler over ``k + 1``
-rows, the KV given back), ``row_cost`` a draft row's price, which the scheduler measures on
-the running model and batch (:mod:`.step_cost`; SmolLM2's GGUF blocks at 1 thread: 0.24 at
-batch 1, 0.7 at batch 8). Without a measure it is :data:`DRAFT_COST`, what a row cost with
+A step with ``k`` drafts is modelled as ``1 + (VERIFY_ROWS + k) * row_cost`` plain steps (of
+this request's share): ``VERIFY_ROWS`` the verify path's fixed part (a sampler over ``k + 1``
+rows, the masks, the KV given back) in draft rows (per request, it weighs like a row against
+the request's share of a step: little at batch 1, much at batch 8), ``row_cost`` a draft
+row's price, which the scheduler measures on
+the running model and batch (:mod:`.step_cost`; SmolLM2's GGUF blocks at 1 thread: 0.19-0.24
+at batch 1, 0.7 at batch 8). Without a measure it is :data:`DRAFT_COST`, what a row cost with
 float32 weights, where the step streams 4x the bytes: ``speculative.py --tasks draft_cost``
-measured 1.35 (k=1), 1.33 (k=4) and 1.22 (k=8) plain steps there.
+measured 1.35 (k=1), 1.33 (k=4) and 1.22 (k=8) plain steps there. On SmolLM2's blocks since
+the verify's masks and bitmask op went native and its rows run bound like the plain step, the
+same task measured 1.21 (k=1), 1.73 (k=4), 2.56 (k=8): ``1.02 + 0.19 k``, a fixed part near
+0.02, a tenth of a row (it was a fixed 0.25 plain steps when the verify's masks cost ~3.8 ms:
+at batch 1 a request that had just missed once paused its drafting through the copy that
+followed). ``VERIFY_ROWS`` stays above that measure, so that at batch 8 (a row 0.7) not even a
+copying request's chain pays, as measured there.
 
 The request's acceptance is an estimate ``rate`` of the chance that a draft is accepted given
 that the one before it was (decayed counts over its recent verifications, so a copying
@@ -29,10 +37,10 @@ counted here. Only the drafts change with the budget, never the output.
 
 from __future__ import annotations
 
-# Measured step cost, in plain decode steps (see module doc): the verify path's fixed part,
-# and a draft row's price where none is measured (float32 weights: 1.26, 1.29, 1.33 at
+# Measured step cost (see module doc): the verify path's fixed part in draft rows, and a
+# draft row's price in plain steps where none is measured (float32 weights: 1.26, 1.29, 1.33 at
 # k = 1, 4, 8)
-VERIFY_COST = 0.25
+VERIFY_ROWS = 0.5
 DRAFT_COST = 0.01
 MARGIN = 0.03  # a budget must promise this much over plain decoding
 DECAY = 0.7  # weight of older verifications in the rate (about the last 3 count)
@@ -40,7 +48,8 @@ PRIOR_RATE = 0.5  # a new request's rate, before any verification
 # a constrained request's: it copies values from its prompt (JSON extraction, tool calls)
 CONSTRAINED_PRIOR_RATE = 0.8
 PROBE = 2  # drafts a probe proposes after a pause
-FIRST_WAIT, MAX_WAIT = 2, 32  # steps without drafts after a budget of 0, doubled per failure
+FIRST_WAIT, MAX_WAIT = 1, 32  # steps without drafts after a budget of 0, doubled per failure
+# (a first pause of 1, not 2: a request that missed once probes again before the copy is over)
 COPYING_RATE = 0.9  # a copying request's rate: a probe is made only where it would pay
 
 
@@ -52,7 +61,7 @@ def expected_tokens(rate: float, k: int) -> float:
 
 def step_cost(k: int, row_cost: float = DRAFT_COST) -> float:
     """A step with ``k`` drafts at ``row_cost`` each, in plain decode steps."""
-    return 1.0 + VERIFY_COST + row_cost * k if k else 1.0
+    return 1.0 + row_cost * (VERIFY_ROWS + k) if k else 1.0
 
 
 def best_length(rate: float, most: int, row_cost: float = DRAFT_COST) -> int:

@@ -29,7 +29,7 @@ one thread, else wall time;
 is timed: the rest of a step holds one-off costs (a vocabulary or a mask built on first
 use: ~260 ms once in a RAG run) that a fit of whole steps read as "a 1-row step is dear,
 rows are free", so it drafted 8 tokens a step at a row cost near 0 for the next ~50 steps;
-the verify path's own fixed part is :data:`~.draft_budget.VERIFY_COST`.
+the verify path's own fixed part is :data:`~.draft_budget.VERIFY_ROWS`.
 """
 
 from __future__ import annotations
