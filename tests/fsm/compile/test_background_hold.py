@@ -55,7 +55,11 @@ def test_a_parked_thread_resumes_on_release_and_its_park_is_off_its_work_clock()
         assert thread.is_alive() and not seen
     thread.join(PATIENCE)
     assert hold.pauses == 1 and hold.parked_now == 0 and hold.paused_seconds > 0
-    assert seen["wall"] - seen["work"] >= hold.paused_seconds - 1e-9, "parked: not work"
+    # the park's own wake-up runs inside its timed window on the thread's CPU clock (19 ns
+    # once under load): allow that much, far below the park itself, which the work clock
+    # would otherwise count in full
+    wake_up = min(1e-4, hold.paused_seconds / 10)
+    assert seen["wall"] - seen["work"] >= hold.paused_seconds - wake_up, "parked: not work"
 
 
 def test_background_warm_up_parks_while_held_and_finishes_the_same_masks(vocab) -> None:  # noqa: ANN001
