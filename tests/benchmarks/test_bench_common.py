@@ -44,7 +44,7 @@ def test_smollm2_gives_radixlm_the_gguf_and_transformers_its_conversion(
 
 
 def test_an_unknown_model_names_the_choices(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="smollm2, tiny, small or a path"):
+    with pytest.raises(SystemExit, match="smollm2, gemma3, tiny, small or a path"):
         common.resolve_model(str(tmp_path / "nowhere"))
 
 
