@@ -33,11 +33,8 @@ class FinishCheck:
         """
         p = req.sampling
         n_out = req.num_output
-        if sampled is not None and n_out >= p.min_new_tokens:
-            if not p.ignore_eos and sampled in self.eos_ids:
-                return FinishStop(matched=sampled)
-            if p.stop_token_ids and sampled in p.stop_token_ids:
-                return FinishStop(matched=sampled)
+        if sampled is not None and n_out >= p.min_new_tokens and self.is_stop_token(req, sampled):
+            return FinishStop(matched=sampled)
         if req.has_text_stops and n_out >= p.min_new_tokens:
             matched = self.match_stop_str(req, extra)
             if matched is not None:
@@ -47,6 +44,13 @@ class FinishCheck:
         if len(req.token_ids) >= self.max_context:
             return FinishLength(length=n_out)
         return None
+
+    def is_stop_token(self, req: Req, token: int) -> bool:
+        """Whether ``token`` ends ``req``'s output (once past ``min_new_tokens``): an EOS id
+        unless the request ignores EOS, or one of its ``stop_token_ids``."""
+        p = req.sampling
+        return (not p.ignore_eos and token in self.eos_ids) or bool(
+            p.stop_token_ids and token in p.stop_token_ids)
 
     def match_stop_str(self, req: Req, extra: int = 0) -> str | None:
         """The stop string or stop regex the output now contains, if any. Stop strings need

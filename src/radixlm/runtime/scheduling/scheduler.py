@@ -338,7 +338,7 @@ def _speculator(args: ServerArgs, kv: KVManager, tokenizer: Any, max_context: in
         return None
     speculator = Speculator(args, kv, lambda text: tokenizer.encode(
         text, add_special_tokens=False), max_context, lambda: output.grammar.compiler.vocab,
-        output.finish.eos_ids)
+        output.finish.is_stop_token)
     output.verifier = DraftVerifier(output, speculator.stats)
     return speculator
 

@@ -24,7 +24,7 @@ forwards of the scheduler's decode steps (:meth:`Speculator.observe`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 
 from ...fsm.tokens.vocabulary import TokenVocabulary
 from ..memory.kv_manager import KVManager
@@ -61,7 +61,7 @@ class Speculator:
 
     def __init__(self, args: ServerArgs, kv: KVManager, encode: Callable[[str], list[int]],
                  max_context: int, vocab: Callable[[], TokenVocabulary],
-                 eos_ids: Collection[int]) -> None:
+                 is_stop_token: Callable[[Req, int], bool]) -> None:
         self.num_draft_tokens = args.speculative_num_draft_tokens
         self.min_n = args.speculative_ngram_min_match_window_size
         self.max_n = args.speculative_ngram_max_match_window_size
@@ -70,7 +70,7 @@ class Speculator:
         self.encode = encode
         self.vocab = vocab  # the fsm's token bytes (built on first use)
         self.max_context = max_context
-        self.eos_ids = frozenset(eos_ids)
+        self.is_stop_token = is_stop_token  # the finish check's rule (FinishChecker)
         self.stats = AcceptanceStats()
         self.shared = SharedLookup(self.min_n, self.max_n, self.num_draft_tokens)
         self.shared_text = SharedText()
@@ -157,12 +157,10 @@ class Speculator:
         return chain
 
     def _through_stop(self, req: Req, tokens: list[int]) -> int:
-        """How many leading ``tokens`` are worth checking: up to the first stop token (an EOS
-        id unless ``req`` ignores EOS, or one of its ``stop_token_ids``) included."""
-        p = req.sampling
+        """How many leading ``tokens`` are worth checking: up to the first stop token (the
+        finish check's :meth:`~.finish_check.FinishChecker.is_stop_token`) included."""
         for i, token in enumerate(tokens):
-            if (token in self.eos_ids and not p.ignore_eos) or \
-                    (p.stop_token_ids and token in p.stop_token_ids):
+            if self.is_stop_token(req, token):
                 return i + 1
         return len(tokens)
 

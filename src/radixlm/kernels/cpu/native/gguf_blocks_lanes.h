@@ -217,9 +217,6 @@ VNNI INLINE __m512i codes32x2(int type, const uint8_t *b, int bytes) {
     return codes32_two(type, b, b + bytes);
 }
 
-/* Blocks 16 g .. 16 g + cnt - 1 (cnt <= 16) of R output rows (row, row + stride, ...) for
-   the one activation row into acc[r] (first: the ragged last group, which sets acc as the
-   tiles' step32 or last4 does). R rows side by side: independent chains for the scheduler. */
 /* A short last group (cnt <= 4 blocks): block j's 32 codes u[j] dotted with X's 32 bytes
  * on 256 bits, each block's int32 sum in lane j of the result (zeros past cnt); the lanes
  * kernel's and the few-rows kernel's (one order for both: a row's bits never depend on
@@ -239,6 +236,9 @@ VNNI INLINE __m512i short_group_dots(const __m256i *u, const int8_t *X, int cnt)
                                                 _mm256_extracti128_si256(h, 1)));
 }
 
+/* Blocks 16 g .. 16 g + cnt - 1 (cnt <= 16) of R output rows (row, row + stride, ...) for
+   the one activation row into acc[r] (first: the ragged last group, which sets acc as the
+   tiles' step32 or last4 does). R rows side by side: independent chains for the scheduler. */
 VNNI INLINE void group_lanes32(const uint8_t *row, idx_t stride, int R, idx_t g, int cnt,
                                int first, idx_t k, int type, const Prep *p, const int32_t *xt,
                                __m512 *acc) {
